@@ -1,0 +1,172 @@
+"""Records that flow between stages (question, answer, verdict) and dataset loading.
+
+Question records carry a meta-rubric and/or an already-compiled `checks` list. Images are
+either a path relative to the dataset file or `pkg:<package>/<file>`, a file shipped inside
+an installed Python package (the bundled sample uses scikit-image's photographs this way).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import InputError, Problem, pydantic_problems
+from ..rubric.schema import Check, MetaRubric, Tier
+from ..store import read_jsonl
+
+NonEmpty = Annotated[str, Field(min_length=1)]
+Variant = Literal["multimodal", "text_only"]
+Label = Literal["meets", "partially_meets", "missing", "contradicts", "invalid"]
+PKG_PREFIX = "pkg:"
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class Question(_Record):
+    question_id: NonEmpty
+    domain: NonEmpty
+    question: NonEmpty
+    question_text_only: str | None = None
+    image: str | None = None
+    meta_rubric: MetaRubric | None = None
+    checks: list[Check] | None = None
+
+    @model_validator(mode="after")
+    def _rubric(self):
+        if self.meta_rubric is None and not self.checks:
+            raise ValueError("a question needs a meta_rubric or a non-empty checks list")
+        if self.checks:
+            ids = [c.check_id for c in self.checks]
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            if dupes:
+                raise ValueError(f"check ids must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+class Answer(_Record):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    question_id: NonEmpty
+    model: NonEmpty
+    variant: Variant
+    response: str
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    settings_hash: str | None = None
+
+
+class Verdict(_Record):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    question_id: NonEmpty
+    model: NonEmpty
+    variant: Variant = "multimodal"
+    judge: NonEmpty
+    check_id: NonEmpty
+    tier: Tier
+    verdict: Label
+    raw: str | None = None
+    probs: dict[str, float] | None = None
+
+
+def verdict_key(v: dict) -> tuple:
+    return (v["question_id"], v["model"], v.get("variant", "multimodal"), v["judge"], v["check_id"])
+
+
+def answer_key(a: dict) -> tuple:
+    return (a["question_id"], a["model"], a["variant"])
+
+
+def resolve_image(ref: str, dataset_path: Path) -> Path:
+    """Where an `image` reference points (the file may not exist; callers check)."""
+    if ref.startswith(PKG_PREFIX):
+        package, _, rel = ref[len(PKG_PREFIX):].partition("/")
+        spec = importlib.util.find_spec(package) if package else None
+        if spec is None or not spec.submodule_search_locations:
+            raise FileNotFoundError(f"package {package!r} is not installed")
+        return Path(list(spec.submodule_search_locations)[0]) / rel
+    return (dataset_path.parent / ref).resolve()
+
+
+def load_image(ref: str, dataset_path: Path):
+    """The image as an RGB PIL image."""
+    from PIL import Image
+
+    with Image.open(resolve_image(ref, dataset_path)) as im:
+        return im.convert("RGB")
+
+
+def _image_problem(ref: str, dataset_path: Path) -> str | None:
+    from PIL import Image
+
+    try:
+        path = resolve_image(ref, dataset_path)
+    except (FileNotFoundError, ModuleNotFoundError, ValueError) as e:
+        return str(e)
+    if not path.is_file():
+        return f"image file not found: {path}"
+    try:
+        with Image.open(path) as im:
+            im.verify()
+    except Exception as e:  # PIL raises many types for a broken file
+        return f"image cannot be opened: {path} ({type(e).__name__}: {e})"
+    return None
+
+
+def load_questions(path: str | Path, *, check_images: bool = True) -> list[Question]:
+    """Read and validate a dataset; raise InputError listing every problem.
+
+    A `.parquet` file is read through the GAMUT release adapter.
+    """
+    path = Path(path)
+    if path.suffix == ".parquet":
+        from .gamut_release import load_release  # optional dependency (pyarrow)
+
+        return load_release(path)
+    name = str(path)
+    questions, problems, seen = [], [], {}
+    for no, obj in read_jsonl(path):
+        try:
+            q = Question.model_validate(obj)
+        except ValidationError as e:
+            problems.extend(pydantic_problems(e, name, no))
+            continue
+        if q.question_id in seen:
+            problems.append(Problem(name, no, "question_id",
+                                    f"duplicate question_id {q.question_id!r} (first on line {seen[q.question_id]})"))
+            continue
+        seen[q.question_id] = no
+        if check_images and q.image is not None:
+            msg = _image_problem(q.image, path)
+            if msg:
+                problems.append(Problem(name, no, "image", msg))
+        questions.append(q)
+    if problems:
+        raise InputError(problems)
+    return questions
+
+
+def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[dict]:
+    """Read answer or verdict JSONL files, validate each record, refuse duplicate keys."""
+    out, problems, seen = [], [], {}
+    for path in paths:
+        name = str(path)
+        for no, obj in read_jsonl(path):
+            try:
+                rec = model.model_validate(obj).model_dump()
+            except ValidationError as e:
+                problems.extend(pydantic_problems(e, name, no))
+                continue
+            k = key(rec)
+            if k in seen:
+                problems.append(Problem(name, no, "", f"duplicate record {k} (first at {seen[k]})"))
+                continue
+            seen[k] = f"{name}:{no}"
+            out.append(rec)
+    if problems:
+        raise InputError(problems)
+    return out
