@@ -1,0 +1,226 @@
+"""Statistics for comparing judges and models: rank correlations, agreement, bootstraps.
+
+Plain numpy over integer-coded arrays, so the whole analysis of a million-verdict run stays
+in vectorised code. Each function either returns a number or raises `Undefined` with a
+sentence saying why the statistic has no value for this input (two constant score vectors,
+one verdict category only, nothing to pair). Callers turn that into `null` plus the reason,
+so degenerate data gives defined output instead of a crash or a silent NaN.
+
+The formulas follow the references the tests check against: scipy.stats (`kendalltau`
+variant b, `spearmanr`, `pearsonr`) and Krippendorff's coincidence-matrix alpha as in the
+`krippendorff` package.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+
+class Undefined(ValueError):
+    """The statistic has no value for this input; the message says why."""
+
+
+def defined(fn: Callable, *args, **kwargs) -> tuple[float | None, str | None]:
+    """`(value, None)`, or `(None, reason)` when the statistic is undefined."""
+    try:
+        value = fn(*args, **kwargs)
+    except Undefined as e:
+        return None, str(e)
+    return (None if value is None else float(value)), None
+
+
+def _pair(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"need two 1-d arrays of one length, got {x.shape} and {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("scores must be finite; drop models without a score first")
+    if len(x) < 2:
+        raise Undefined(f"needs at least 2 models, got {len(x)}")
+    return x, y
+
+
+def rankdata(x) -> np.ndarray:
+    """Ranks 1..n, ties sharing their average rank (scipy's 'average' method)."""
+    x = np.asarray(x, dtype=float)
+    order = np.argsort(x, kind="mergesort")
+    xs = x[order]
+    # Start of each run of equal values; a run's average rank is (first + last) / 2 + 1.
+    new = np.r_[True, xs[1:] != xs[:-1]]
+    run = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    ends = np.r_[starts[1:], len(xs)] - 1
+    avg = (starts + ends) / 2.0 + 1.0
+    ranks = np.empty(len(x))
+    ranks[order] = avg[run]
+    return ranks
+
+
+def pearson_r(x, y) -> float:
+    x, y = _pair(x, y)
+    dx, dy = x - x.mean(), y - y.mean()
+    sx, sy = np.sqrt(dx @ dx), np.sqrt(dy @ dy)
+    if sx == 0 or sy == 0:
+        raise Undefined("one of the two score lists is constant (all models tied)")
+    return float(np.clip((dx @ dy) / (sx * sy), -1.0, 1.0))
+
+
+def spearman_rho(x, y) -> float:
+    x, y = _pair(x, y)
+    return pearson_r(rankdata(x), rankdata(y))
+
+
+def kendall_tau_b(x, y) -> float:
+    """Kendall's tau-b: (concordant - discordant) / sqrt(pairs untied in x * pairs untied in y).
+
+    All pairs at once through sign matrices; n is a number of models, so n^2 is small.
+    """
+    x, y = _pair(x, y)
+    sx = np.sign(x[:, None] - x[None, :])
+    sy = np.sign(y[:, None] - y[None, :])
+    iu = np.triu_indices(len(x), k=1)
+    sx, sy = sx[iu], sy[iu]
+    untied_x = np.count_nonzero(sx)
+    untied_y = np.count_nonzero(sy)
+    if untied_x == 0 or untied_y == 0:
+        raise Undefined("one of the two score lists is constant (all models tied)")
+    return float((sx * sy).sum() / np.sqrt(float(untied_x) * float(untied_y)))
+
+
+def identical_ranking(x, y) -> bool:
+    """Same order of every pair of models (ties must match too)."""
+    x, y = _pair(x, y)
+    return bool(np.array_equal(rankdata(x), rankdata(y)))
+
+
+def adjacent_swaps(x, y) -> int:
+    """Neighbours in x's leaderboard (best first) that y puts in the opposite order."""
+    x, y = _pair(x, y)
+    order = np.lexsort((np.arange(len(x)), -x))  # stable: ties keep input order
+    xs, ys = x[order], y[order]
+    # A swap needs a strict order on both sides; a tie in either is not a flip.
+    return int(np.count_nonzero((xs[:-1] > xs[1:]) & (ys[:-1] < ys[1:])))
+
+
+def confusion_matrix(a, b, n_categories: int) -> np.ndarray:
+    """Counts[i, j] of items that rater a put in category i and rater b in category j."""
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    k = n_categories
+    return np.bincount(a * k + b, minlength=k * k).reshape(k, k)
+
+
+def cohen_kappa(confusion) -> float:
+    """Cohen's kappa from a square confusion matrix (unweighted)."""
+    c = np.asarray(confusion, dtype=float)
+    n = c.sum()
+    if n == 0:
+        raise Undefined("no items rated by both")
+    p_o = np.trace(c) / n
+    p_e = (c.sum(axis=1) @ c.sum(axis=0)) / (n * n)
+    if p_e >= 1.0:
+        raise Undefined("both raters used one and the same category for every item, "
+                        "so chance agreement is 1")
+    return float((p_o - p_e) / (1.0 - p_e))
+
+
+def _delta2(level: str, n_c: np.ndarray) -> np.ndarray:
+    k = len(n_c)
+    idx = np.arange(k)
+    if level == "nominal":
+        return (idx[:, None] != idx[None, :]).astype(float)
+    if level == "ordinal":
+        # Krippendorff's ordinal metric: (sum of n_g for g between c and k, minus half of
+        # the two end counts) squared; it depends on how the values are used, not on codes.
+        cum = np.r_[0.0, np.cumsum(n_c)]
+        lo = np.minimum(idx[:, None], idx[None, :])
+        hi = np.maximum(idx[:, None], idx[None, :])
+        between = cum[hi + 1] - cum[lo]
+        return (between - (n_c[:, None] + n_c[None, :]) / 2.0) ** 2
+    raise ValueError(f"level must be 'nominal' or 'ordinal', not {level!r}")
+
+
+def krippendorff_alpha(data, n_values: int, level: str = "nominal") -> float:
+    """Krippendorff's alpha for raters x units codes 0..n_values-1, negative = missing.
+
+    For ordinal data the codes must be in the scale's order. Units with fewer than two
+    values are not pairable and drop out, as in Krippendorff's definition.
+    """
+    data = np.asarray(data)
+    if data.ndim != 2:
+        raise ValueError("data must be raters x units")
+    k = n_values
+    present = data >= 0
+    m_u = present.sum(axis=0)
+    keep = m_u >= 2
+    if not keep.any():
+        raise Undefined("no unit has values from two raters")
+    sub = data[:, keep]
+    m = m_u[keep].astype(float)
+    n_units = sub.shape[1]
+    cols = np.broadcast_to(np.arange(n_units), sub.shape)
+    ok = sub >= 0
+    # Value counts per unit (units x values) with one bincount over unit*k + value.
+    counts = np.bincount(cols[ok] * k + sub[ok], minlength=n_units * k).reshape(n_units, k)
+    counts = counts.astype(float)
+    w = 1.0 / (m - 1.0)
+    coincidence = (counts * w[:, None]).T @ counts - np.diag(w @ counts)
+    n_c = coincidence.sum(axis=1)
+    n = n_c.sum()
+    d2 = _delta2(level, n_c)
+    expected = (np.outer(n_c, n_c) * d2).sum()
+    if expected == 0:
+        raise Undefined("every pairable value is the same category, so expected "
+                        "disagreement is 0")
+    observed = (coincidence * d2).sum()
+    return float(1.0 - (n - 1.0) * observed / expected)
+
+
+def percentile_ci(samples, level: float = 0.95) -> tuple[float, float]:
+    s = np.asarray(samples, dtype=float)
+    tail = (1.0 - level) / 2.0 * 100.0
+    lo, hi = np.percentile(s, [tail, 100.0 - tail], axis=0)
+    return float(lo), float(hi)
+
+
+def question_weights(n_questions: int, n_boot: int, seed: int) -> np.ndarray:
+    """n_boot x n_questions resampling counts: row b says how often each question is drawn.
+
+    Weights instead of index arrays, so every model's bootstrap mean is one matrix product
+    and two models resampled with the same row are paired by construction.
+    """
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_questions, size=(n_boot, n_questions))
+    flat = idx + (np.arange(n_boot) * n_questions)[:, None]
+    return np.bincount(flat.ravel(), minlength=n_boot * n_questions).reshape(
+        n_boot, n_questions).astype(np.float64)
+
+
+def bootstrap_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per bootstrap row, the weighted mean of each column of `values` (questions x models).
+
+    NaN marks a question a model has no score for; it counts for neither numerator nor
+    denominator. A row that drew none of a model's questions gives NaN for that model.
+    """
+    v = np.asarray(values, dtype=float)
+    have = np.isfinite(v)
+    num = weights @ np.where(have, v, 0.0)
+    den = weights @ have.astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def paired_difference(boot_a: np.ndarray, boot_b: np.ndarray, level: float = 0.95) -> dict:
+    """Percentile CI of a - b from bootstrap means drawn with the same question rows.
+
+    `distinguishable` says whether the CI excludes zero.
+    """
+    d = np.asarray(boot_a, dtype=float) - np.asarray(boot_b, dtype=float)
+    d = d[np.isfinite(d)]
+    if len(d) == 0:
+        raise Undefined("the two models share no question")
+    lo, hi = percentile_ci(d, level)
+    return {"ci95": [lo, hi], "distinguishable": bool(lo > 0 or hi < 0)}
