@@ -18,8 +18,8 @@ from .errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GAMUT factual-completeness benchmark, offline, on open models.")
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
 
 
 def user_errors(fn):
@@ -84,6 +84,87 @@ def score(
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
                   f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]")
+
+
+def _run_config(config: Path):
+    from .config import load_run_config
+
+    return load_run_config(config)
+
+
+@app.command()
+@user_errors
+def run(
+    config: Path = typer.Option(..., "--config", help="Run YAML (e.g. configs/runs/sample.yaml)."),
+    chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append (default: the config's chunk_size)."),
+):
+    """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
+    from .runner import run as run_all
+
+    stages = run_all(config, chunk_size=chunk_size, console=err)
+    for name, s in stages.items():
+        out.print(f"{name:<9} {s['seconds']:8.1f} s")
+    spec = _run_config(config)
+    out.print(f"run directory: {spec.output_dir}")
+
+
+@app.command()
+@user_errors
+def generate(
+    config: Path = typer.Option(..., "--config", help="Run YAML."),
+    model: Optional[str] = typer.Option(None, help="Only this model (its name in the config)."),
+    variant: Optional[str] = typer.Option(None, help="Only this variant: multimodal or text_only."),
+    shard: Optional[str] = typer.Option(None, help="i/n: only questions whose index in sorted(question_id) % n == i."),
+    chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
+):
+    """Generate the answers still missing from the run directory (resumes)."""
+    from .generate import generate as generate_stage
+    from .runner import ensure_manifest
+    from .shard import parse_shard
+
+    spec = _run_config(config)
+    ensure_manifest(spec, config)
+    for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard),
+                            chunk_size=chunk_size, source=str(config), console=err):
+        out.print(f"{s['model']}: {s['written']} answers written, {s['already_done']} already done "
+                  f"({', '.join(s['variants'])})")
+
+
+@app.command()
+@user_errors
+def judge(
+    config: Path = typer.Option(..., "--config", help="Run YAML."),
+    judge_name: Optional[str] = typer.Option(None, "--judge", help="Only this judge."),
+    model: Optional[str] = typer.Option(None, help="Only answers of this model."),
+    variant: Optional[str] = typer.Option(None, help="Only this variant: multimodal or text_only."),
+    shard: Optional[str] = typer.Option(None, help="i/n: only questions whose index in sorted(question_id) % n == i."),
+    chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
+):
+    """Grade every answer on each of its checks (resumes; one verdict per response and check)."""
+    from .judge import judge as judge_stage
+    from .runner import ensure_manifest
+    from .shard import parse_shard
+
+    spec = _run_config(config)
+    ensure_manifest(spec, config)
+    for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard),
+                         chunk_size=chunk_size, source=str(config), console=err):
+        out.print(f"{s['judge']}: {s['written']} verdicts written ({s['invalid']} invalid), "
+                  f"{s['already_done']} already done, {s['answers']} answers")
+
+
+@app.command("score-run")
+@user_errors
+def score_run(config: Path = typer.Option(..., "--config", help="Run YAML.")):
+    """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
+    import json
+
+    from .runner import score_run as score_run_stage
+
+    path = score_run_stage(_run_config(config))
+    for m in json.loads(path.read_text())["models"]:
+        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}")
+    out.print(f"scores: {path}")
 
 
 def main():  # pragma: no cover - console entry for `python -m gamut_local.cli`

