@@ -92,10 +92,15 @@ class SlurmSpec(_Config):
     cpus_per_gpu: int = 8
     mem_per_gpu: str = "64G"
     gpus_per_node: int = 8
-    shards_generate: int = 1
-    shards_judge: int = 1
+    shards_generate: int = Field(default=1, ge=1)
+    shards_judge: int = Field(default=1, ge=1)
     extra_sbatch: list[str] = []  # extra "#SBATCH ..." lines, verbatim
     setup: list[str] = []  # shell lines run before each task (module load, venv activate)
+    cpus_score: int = 8  # score and report jobs (CPU only)
+    mem_score: str = "32G"
+    max_concurrent: int | None = None  # array throttle: at most this many tasks of one array at once
+    launcher: str = "gamut-local"  # how job scripts call the CLI (e.g. "python -m gamut_local.cli")
+    templates: str | None = None  # a folder of your own sbatch templates (default: the project's slurm/)
 
 
 class PlanSpec(_Config):
@@ -104,10 +109,14 @@ class PlanSpec(_Config):
     prefill_tokens_per_s_per_gpu: float = 20000.0
     decode_tokens_per_s_per_gpu: float = 2000.0
     mean_answer_tokens: int = 600
-    mean_question_tokens: int = 60
+    mean_question_tokens: int | None = None  # None: measured on the dataset (chars / chars_per_token)
     image_tokens: int = 640
     judge_instruction_tokens: int = 400
-    mean_check_tokens: int = 30
+    mean_check_tokens: int | None = None  # None: measured on the dataset's checks
+    chars_per_token: float = 4.0
+    judge_output_tokens: int = 5  # a constrained label is a few tokens
+    # Per model/judge name: multiplies both throughputs (e.g. 0.1 for a 235B model, 3 for a 2B).
+    throughput_scale: dict[str, float] = {}
 
 
 class RunSpec(_Config):
