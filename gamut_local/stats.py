@@ -186,19 +186,6 @@ def percentile_ci(samples, level: float = 0.95) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def question_weights(n_questions: int, n_boot: int, seed: int) -> np.ndarray:
-    """n_boot x n_questions resampling counts: row b says how often each question is drawn.
-
-    Weights instead of index arrays, so every model's bootstrap mean is one matrix product
-    and two models resampled with the same row are paired by construction.
-    """
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_questions, size=(n_boot, n_questions))
-    flat = idx + (np.arange(n_boot) * n_questions)[:, None]
-    return np.bincount(flat.ravel(), minlength=n_boot * n_questions).reshape(
-        n_boot, n_questions).astype(np.float64)
-
-
 def bootstrap_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Per bootstrap row, the weighted mean of each column of `values` (questions x models).
 

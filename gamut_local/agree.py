@@ -1,0 +1,263 @@
+"""Judges compared on the same responses: rank agreement of the models' GAMUT scores,
+verdict-level agreement (Cohen's kappa, confusion, Krippendorff's alpha) and calibration
+against human (`gold`) verdicts.
+
+Verdicts are aligned on (question, model, variant, check) keys into a dense
+judges x keys array of verdict codes (-1 where a judge gave no verdict), so every statistic
+is a vectorised operation over that array. A "model" in the rank statistics is a
+(model, variant) pair, a *system* here.
+
+Statistics that have no value for the data (two constant score lists, one verdict category
+only, judges that share no key) are written as `null`, and `notes` says why, keyed by where
+the null is.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import stats
+from .errors import InputError, Problem
+from .score import score_responses
+from .vocab import TIER_CODE, TIERS, VERDICT_CODE, VERDICTS
+
+GOLD = "gold"
+N_VERDICTS = len(VERDICTS)
+# Krippendorff's ordinal scale: contradicts < missing < partially_meets < meets; invalid is
+# missing data (-1), because it says nothing about the response.
+ORDINAL_CODE = np.array([3, 2, 1, 0, -1], dtype=np.int8)
+
+
+@dataclass
+class Panel:
+    """Several judges' verdicts aligned on (question, system, check) keys.
+
+    `verdict[j, u]` is judge j's verdict code for key u, or -1 if judge j has none.
+    A response is (system, question) and has index `system * len(questions) + question`.
+    """
+
+    judges: list[str]
+    systems: list[tuple[str, str]]  # (model, variant)
+    questions: list[str]
+    key_system: np.ndarray  # int64 (U,)
+    key_question: np.ndarray  # int64 (U,)
+    key_tier: np.ndarray  # int8 (U,)
+    verdict: np.ndarray  # int8 (J, U)
+
+    @property
+    def key_response(self) -> np.ndarray:
+        return self.key_system * len(self.questions) + self.key_question
+
+    @property
+    def n_responses(self) -> int:
+        return len(self.systems) * len(self.questions)
+
+
+def panel_from_records(records: list[dict], source: str = "<verdicts>") -> Panel:
+    """Align verdict dicts (as the judge stage writes them) across judges.
+
+    The tier of a check must be the same for every judge (they graded one rubric);
+    a disagreement is an InputError naming the key.
+    """
+    judges = sorted({r["judge"] for r in records})
+    j_index = {j: i for i, j in enumerate(judges)}
+    keys: dict[tuple, int] = {}
+    n = len(records)
+    key_of = np.empty(n, dtype=np.int64)
+    judge_of = np.empty(n, dtype=np.int64)
+    code = np.empty(n, dtype=np.int8)
+    tier = np.empty(n, dtype=np.int8)
+    for i, r in enumerate(records):
+        k = (r["model"], r.get("variant", "multimodal"), r["question_id"], r["check_id"])
+        key_of[i] = keys.setdefault(k, len(keys))
+        judge_of[i] = j_index[r["judge"]]
+        code[i] = VERDICT_CODE[r["verdict"]]
+        tier[i] = TIER_CODE[r["tier"]]
+    n_keys = len(keys)
+    key_tier = np.full(n_keys, -1, dtype=np.int8)
+    key_tier[key_of] = tier
+    clash = np.flatnonzero(key_tier[key_of] != tier)
+    if len(clash):
+        key_list = list(keys)
+        raise InputError([Problem(source, None, "tier",
+                                  f"judges disagree on the tier of check {key_list[key_of[i]]}: "
+                                  f"{TIERS[key_tier[key_of[i]]]} vs {TIERS[tier[i]]} "
+                                  f"(judge {records[i]['judge']})") for i in clash[:20]])
+    verdict = np.full((len(judges), n_keys), -1, dtype=np.int8)
+    verdict[judge_of, key_of] = code
+    systems = sorted({k[:2] for k in keys})
+    questions = sorted({k[2] for k in keys})
+    s_index = {s: i for i, s in enumerate(systems)}
+    q_index = {q: i for i, q in enumerate(questions)}
+    key_system = np.fromiter((s_index[k[:2]] for k in keys), dtype=np.int64, count=n_keys)
+    key_question = np.fromiter((q_index[k[2]] for k in keys), dtype=np.int64, count=n_keys)
+    return Panel(judges, systems, questions, key_system, key_question, key_tier, verdict)
+
+
+def read_panel(paths: list[Path]) -> Panel:
+    """Read and validate verdict JSONL files into a Panel."""
+    from .data.records import Verdict, load_records, verdict_key
+
+    records = load_records(list(paths), Verdict, verdict_key)
+    return panel_from_records(records, source=", ".join(str(p) for p in paths))
+
+
+def response_scores(panel: Panel, j: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Judge j's response scores as a systems x questions matrix (NaN: nothing graded).
+
+    `mask` restricts to a subset of keys, e.g. those two judges share.
+    """
+    have = panel.verdict[j] >= 0
+    if mask is not None:
+        have &= mask
+    scores, _ = score_responses(panel.verdict[j][have], panel.key_tier[have],
+                                panel.key_response[have], panel.n_responses)
+    return scores.reshape(len(panel.systems), len(panel.questions))
+
+
+def system_scores(by_question: np.ndarray) -> np.ndarray:
+    """GAMUT score (points) per system: 100 x mean response score; NaN with no response."""
+    have = np.isfinite(by_question)
+    n = have.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, 100.0 * np.where(have, by_question, 0.0).sum(axis=1) / n, np.nan)
+
+
+def _system_name(s: tuple[str, str]) -> str:
+    return f"{s[0]}/{s[1]}"
+
+
+def _rank_block(a: np.ndarray, b: np.ndarray, systems, where: str, notes: dict) -> dict:
+    """Rank statistics of two judges' system scores, over systems both scored."""
+    both = np.isfinite(a) & np.isfinite(b)
+    left_out = [_system_name(systems[i]) for i in np.flatnonzero(~both)]
+    if left_out:
+        notes[f"{where}.systems_left_out"] = (
+            "no response graded by both judges, so not ranked: " + ", ".join(left_out))
+    a, b = a[both], b[both]
+    out = {}
+    for name, fn, kind in (("kendall_tau_b", stats.kendall_tau_b, _r),
+                           ("spearman_rho", stats.spearman_rho, _r),
+                           ("identical_ranking", stats.identical_ranking, bool),
+                           ("adjacent_swaps", stats.adjacent_swaps, int)):
+        value, why = stats.defined(fn, a, b)
+        out[name] = None if value is None else kind(value)
+        if why:
+            notes[f"{where}.{name}"] = why
+    if len(a):
+        out["max_abs_diff"] = round(float(np.abs(b - a).max()), 4)
+        out["mean_diff"] = round(float((b - a).mean()), 4)
+    else:
+        out["max_abs_diff"] = out["mean_diff"] = None
+        notes[f"{where}.mean_diff"] = "no system scored by both judges"
+    return out
+
+
+def _verdict_block(va: np.ndarray, vb: np.ndarray, where: str, notes: dict) -> tuple[dict, np.ndarray]:
+    conf = stats.confusion_matrix(va, vb, N_VERDICTS)
+    kappa, why = stats.defined(stats.cohen_kappa, conf)
+    if why:
+        notes[f"{where}.cohen_kappa"] = why
+    return {"cohen_kappa": None if kappa is None else round(kappa, 6),
+            "confusion": conf.tolist()}, conf
+
+
+def _r(x, digits=6):
+    return None if x is None else round(float(x), digits)
+
+
+def agree_panel(panel: Panel) -> dict:
+    """Everything `gamut-local agree` writes, from an aligned Panel."""
+    notes: dict[str, str] = {}
+    J = len(panel.judges)
+    present = panel.verdict >= 0
+    all_have = present.all(axis=0)
+    # Scores on each judge's full verdicts, to reuse when a pair shares every key.
+    full = [system_scores(response_scores(panel, j)) for j in range(J)]
+    pairs = []
+    pair_stats: dict[tuple[int, int], dict] = {}
+    shared_by_pair: dict[str, int] = {}
+    for ia, ib in itertools.combinations(range(J), 2):
+        a, b = panel.judges[ia], panel.judges[ib]
+        where = f"pairs[{a}|{b}]"
+        shared = present[ia] & present[ib]
+        if not shared.any():
+            notes[where] = "the two judges share no (question, model, variant, check) key"
+        # Scores over the keys both judges graded, so a judge that covered fewer responses
+        # is compared on the same ground, not on a different set of questions.
+        if (shared == present[ia]).all() and (shared == present[ib]).all():
+            sa, sb = full[ia], full[ib]
+        else:
+            sa = system_scores(response_scores(panel, ia, shared))
+            sb = system_scores(response_scores(panel, ib, shared))
+        entry = {"judge_a": a, "judge_b": b}
+        entry.update(_rank_block(sa, sb, panel.systems, where, notes))
+        vblock, conf = _verdict_block(panel.verdict[ia][shared], panel.verdict[ib][shared], where, notes)
+        entry.update(vblock)
+        shared_by_pair[f"{a}|{b}"] = int(shared.sum())
+        pairs.append(entry)
+        pair_stats[(ia, ib)] = {"conf": conf, "entry": entry}
+
+    alpha = {}
+    ordinal = ORDINAL_CODE[np.where(present, panel.verdict, 4)]
+    for level in ("nominal", "ordinal"):
+        value, why = (None, "needs at least 2 judges") if J < 2 else stats.defined(
+            stats.krippendorff_alpha, ordinal, 4, level)
+        alpha[level] = _r(value)
+        if why:
+            notes[f"krippendorff_alpha.{level}"] = why
+
+    vs_gold = {}
+    if GOLD in panel.judges:
+        g = panel.judges.index(GOLD)
+        for j, name in enumerate(panel.judges):
+            if j == g:
+                continue
+            key = (min(g, j), max(g, j))
+            conf = pair_stats[key]["conf"]
+            if g > j:  # rows must be gold
+                conf = conf.T
+            entry = pair_stats[key]["entry"]
+            n = conf.sum()
+            where = f"vs_gold[{name}]"
+            kappa, why = stats.defined(stats.cohen_kappa, conf)
+            if why:
+                notes[f"{where}.cohen_kappa"] = why
+            bias = entry["mean_diff"]
+            if bias is not None and g > j:
+                bias = -bias
+            if n == 0:
+                notes[f"{where}.accuracy"] = "no key graded by both this judge and gold"
+            vs_gold[name] = {
+                "accuracy": _r(np.trace(conf) / n) if n else None,
+                "cohen_kappa": _r(kappa),
+                "confusion": conf.tolist(),
+                "score_bias": bias,
+            }
+
+    return {
+        "judges": panel.judges,
+        "verdict_order": list(VERDICTS),
+        "keys": {
+            "total": int(panel.verdict.shape[1]),
+            "graded_by_all": int(all_have.sum()),
+            "missing": {j: int((~present[i]).sum()) for i, j in enumerate(panel.judges)},
+            "shared_by_pair": shared_by_pair,
+        },
+        "pairs": pairs,
+        "krippendorff_alpha": alpha,
+        "vs_gold": vs_gold,
+        "notes": notes,
+    }
+
+
+def agree_records(records: list[dict]) -> dict:
+    return agree_panel(panel_from_records(records))
+
+
+def agree_files(paths: list[Path]) -> dict:
+    return agree_panel(read_panel(paths))
