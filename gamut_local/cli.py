@@ -167,6 +167,70 @@ def score_run(config: Path = typer.Option(..., "--config", help="Run YAML.")):
     out.print(f"scores: {path}")
 
 
+@app.command()
+@user_errors
+def agree(
+    verdicts: List[Path] = typer.Argument(..., help="Verdict JSONL files of two or more judges (`gold` = human verdicts)."),
+    out_path: Path = typer.Option(..., "--out", help="Where to write the agreement JSON."),
+):
+    """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
+    from .agree import agree_files
+    from .store import write_json
+
+    result = agree_files(verdicts)
+    write_json(out_path, result)
+    missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
+    out.print(f"{out_path}: {len(result['judges'])} judges on {result['keys']['total']} keys "
+              f"(keys each judge lacks: {missing})")
+    for p in result["pairs"]:
+        tau = "—" if p["kendall_tau_b"] is None else f"{p['kendall_tau_b']:.3f}"
+        kappa = "—" if p["cohen_kappa"] is None else f"{p['cohen_kappa']:.3f}"
+        out.print(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau}, Cohen kappa {kappa}")
+    for where, why in result["notes"].items():
+        out.print(f"  null {where}: {why}", markup=False)
+
+
+@app.command()
+@user_errors
+def report(
+    run_dir: Path = typer.Argument(..., help="Run directory (needs verdicts/<judge>/*.jsonl)."),
+    dataset: Optional[Path] = typer.Option(None, help="Dataset for per-domain scores (default: the manifest's)."),
+    seed: int = typer.Option(0, help="Bootstrap seed."),
+):
+    """Write report.md, figures/*.png and tables/ for a run directory."""
+    from .report import write_report
+
+    path = write_report(run_dir, dataset, seed=seed)
+    out.print(f"{path}")
+
+
+@app.command()
+@user_errors
+def compare(
+    scores_path: Path = typer.Argument(..., help="Scores JSON written by `gamut-local score`."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison JSON here."),
+):
+    """Text-only vs multimodal per judge: gain per model, r(multimodal, gain), Kendall tau of rankings."""
+    from .compare import compare_scores_file
+    from .store import write_json
+
+    result = compare_scores_file(scores_path)
+    if out_path is not None:
+        write_json(out_path, result)
+    for judge, c in result.items():
+        if not c["n_models"]:
+            out.print(f"{judge}: {c['notes']['models']}")
+            continue
+        r = c["pearson_r_multimodal_gain"]
+        tau = c["kendall_tau_b_rankings"]
+        out.print(f"{judge}: {c['n_models']} models, mean gain {c['mean_gain']:+.2f}, "
+                  f"r(multimodal, gain) {'—' if r is None else f'{r:.3f}'}, "
+                  f"Kendall tau-b {'—' if tau is None else f'{tau:.3f}'}")
+        for m in c["models"]:
+            out.print(f"  {m['model']:<28} multimodal {m['multimodal']:6.1f}  text_only {m['text_only']:6.1f}  "
+                      f"gain {m['gain']:+6.1f}")
+
+
 def main():  # pragma: no cover - console entry for `python -m gamut_local.cli`
     app()
 
