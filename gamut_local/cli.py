@@ -231,6 +231,50 @@ def compare(
                       f"gain {m['gain']:+6.1f}")
 
 
+@app.command("slurm")
+@user_errors
+def slurm_cmd(
+    config: Path = typer.Argument(..., help="Run YAML."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every job script and sbatch command; submit nothing."),
+    submit_: bool = typer.Option(False, "--submit", help="Submit (the default when --dry-run is not given)."),
+    force: bool = typer.Option(False, "--force", help="Submit even if jobs of an earlier submission are still queued."),
+):
+    """Submit the run as a SLURM job graph (generate -> judge -> score -> report); rerun to resume."""
+    from .errors import Problem
+    from .slurm import dry_run_text, prepare, submit
+
+    if dry_run and submit_:
+        raise InputError([Problem("--dry-run/--submit", None, "", "give one of them, not both")])
+    plan = prepare(config)
+    if dry_run:
+        sys.stdout.write(dry_run_text(plan))
+        return
+    if not plan.todo:
+        out.print(f"Nothing to submit: every task of {config} has its done marker in {plan.run_dir / 'slurm' / 'done'}.")
+        return
+    records = submit(plan, force=force, echo=lambda line: out.print(line, markup=False))
+    tasks = sum(len(j.pending) for j in plan.todo)
+    out.print(f"Submitted {len(records)} jobs ({tasks} tasks); ids in {plan.run_dir / 'slurm' / 'jobs.json'}.")
+
+
+@app.command("plan")
+@user_errors
+def plan_cmd(
+    config: Path = typer.Argument(..., help="Run YAML."),
+    as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON instead of a table."),
+):
+    """Requests, prompt tokens (with and without prefix sharing) and GPU-hours per stage."""
+    import json
+
+    from .plan import plan_run, render_table
+
+    result = plan_run(config)
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        render_table(result, out)
+
+
 def main():  # pragma: no cover - console entry for `python -m gamut_local.cli`
     app()
 
