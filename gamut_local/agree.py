@@ -203,10 +203,11 @@ def agree_panel(panel: Panel) -> dict:
         pair_stats[(ia, ib)] = {"conf": conf, "entry": entry}
 
     alpha = {}
-    ordinal = ORDINAL_CODE[np.where(present, panel.verdict, 4)]
+    # One coincidence matrix serves both levels; only the distance metric differs.
+    coincidence = stats.coincidence_matrix(ORDINAL_CODE[np.where(present, panel.verdict, 4)], 4)
     for level in ("nominal", "ordinal"):
         value, why = (None, "needs at least 2 judges") if J < 2 else stats.defined(
-            stats.krippendorff_alpha, ordinal, 4, level)
+            stats.alpha_from_coincidence, coincidence, level)
         alpha[level] = _r(value)
         if why:
             notes[f"krippendorff_alpha.{level}"] = why

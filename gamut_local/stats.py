@@ -143,40 +143,48 @@ def _delta2(level: str, n_c: np.ndarray) -> np.ndarray:
     raise ValueError(f"level must be 'nominal' or 'ordinal', not {level!r}")
 
 
-def krippendorff_alpha(data, n_values: int, level: str = "nominal") -> float:
-    """Krippendorff's alpha for raters x units codes 0..n_values-1, negative = missing.
-
-    For ordinal data the codes must be in the scale's order. Units with fewer than two
-    values are not pairable and drop out, as in Krippendorff's definition.
-    """
+def coincidence_matrix(data, n_values: int) -> np.ndarray:
+    """Krippendorff's coincidence matrix of raters x units codes 0..n_values-1 (negative =
+    missing). Units with fewer than two values are not pairable and add nothing."""
     data = np.asarray(data)
     if data.ndim != 2:
         raise ValueError("data must be raters x units")
     k = n_values
-    present = data >= 0
-    m_u = present.sum(axis=0)
+    m_u = (data >= 0).sum(axis=0)
     keep = m_u >= 2
-    if not keep.any():
-        raise Undefined("no unit has values from two raters")
     sub = data[:, keep]
-    m = m_u[keep].astype(float)
     n_units = sub.shape[1]
     cols = np.broadcast_to(np.arange(n_units), sub.shape)
     ok = sub >= 0
     # Value counts per unit (units x values) with one bincount over unit*k + value.
     counts = np.bincount(cols[ok] * k + sub[ok], minlength=n_units * k).reshape(n_units, k)
     counts = counts.astype(float)
-    w = 1.0 / (m - 1.0)
-    coincidence = (counts * w[:, None]).T @ counts - np.diag(w @ counts)
-    n_c = coincidence.sum(axis=1)
+    w = 1.0 / (m_u[keep] - 1.0)
+    return (counts * w[:, None]).T @ counts - np.diag(w @ counts)
+
+
+def alpha_from_coincidence(coincidence, level: str = "nominal") -> float:
+    """Krippendorff's alpha from a coincidence matrix (ordinal: rows in the scale's order)."""
+    o = np.asarray(coincidence, dtype=float)
+    n_c = o.sum(axis=1)
     n = n_c.sum()
+    if n == 0:
+        raise Undefined("no unit has values from two raters")
     d2 = _delta2(level, n_c)
     expected = (np.outer(n_c, n_c) * d2).sum()
     if expected == 0:
         raise Undefined("every pairable value is the same category, so expected "
                         "disagreement is 0")
-    observed = (coincidence * d2).sum()
-    return float(1.0 - (n - 1.0) * observed / expected)
+    return float(1.0 - (n - 1.0) * (o * d2).sum() / expected)
+
+
+def krippendorff_alpha(data, n_values: int, level: str = "nominal") -> float:
+    """Krippendorff's alpha for raters x units codes 0..n_values-1, negative = missing.
+
+    For ordinal data the codes must be in the scale's order. Units with fewer than two
+    values are not pairable and drop out, as in Krippendorff's definition.
+    """
+    return alpha_from_coincidence(coincidence_matrix(data, n_values), level)
 
 
 def percentile_ci(samples, level: float = 0.95) -> tuple[float, float]:

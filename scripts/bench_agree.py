@@ -1,0 +1,129 @@
+"""Benchmark: GAMUT-sized multi-judge analysis through score, agree and the report tables.
+
+Default shape: 3 judges x 14 models x 2 variants x 1,813 questions x 16 checks
+(812,224 verdicts per judge, 2.4 million in all). The verdict arrays are built directly
+(no JSON, no per-record dicts): file reading is not what is timed. Timed, on one core
+(BLAS/OpenMP threads pinned to 1 before numpy loads):
+
+- score:         score.score_table over every judge's verdicts (leaderboard, tiers, rates,
+                 domains, 1000-resample bootstrap CIs)
+- agree:         agree.agree_panel (rank statistics, kappa, confusion, Krippendorff alpha, gold)
+- report_tables: report.report_tables, everything the report needs (it runs score and
+                 agree itself, plus per-judge neighbour tests and variant comparison): the
+                 end-to-end figure, which must stay under 5 s.
+
+Prints one JSON object. Run: `.venv/bin/python scripts/bench_agree.py`
+"""
+
+from __future__ import annotations
+
+import os
+
+for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = "1"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from gamut_local.agree import Panel, agree_panel  # noqa: E402
+from gamut_local.report import _panel_table, report_tables  # noqa: E402
+from gamut_local.score import score_table  # noqa: E402
+
+DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
+           "consumer products", "books", "art", "sports", "text", "other")
+
+
+def synthetic_panel(judges: int, models: int, variants: int, questions: int, checks: int,
+                    seed: int = 0) -> Panel:
+    """Verdict codes for every (judge, model, variant, question, check), built as arrays.
+
+    Each model has a quality (chance a check is met); each judge copies a true verdict with
+    its own reliability and otherwise guesses; about 1% of outputs are `invalid`. Judge 0
+    is `gold`.
+    """
+    rng = np.random.default_rng(seed)
+    n_sys = models * variants
+    U = n_sys * questions * checks
+    key_system = np.repeat(np.arange(n_sys), questions * checks)
+    key_question = np.tile(np.repeat(np.arange(questions), checks), n_sys)
+    # Tiers by check position: 4 answer_critical, 7 valuable, 5 context in 16.
+    tier_of_check = np.minimum(np.arange(checks) * 3 // checks, 2).astype(np.int8)
+    key_tier = np.tile(tier_of_check, n_sys * questions)
+    quality = rng.uniform(0.25, 0.8, size=models)
+    gain = 0.05 if variants == 2 else 0.0
+    sys_quality = (quality[:, None] + gain * np.arange(variants)[None, :]).ravel()
+    u = rng.random(U)
+    q = sys_quality[key_system]
+    # Omission dominates contradiction, as GAMUT reports.
+    truth = np.select([u < q, u < q + 0.1, u < 0.95], [0, 1, 2], 3).astype(np.int8)
+    verdict = np.empty((judges, U), dtype=np.int8)
+    for j in range(judges):
+        reliability = 1.0 if j == 0 else 0.9 - 0.1 * j
+        guess = rng.integers(0, 4, size=U, dtype=np.int8)
+        verdict[j] = np.where(rng.random(U) < reliability, truth, guess)
+        if j:
+            verdict[j][rng.random(U) < 0.01] = 4  # invalid
+    names = ["gold"] + [f"judge-{j}" for j in range(1, judges)]
+    systems = [(f"model-{m:02d}", v) for m in range(models)
+               for v in ("multimodal", "text_only")[:variants]]
+    qids = [f"q{i:05d}" for i in range(questions)]
+    return Panel(names, systems, qids, key_system, key_question, key_tier, verdict)
+
+
+def timed(fn, repeats: int):
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--judges", type=int, default=3)
+    ap.add_argument("--models", type=int, default=14)
+    ap.add_argument("--variants", type=int, choices=(1, 2), default=2)
+    ap.add_argument("--questions", type=int, default=1813)
+    ap.add_argument("--checks", type=int, default=16)
+    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    panel = synthetic_panel(args.judges, args.models, args.variants, args.questions, args.checks)
+    build_s = time.perf_counter() - t0
+    domains = {q: DOMAINS[i % len(DOMAINS)] for i, q in enumerate(panel.questions)}
+
+    score_s, scored = timed(lambda: score_table(_panel_table(panel), domains), args.repeats)
+    agree_s, agreement = timed(lambda: agree_panel(panel), args.repeats)
+    tables_s, tables = timed(lambda: report_tables(panel, domains), args.repeats)
+
+    per_judge = int(panel.verdict.shape[1])
+    print(json.dumps({
+        "shape": {"judges": args.judges, "models": args.models, "variants": args.variants,
+                  "questions": args.questions, "checks": args.checks},
+        "verdicts_per_judge": per_judge,
+        "verdicts_total": per_judge * args.judges,
+        "build_arrays_s (not timed work)": round(build_s, 3),
+        "score_s": round(score_s, 3),
+        "agree_s": round(agree_s, 3),
+        "report_tables_s (score + agree + neighbours + variants)": round(tables_s, 3),
+        "target_s": 5.0,
+        "meets_target": tables_s < 5.0,
+        "verdicts_per_s": round(per_judge * args.judges / tables_s),
+        "best_of": args.repeats,
+        "threads": 1,
+        "check": {
+            "kendall_tau_b gold vs judge-1": agreement["pairs"][0]["kendall_tau_b"],
+            "krippendorff_alpha": agreement["krippendorff_alpha"],
+            "leaderboard rows": len(tables["leaderboard"]),
+            "scored systems": len(scored["models"]),
+        },
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
