@@ -45,7 +45,7 @@ def _by_judge(rows: list[dict], judges: list[str]) -> dict[str, list[dict]]:
 
 
 def _row_height(n: int) -> float:
-    return max(2.2, 0.32 * n + 1.2)
+    return max(2.6, 0.32 * n + 1.4)
 
 
 def leaderboard(t: dict, path: Path) -> Path | None:
@@ -124,7 +124,7 @@ def domain_heatmap(t: dict, path: Path) -> Path | None:
     domains = sorted({d["domain"] for d in t["domains"]})
     order = [r["label"] for r in t["leaderboard"]]
     n_sys = len(t["systems"])
-    fig, axes = _grid(len(groups), max(4.0, 0.7 * len(domains) + 2.5), _row_height(n_sys), max_cols=2)
+    fig, axes = _grid(len(groups), max(4.0, 0.7 * len(domains) + 2.5), _row_height(n_sys) + 1.4, max_cols=2)
     for ax, (judge, rows) in zip(axes, groups.items()):
         labels = [lab for lab in dict.fromkeys(order + [r["label"] for r in rows])
                   if any(r["label"] == lab for r in rows)]
