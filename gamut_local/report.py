@@ -133,46 +133,79 @@ def report_tables(panel: Panel, domains: dict[str, str] | None = None, *, seed: 
 
 # ---------------------------------------------------------------- reading the run directory
 
-def _dataset_for(run_dir: Path, dataset: Path | None) -> tuple[Path | None, str | None]:
+def _manifest(run_dir: Path) -> dict | None:
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError([Problem(str(path), None, "", f"not valid JSON: {e}")])
+    if not isinstance(data, dict):
+        raise InputError([Problem(str(path), None, "", "expected a JSON object")])
+    return data
+
+
+def _from_manifest(manifest: dict, key: str):
+    """A field of the run config the manifest records (`config.<key>`), or top-level."""
+    for holder in (manifest.get("config"), manifest):
+        if isinstance(holder, dict) and key in holder:
+            return holder[key]
+    return None
+
+
+def _locate(ref: str, run_dir: Path) -> Path | None:
+    # Run configs resolve paths to absolute ones; relative ones are tried from the run
+    # directory, then from where the command runs.
+    for cand in (Path(ref), run_dir / ref, Path.cwd() / ref):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _dataset_for(run_dir: Path, dataset: Path | None, manifest: dict | None) -> tuple[Path | None, str | None]:
     """The dataset to take domains from, or None and the reason there is none."""
     if dataset is not None:
         return Path(dataset), None
-    manifest = run_dir / "manifest.json"
-    if not manifest.is_file():
-        return None, ("no dataset was given and the run directory has no manifest.json "
-                      "naming one")
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError([Problem(str(manifest), None, "", f"not valid JSON: {e}")])
-    ref = None
-    for holder in (data, data.get("config"), data.get("run")):
-        if isinstance(holder, dict) and isinstance(holder.get("dataset"), str):
-            ref = holder["dataset"]
-            break
-    if ref is None:
-        return None, f"{manifest} names no dataset"
-    for cand in (Path(ref), run_dir / ref, Path.cwd() / ref):
-        if cand.is_file():
-            return cand, None
-    return None, f"{manifest} names dataset {ref}, which is not readable from here"
+    if manifest is None:
+        return None, "no dataset was given and the run directory has no manifest.json naming one"
+    ref = _from_manifest(manifest, "dataset")
+    if not isinstance(ref, str):
+        return None, "no dataset was given and manifest.json names none"
+    path = _locate(ref, run_dir)
+    if path is None:
+        return None, f"manifest.json names dataset {ref}, which is not readable from here"
+    return path, None
 
 
 def read_run(run_dir: Path, dataset: Path | None = None) -> tuple[Panel, dict | None, list[str]]:
-    """The run's verdicts as a Panel, its domains (or None) and notes on what is absent."""
+    """The run's verdicts as a Panel, its domains (or None) and notes on what is absent.
+
+    Verdicts are `verdicts/<judge>/*.jsonl` (shards included) plus the run's
+    `extra_verdicts` that manifest.json records (e.g. the sample's gold verdicts).
+    """
     from .data.records import Verdict, load_questions, load_records, verdict_key
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
+    notes = []
+    manifest = _manifest(run_dir)
     files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
+    extra = _from_manifest(manifest, "extra_verdicts") if manifest else None
+    for ref in extra if isinstance(extra, list) else []:
+        path = _locate(str(ref), run_dir)
+        if path is None:
+            notes.append(f"Verdicts: manifest.json lists extra verdict file {ref}, which is not "
+                         "readable from here; its judge's verdicts are not in this report.")
+        elif path.resolve() not in {f.resolve() for f in files}:
+            files.append(path)
     if not files:
         raise InputError([Problem(str(run_dir / "verdicts"), None, "",
                                   "no verdict files: expected verdicts/<judge>/<model>.<variant>.jsonl")])
     records = load_records(files, Verdict, verdict_key)
     panel = panel_from_records(records, source=str(run_dir / "verdicts"))
-    notes = []
-    path, why = _dataset_for(run_dir, dataset)
+    path, why = _dataset_for(run_dir, dataset, manifest)
     domains = None
     if path is None:
         notes.append(f"Per-domain table: {why}.")

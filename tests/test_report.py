@@ -182,3 +182,18 @@ def test_variant_comparison_degenerate_and_compare_cli(tmp_path):
     (tmp_path / "bad.json").write_text('{"models": [{"judge": "a"}]}')
     res = CliRunner().invoke(app, ["compare", str(tmp_path / "bad.json")])
     assert res.exit_code == 1 and "models.0: missing model, variant, gamut_score" in res.output
+
+
+def test_manifest_extra_verdicts_are_read_like_the_run_command_does(tmp_path):
+    records = make_records(seed=17, judges=(("gold", 1.0), ("small-judge", 0.6)), questions=6)
+    run = _write_run(tmp_path / "run", [r for r in records if r["judge"] == "small-judge"])
+    gold = tmp_path / "elsewhere" / "gold.jsonl"
+    write_jsonl(gold, [r for r in records if r["judge"] == "gold"])
+    write_json(run / "manifest.json", {"config": {
+        "dataset": str((run / "dataset.jsonl").resolve()),
+        "extra_verdicts": [str(gold.resolve()), str(tmp_path / "gone.jsonl")]}})
+    text = write_report(run).read_text()
+    assert "Calibration against human (`gold`) verdicts" in text
+    assert f"extra verdict file {tmp_path / 'gone.jsonl'}, which is not readable" in text
+    agreement = json.loads((run / "tables" / "agreement.json").read_text())
+    assert agreement["judges"] == ["gold", "small-judge"] and "small-judge" in agreement["vs_gold"]
