@@ -124,3 +124,18 @@ def test_build_dataset_end_to_end(tmp_path):
     assert "null" not in json.dumps(line)  # optional fields are left out, not written as null
     res = gamut("validate", out_path)
     assert res.exit_code == 0 and "3 questions" in res.output
+
+
+def test_fetch_script_without_network_fails_cleanly(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "fetch_data.py"
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    res = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "out")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 1
+    assert "error: could not fetch the data" in res.stderr and "Traceback" not in res.stderr
+    assert res.stdout == ""
