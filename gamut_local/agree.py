@@ -179,6 +179,8 @@ def agree_panel(panel: Panel) -> dict:
     # Scores on each judge's full verdicts, to reuse when a pair shares every key.
     full = [system_scores(response_scores(panel, j)) for j in range(J)]
     pairs = []
+    if J < 2:
+        notes["pairs"] = f"needs at least 2 judges, got {J}"
     pair_stats: dict[tuple[int, int], dict] = {}
     shared_by_pair: dict[str, int] = {}
     for ia, ib in itertools.combinations(range(J), 2):

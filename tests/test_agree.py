@@ -193,6 +193,7 @@ def test_judges_that_share_no_keys():
 def test_one_judge_gives_defined_output():
     res = agree_records(make_records(seed=8, judges=(("judge-a", 1.0),)))
     assert res["pairs"] == [] and res["vs_gold"] == {}
+    assert res["notes"]["pairs"] == "needs at least 2 judges, got 1"
     assert res["krippendorff_alpha"] == {"nominal": None, "ordinal": None}
 
 

@@ -111,3 +111,42 @@ def test_bootstrap_weights_and_paired_difference():
     # The percentile CI is the plain numpy percentile of the bootstrap differences.
     d = boot[:, 0] - boot[:, 1]
     assert clear["ci95"] == pytest.approx(list(np.percentile(d, [2.5, 97.5])))
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+small_scores = st.lists(st.integers(-3, 3), min_size=2, max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_rank_statistics_agree_with_scipy_or_are_undefined_exactly_when_scipy_is_nan(data):
+    x = data.draw(small_scores)
+    y = data.draw(st.lists(st.integers(-3, 3), min_size=len(x), max_size=len(x)))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refs = {stats.kendall_tau_b: sps.kendalltau(x, y, variant="b").statistic,
+                stats.spearman_rho: sps.spearmanr(x, y).statistic}
+    for fn, ref in refs.items():
+        value, why = stats.defined(fn, x, y)
+        if np.isnan(ref):
+            assert value is None and why
+        else:
+            assert value == pytest.approx(ref, abs=1e-12)
+    assert 0 <= stats.adjacent_swaps(x, y) <= len(x) - 1
+    assert stats.identical_ranking(x, x)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=60))
+def test_kappa_is_at_most_one_and_one_on_perfect_agreement(pairs):
+    a, b = map(np.array, zip(*pairs))
+    value, why = stats.defined(stats.cohen_kappa, stats.confusion_matrix(a, b, 5))
+    assert (value is None) == (len(set(a.tolist())) == 1 and set(a.tolist()) == set(b.tolist()))
+    if value is not None:
+        assert -1.0 <= value <= 1.0 + 1e-12
+    perfect, _ = stats.defined(stats.cohen_kappa, stats.confusion_matrix(a, a, 5))
+    assert perfect in (1.0, None)
