@@ -7,6 +7,12 @@ judges x keys array of verdict codes (-1 where a judge gave no verdict), so ever
 is a vectorised operation over that array. A "model" in the rank statistics is a
 (model, variant) pair, a *system* here.
 
+For each pair of judges, the models' GAMUT scores (computed by `score.score_responses`, as
+`gamut-local score` does) are taken over the keys both judges graded, so a judge that covered
+fewer responses (gold on a subset, an unfinished run) is compared on the same ground; when
+both graded everything these are the full scores. `keys.missing` says how many keys each
+judge lacks.
+
 Statistics that have no value for the data (two constant score lists, one verdict category
 only, judges that share no key) are written as `null`, and `notes` says why, keyed by where
 the null is.
@@ -183,6 +189,7 @@ def agree_panel(panel: Panel) -> dict:
         notes["pairs"] = f"needs at least 2 judges, got {J}"
     pair_stats: dict[tuple[int, int], dict] = {}
     shared_by_pair: dict[str, int] = {}
+    pair_scores: list[dict] = []
     for ia, ib in itertools.combinations(range(J), 2):
         a, b = panel.judges[ia], panel.judges[ib]
         where = f"pairs[{a}|{b}]"
@@ -201,6 +208,10 @@ def agree_panel(panel: Panel) -> dict:
         vblock, conf = _verdict_block(panel.verdict[ia][shared], panel.verdict[ib][shared], where, notes)
         entry.update(vblock)
         shared_by_pair[f"{a}|{b}"] = int(shared.sum())
+        both = np.isfinite(sa) & np.isfinite(sb)
+        pair_scores.append({"judge_a": a, "judge_b": b, "models": [
+            {"model": panel.systems[i][0], "variant": panel.systems[i][1],
+             "a": round(float(sa[i]), 4), "b": round(float(sb[i]), 4)} for i in np.flatnonzero(both)]})
         pairs.append(entry)
         pair_stats[(ia, ib)] = {"conf": conf, "entry": entry}
 
@@ -252,6 +263,8 @@ def agree_panel(panel: Panel) -> dict:
             "shared_by_pair": shared_by_pair,
         },
         "pairs": pairs,
+        # The scores the rank statistics of each pair were computed from (shared keys only).
+        "pair_scores": pair_scores,
         "krippendorff_alpha": alpha,
         "vs_gold": vs_gold,
         "notes": notes,

@@ -147,10 +147,10 @@ def judge_scatter(t: dict, path: Path) -> Path | None:
     a = t["agreement"]
     if a is None or not a["pairs"]:
         return None
+    label = {(s["model"], s["variant"]): s["label"] for s in t["systems"]}
     fig, axes = _grid(len(a["pairs"]), 4.3, 4.3)
-    for ax, p in zip(axes, a["pairs"]):
-        pts = [(r[p["judge_a"]], r[p["judge_b"]], r["label"]) for r in t["judge_scores"]
-               if r[p["judge_a"]] is not None and r[p["judge_b"]] is not None]
+    for ax, p, ps in zip(axes, a["pairs"], a["pair_scores"]):
+        pts = [(m["a"], m["b"], label[(m["model"], m["variant"])]) for m in ps["models"]]
         if pts:
             x, y, names = zip(*pts)
             ax.scatter(x, y, color="#3949ab", zorder=3)

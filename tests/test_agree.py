@@ -225,3 +225,13 @@ def test_agree_files_and_cli(tmp_path, records):
     assert res.exit_code == 1
     assert f"{broken}:2:" in res.output and f"{broken}:1: verdict" in res.output
     assert "Traceback" not in res.output and not (tmp_path / "x.json").exists()
+
+
+def test_pair_scores_are_what_the_rank_statistics_used(records, result):
+    for p, ps in zip(result["pairs"], result["pair_scores"]):
+        assert (ps["judge_a"], ps["judge_b"]) == (p["judge_a"], p["judge_b"])
+        x = [m["a"] for m in ps["models"]]
+        y = [m["b"] for m in ps["models"]]
+        assert len(x) == 12
+        assert p["kendall_tau_b"] == pytest.approx(sps.kendalltau(x, y).statistic, abs=1e-6)
+        assert p["mean_diff"] == pytest.approx(np.mean(np.subtract(y, x)), abs=1e-3)
