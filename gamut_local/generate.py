@@ -23,7 +23,7 @@ from .data.records import Question, answer_key, load_image, load_questions
 from .errors import InputError, Problem
 from .prompts import candidate_conversation
 from .shard import (Shard, answer_files, answers_path, check_name, done_keys_checked,
-                    progress_bars)
+                    load_and_close, progress_bars)
 from .store import append_jsonl
 from .vocab import VARIANTS
 
@@ -133,15 +133,12 @@ def answer_record(req: Request, spec: ModelSpec, settings_hash: str, completion)
 
 
 def generate_model(p: ModelPlan, dataset: Path, out_dir: Path, shard: Shard, chunk_size: int,
-                   progress=None) -> int:
+                   progress=None, open_engine=load_and_close) -> int:
     """Load the model once and answer every pending request; returns how many were written."""
-    from .engines import load_engine  # heavy: torch / vLLM
-
     spec, h = p.spec, p.spec.settings_hash()
     task = progress.add_task(f"generate {spec.name}", total=len(p.pending)) if progress else None
-    engine = load_engine(spec)
     written = 0
-    try:
+    with open_engine(spec) as engine:
         for chunk in _chunks(p.pending, chunk_size):
             convs = []
             for r in chunk:
@@ -158,14 +155,12 @@ def generate_model(p: ModelPlan, dataset: Path, out_dir: Path, shard: Shard, chu
                 written += append_jsonl(answers_path(out_dir, spec.name, v, shard), recs)
             if progress:
                 progress.advance(task, len(chunk))
-    finally:
-        engine.close()
     return written
 
 
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
              shard: Shard = Shard(), chunk_size: int | None = None, source: str = "<run config>",
-             console: Console | None = None, progress=None) -> list[dict]:
+             console: Console | None = None, progress=None, open_engine=load_and_close) -> list[dict]:
     """Generate every missing answer of the run (or of one model / variant / shard).
 
     Returns one summary per model: name, variants, written, already done.
@@ -181,7 +176,7 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
             written = 0
             if p.pending:
                 written = generate_model(p, dataset, Path(spec.output_dir), shard,
-                                         chunk_size or spec.chunk_size, bars)
+                                         chunk_size or spec.chunk_size, bars, open_engine)
             else:
                 console.print(f"{p.spec.name}: all {p.done} answers already on disk; nothing to generate")
             summary.append({"model": p.spec.name, "variants": p.variants, "written": written,

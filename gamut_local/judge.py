@@ -30,8 +30,8 @@ from .errors import InputError, Problem
 from .prompts import JUDGE_TEMPLATE_HASH, judge_conversations
 from .rubric.compiler import checks_for
 from .rubric.schema import Check
-from .shard import (Shard, answer_files, check_name, done_keys_checked, progress_bars,
-                    verdict_siblings, verdicts_path)
+from .shard import (Shard, answer_files, check_name, done_keys_checked, load_and_close,
+                    progress_bars, verdict_siblings, verdicts_path)
 from .store import append_jsonl
 from .vocab import JUDGE_LABELS, VARIANTS
 
@@ -196,16 +196,13 @@ def plan_judge(spec: JudgeSpec, answers: list[dict], questions: dict[str, Questi
 
 
 def judge_with(spec: JudgeSpec, items: list[Item], dataset: Path, out_dir: Path, shard: Shard,
-               chunk_size: int, progress=None) -> tuple[int, int]:
+               chunk_size: int, progress=None, open_engine=load_and_close) -> tuple[int, int]:
     """Load the judge once and grade every pending item; returns (verdicts written, invalid)."""
-    from .engines import load_engine  # heavy: torch / vLLM
-
     h = judge_settings_hash(spec)
     total = sum(len(it.checks) for it in items)
     task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
-    engine = load_engine(spec)
     written = invalid = 0
-    try:
+    with open_engine(spec) as engine:
         for chunk in chunk_items(items, chunk_size):
             images: dict[str, object] = {}
             convs = []
@@ -232,14 +229,13 @@ def judge_with(spec: JudgeSpec, items: list[Item], dataset: Path, out_dir: Path,
                 written += append_jsonl(verdicts_path(out_dir, spec.name, m, v, shard), recs)
             if progress:
                 progress.advance(task, len(convs))
-    finally:
-        engine.close()
     return written, invalid
 
 
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
           variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
-          source: str = "<run config>", console: Console | None = None, progress=None) -> list[dict]:
+          source: str = "<run config>", console: Console | None = None, progress=None,
+          open_engine=load_and_close) -> list[dict]:
     """Grade every answer of the run (or of one judge / model / variant / shard) on its checks."""
     console = console or Console(stderr=True, highlight=False)
     dataset = Path(spec.dataset)
@@ -266,7 +262,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
             written = invalid = 0
             if items:
                 written, invalid = judge_with(j, items, dataset, out_dir, shard,
-                                              chunk_size or spec.chunk_size, bars)
+                                              chunk_size or spec.chunk_size, bars, open_engine)
             else:
                 console.print(f"{j.name}: all {n_done} verdicts already on disk; nothing to judge")
             summary.append({"judge": j.name, "answers": len(answers), "written": written,

@@ -13,10 +13,12 @@ Scores: `scores/scores.json` holds every judge's verdicts plus the run's `extra_
 from __future__ import annotations
 
 import importlib.util
+import json
 import platform
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -112,8 +114,6 @@ def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None)
     path = Path(spec.output_dir) / "manifest.json"
     data = manifest(spec, config_path)
     if path.exists():
-        import json
-
         try:
             data["stages"] = json.loads(path.read_text()).get("stages", {})
         except (ValueError, OSError):
@@ -186,16 +186,41 @@ def report(spec: RunSpec) -> Path:
         from . import report as report_module
 
         if hasattr(report_module, "write_report"):
-            return Path(report_module.write_report(run_dir))
-    import json
-
+            return Path(report_module.write_report(run_dir, Path(spec.dataset), seed=spec.seed))
     path = run_dir / "report.md"
     write_text_atomic(path, minimal_report(run_dir, json.loads(scores_path(run_dir).read_text())))
     return path
 
 
-def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None) -> dict:
-    """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest."""
+class EngineKeeper:
+    """Keeps the last engine open, so a judge with the same weights and engine settings as the
+    candidate before it (the CPU sample: SmolLM2 both) reuses it instead of starting again."""
+
+    def __init__(self):
+        self.key, self.engine = None, None
+
+    @contextmanager
+    def __call__(self, spec):
+        from .engines import load_engine, pick_backend
+
+        key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True))
+        if key != self.key:
+            self.close()
+            self.engine, self.key = load_engine(spec), key
+        yield self.engine
+
+    def close(self):
+        if self.engine is not None:
+            self.engine.close()
+        self.key, self.engine = None, None
+
+
+def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
+        open_engine=None) -> dict:
+    """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest.
+
+    `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
+    """
     from .generate import generate
     from .judge import judge
 
@@ -214,12 +239,17 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
         write_manifest(spec, config_path, {name: stages[name]})
         return result
 
-    with progress_bars(console) as bars:
-        timed("compile", lambda: str(compile_rubric(spec)))
-        timed("generate", lambda: generate(spec, chunk_size=chunk_size, source=source,
-                                           console=console, progress=bars))
-        timed("judge", lambda: judge(spec, chunk_size=chunk_size, source=source,
-                                     console=console, progress=bars))
+    keeper = EngineKeeper()
+    open_engine = open_engine or keeper
+    try:
+        with progress_bars(console) as bars:
+            timed("compile", lambda: str(compile_rubric(spec)))
+            timed("generate", lambda: generate(spec, chunk_size=chunk_size, source=source, console=console,
+                                               progress=bars, open_engine=open_engine))
+            timed("judge", lambda: judge(spec, chunk_size=chunk_size, source=source, console=console,
+                                         progress=bars, open_engine=open_engine))
+    finally:
+        keeper.close()
     timed("score", lambda: str(score_run(spec)))
     timed("report", lambda: str(report(spec)))
     return stages

@@ -129,3 +129,19 @@ def progress_bars(console, progress=None):
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=console) as bars:
         yield bars
+
+
+@contextmanager
+def load_and_close(spec):
+    """The default way a stage gets an engine: load it, close it when the stage is done.
+
+    Stages take `open_engine` (a callable spec -> context manager yielding an engine) so that
+    `run` can keep one engine for two stages when candidate and judge are the same weights.
+    """
+    from .engines import load_engine  # heavy: torch / vLLM; only when a model is needed
+
+    engine = load_engine(spec)
+    try:
+        yield engine
+    finally:
+        engine.close()
