@@ -87,7 +87,7 @@ def _row(stage, name, target, requests, full, shared, out, spec: ModelSpec, plan
                     over_time_limit=bool(lim is not None and per_task > lim))
 
 
-def estimate(spec: RunSpec, questions: list[Question], source: str = "<run config>") -> dict:
+def estimate(spec: RunSpec, questions: list[Question]) -> dict:
     """Requests, tokens and GPU-hours per (stage, model/judge); totals per stage."""
     plan, s = spec.plan, spec.slurm
     checks = {q.question_id: checks_for(q) for q in questions}
@@ -169,7 +169,7 @@ def estimate(spec: RunSpec, questions: list[Question], source: str = "<run confi
 def plan_run(config_path: str | Path) -> dict:
     spec = load_run_config(config_path)
     questions = load_questions(spec.dataset, check_images=False)
-    return estimate(spec, questions, str(config_path))
+    return estimate(spec, questions)
 
 
 def _si(x: float) -> str:

@@ -49,6 +49,7 @@ class Job:
     gpus: int = 0  # per node
     nodes: int = 1
     pending: list[int] = field(default_factory=list)  # task indices still to run
+    throttle: int | None = None  # at most this many tasks of the array at once
     script: str = ""
 
     @property
@@ -247,8 +248,7 @@ def mark_pending(jobs: list[Job], done_dir: Path) -> None:
 def sbatch_argv(job: Job, dep_ids: list[str], script_path: str) -> list[str]:
     argv = ["sbatch", "--parsable"]
     if job.array:
-        throttle = f"%{job.values.get('max_concurrent')}" if job.values.get("max_concurrent") else ""
-        argv.append(f"--array={job.array_spec}{throttle}")
+        argv.append(f"--array={job.array_spec}" + (f"%{job.throttle}" if job.throttle else ""))
     if dep_ids:
         argv.append(f"--dependency=afterok:{':'.join(dep_ids)}")
     argv.append(script_path)
@@ -265,20 +265,19 @@ class Plan:
     todo: list[Job]  # those with tasks left, in submission order
     run_dir: Path
     scripts_dir: Path
+    dataset: str = ""
 
 
 def prepare(config_path: str | Path) -> Plan:
     config_path = Path(config_path)
     spec = load_run_config(config_path)
-    max_conc = spec.slurm.max_concurrent
     jobs = build_graph(spec, config_path)
     for j in jobs:
-        if max_conc:
-            j.values["max_concurrent"] = str(max_conc)
+        j.throttle = spec.slurm.max_concurrent
     render_jobs(jobs, templates_dir(spec, config_path))
     run_dir = Path(spec.output_dir)
     mark_pending(jobs, run_dir / "slurm" / "done")
-    return Plan(jobs, [j for j in jobs if j.pending], run_dir, run_dir / "slurm" / "scripts")
+    return Plan(jobs, [j for j in jobs if j.pending], run_dir, run_dir / "slurm" / "scripts", spec.dataset)
 
 
 def dry_run_text(plan: Plan) -> str:
@@ -323,6 +322,11 @@ def submit(plan: Plan, *, force: bool = False, echo=print) -> list[dict]:
     if shutil.which("sbatch") is None:
         raise InputError([Problem("sbatch", None, "", "sbatch is not on PATH: run this on a SLURM login node "
                                   "(or use --dry-run to see the job graph)")])
+    if plan.dataset and any(j.stage in ("generate", "judge") for j in plan.todo):
+        from .data.records import load_questions
+
+        # A typo in the dataset path or a broken record fails here, not after hours in the queue.
+        load_questions(plan.dataset)
     plan.scripts_dir.mkdir(parents=True, exist_ok=True)
     (plan.run_dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
     ids: dict[str, str] = {}

@@ -70,6 +70,9 @@ def cluster(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
     monkeypatch.setenv("FAKE_LAUNCHER_LOG", str(tmp_path / "launcher.log"))
+    (tmp_path / "data.jsonl").write_text(json.dumps({
+        "question_id": "q1", "domain": "d", "question": "What is this?",
+        "checks": [{"check_id": "c1", "text": "The response says it is a cat.", "tier": "answer_critical"}]}) + "\n")
     (tmp_path / "ref.jsonl").write_text(
         json.dumps({"question_id": "q1", "model": "reference", "variant": "multimodal", "response": "r"}) + "\n")
     config = {
@@ -267,6 +270,13 @@ def test_a_failed_sbatch_is_reported_and_what_went_in_is_recorded(cluster, tmp_p
     assert "generate.small, generate.big" in p.message
     sub = json.loads((tmp_path / "run" / "slurm" / "jobs.json").read_text())["submissions"]
     assert [r["key"] for r in sub[0]["jobs"]] == ["generate.small", "generate.big"]
+
+
+def test_a_bad_dataset_stops_the_submission_before_any_sbatch(cluster, tmp_path):
+    (tmp_path / "data.jsonl").write_text('{"question_id": "q1", "domain": "d"}\n')
+    res = gamut("slurm", cluster)
+    assert res.exit_code == 1 and "data.jsonl:1: question" in res.output
+    assert _calls(tmp_path) == [] and not (tmp_path / "run" / "slurm" / "jobs.json").exists()
 
 
 def _config(tmp_path: Path, **changes) -> Path:
