@@ -292,7 +292,7 @@ def dry_run_text(plan: Plan) -> str:
         deps = [f"${_var(a)}" for a in job.after if a in todo]
         argv = sbatch_argv(job, deps, str(plan.scripts_dir / f"{job.key}.sbatch"))
         cmd = " ".join(a if a.startswith("--dependency") else shlex.quote(a) for a in argv)
-        parts.append(f"{_var(job.key)}=$({cmd})")
+        parts.append(f"{_var(job.key)}=$({cmd} | cut -d';' -f1)")  # --parsable may add ';cluster'
     skipped = [j.key for j in plan.jobs if not j.pending]
     if skipped:
         parts.append(f"# complete, not resubmitted: {', '.join(skipped)}")

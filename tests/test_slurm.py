@@ -309,7 +309,7 @@ def test_dry_run_prints_scripts_and_commands_and_writes_nothing(cluster, tmp_pat
     assert "--dependency=afterok:$JOB_generate_big " in res.output
     assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
     text = dry_run_text(prepare(cluster))
-    assert text.strip().endswith("report.sbatch)")
+    assert text.strip().endswith("report.sbatch | cut -d';' -f1)")
 
 
 def test_cli_submit_and_bad_input(cluster, tmp_path):
@@ -321,3 +321,22 @@ def test_cli_submit_and_bad_input(cluster, tmp_path):
     assert res.exit_code == 1 and "give one of them" in res.output
     res = gamut("slurm", tmp_path / "missing.yaml")
     assert res.exit_code == 1 and "config file not found" in res.output and "Traceback" not in res.output
+
+
+def test_the_dry_run_recipe_runs_as_printed(cluster, tmp_path):
+    """Write the printed scripts where the recipe says, run its submission lines with bash."""
+    if BASH is None:
+        pytest.skip("bash not installed")
+    text = dry_run_text(prepare(cluster))
+    sections = re.split(r"^# ===== (.+) =====\n", text, flags=re.M)[1:]
+    recipe = dict(zip(sections[::2], sections[1::2]))
+    submission = recipe.pop("submission")
+    for path, script in recipe.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(script)
+    res = subprocess.run([BASH, "-euc", submission], capture_output=True, text=True, env=os.environ)
+    assert res.returncode == 0, res.stderr
+    jobs = _by_name(_calls(tmp_path))
+    assert len(jobs) == 17
+    assert jobs["t.judge.judge-a.big.text_only"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.big']['id']}"
+    assert jobs["t.report"]["opts"]["--dependency"] == f"afterok:{jobs['t.score']['id']}"
