@@ -37,16 +37,16 @@ def verdict_counts(verdict, tier, response, n_responses: int, invalid_as: str = 
     """
     if invalid_as not in INVALID_AS:
         raise ValueError(f"invalid_as must be one of {INVALID_AS}, got {invalid_as!r}")
-    verdict = np.asarray(verdict, dtype=np.int64)
-    tier = np.asarray(tier, dtype=np.int64)
-    response = np.asarray(response, dtype=np.int64)
+    # Count all five codes (invalid included), then fold invalid into the counts: cheaper
+    # than remapping every verdict, and the arrays are never copied to a wider type but once.
+    flat = np.asarray(response, dtype=np.int64) * (N_TIERS * N_VERDICTS)
+    flat += np.asarray(tier, dtype=np.int64) * N_VERDICTS
+    flat += np.asarray(verdict, dtype=np.int64)
+    counts = np.bincount(flat, minlength=n_responses * N_TIERS * N_VERDICTS)
+    counts = counts.reshape(n_responses, N_TIERS, N_VERDICTS)
     if invalid_as == "missing":
-        verdict = np.where(verdict == INVALID, VERDICT_CODE["missing"], verdict)
-    else:
-        keep = verdict != INVALID
-        verdict, tier, response = verdict[keep], tier[keep], response[keep]
-    flat = (response * N_TIERS + tier) * 4 + verdict
-    return np.bincount(flat, minlength=n_responses * N_TIERS * 4).reshape(n_responses, N_TIERS, 4)
+        counts[..., VERDICT_CODE["missing"]] += counts[..., INVALID]
+    return counts[..., :INVALID]
 
 
 def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,

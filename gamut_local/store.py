@@ -15,18 +15,26 @@ from typing import Any, Callable, Iterable
 from .errors import InputError, Problem
 
 
-def read_jsonl(path: str | Path, *, allow_empty: bool = False) -> list[tuple[int, dict]]:
+def read_jsonl(path: str | Path, *, allow_empty: bool = False,
+               problems: list[Problem] | None = None) -> list[tuple[int, dict]]:
     """Every record of a JSONL file with its 1-based line number.
 
     Raises InputError listing every unreadable line (not UTF-8, not JSON, not an object),
-    or a missing/empty file. Blank lines are allowed and skipped.
+    or a missing/empty file. Blank lines are allowed and skipped. Given a `problems` list,
+    appends to it instead of raising, so a caller can report these beside its own findings.
     """
+    collect = problems is not None
+    problems = problems if collect else []
     path = Path(path)
     name = str(path)
     if not path.is_file():
-        raise InputError([Problem(name, None, "", "file not found")])
+        problems.append(Problem(name, None, "", "file not found" if not path.exists() else "not a file"))
+        if collect:
+            return []
+        raise InputError(problems)
     raw = path.read_bytes()
-    records, problems = [], []
+    records = []
+    before = len(problems)
     for no, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -44,10 +52,10 @@ def read_jsonl(path: str | Path, *, allow_empty: bool = False) -> list[tuple[int
             problems.append(Problem(name, no, "", f"expected a JSON object, got {type(obj).__name__}"))
             continue
         records.append((no, obj))
-    if problems:
+    if not records and not allow_empty and len(problems) == before:
+        problems.append(Problem(name, None, "", "file is empty: no records"))
+    if problems and not collect:
         raise InputError(problems)
-    if not records and not allow_empty:
-        raise InputError([Problem(name, None, "", "file is empty: no records")])
     return records
 
 

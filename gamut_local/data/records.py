@@ -129,7 +129,7 @@ def load_questions(path: str | Path, *, check_images: bool = True) -> list[Quest
         return load_release(path)
     name = str(path)
     questions, problems, seen = [], [], {}
-    for no, obj in read_jsonl(path):
+    for no, obj in read_jsonl(path, problems=problems):
         try:
             q = Question.model_validate(obj)
         except ValidationError as e:
@@ -155,7 +155,7 @@ def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[d
     out, problems, seen = [], [], {}
     for path in paths:
         name = str(path)
-        for no, obj in read_jsonl(path):
+        for no, obj in read_jsonl(path, problems=problems):
             try:
                 rec = model.model_validate(obj).model_dump()
             except ValidationError as e:
