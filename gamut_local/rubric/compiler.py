@@ -91,9 +91,10 @@ def _process(item: Process) -> list[Check]:
     return checks
 
 
-def _relationship(item: Relationship, about: str) -> list[Check]:
+def _relationship(item: Relationship) -> list[Check]:
     names = _and(item.entities)
-    checks = [_check(item, "relation", f"The response identifies {names} and explains how they relate{about}.",
+    regarding = f" with respect to {item.subject}" if item.subject else ""
+    checks = [_check(item, "relation", f"The response identifies {names} and explains how they relate{regarding}.",
                      item.tier)]
     checks += [_check(item, "aspect", f"In relating {names}, the response addresses {a.rstrip('. ')}.",
                       item.tier, i) for i, a in enumerate(item.aspects, start=1)]
@@ -115,7 +116,7 @@ def compile_item(item, small_pool_max: int = SMALL_POOL_MAX) -> list[Check]:
     elif isinstance(item, Process):
         checks = _process(item)
     elif isinstance(item, Relationship):
-        checks = _relationship(item, about)
+        checks = _relationship(item)
     else:  # the schema's discriminated union makes this unreachable for validated input
         raise TypeError(f"unknown item type {type(item).__name__}")
     insight = getattr(item, "meta_insight", None)

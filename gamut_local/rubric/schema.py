@@ -28,7 +28,9 @@ class Snippet(_Strict):
 class _Item(_Strict):
     id: NonEmpty
     tier: Tier
-    subject: str | None = None  # how checks name what the item is about, e.g. "the dish"
+    # How checks name what the item is about: a noun phrase with its article, since templates
+    # insert it as is ("... as one of the ingredients of a cappuccino").
+    subject: str | None = None
     evidence: list[NonEmpty] = []
 
 
