@@ -82,7 +82,8 @@ def fetch(out: Path, gamut_revision: str, crag_revision: str, url_images: bool) 
     print(f"{report['questions']} questions, {report['with_image']} with an image, "
           f"{report['with_text_only']} with a text-only wording, {report['checks']} checks; "
           f"domains: {json.dumps(report['domains'])}", file=sys.stderr)
-    for key in ("no_crag_row", "no_image", "no_domain", "text_only_without_main_question"):
+    for key in ("no_crag_row", "no_image", "no_domain", "text_only_without_main_question",
+                "text_only_rubric_differs"):
         if report[key]:
             print(f"{key}: {len(report[key])} (listed in {out / 'source.json'})", file=sys.stderr)
     return dataset

@@ -112,6 +112,7 @@ def test_build_dataset_end_to_end(tmp_path):
     report = build_dataset(release, text_only, splits, out_path)
     assert report["questions"] == 3 and report["with_image"] == 3 and report["with_text_only"] == 2
     assert report["text_only_without_main_question"] == ["s-zzz"]
+    assert report["text_only_rubric_differs"] == []
     assert report["domains"] == {"animals": 1, "landmarks": 1, "plants": 1} and report["checks"] == 7
     qs = {q.question_id: q for q in load_questions(out_path)}  # images checked too
     assert qs["s-basil"].question_text_only == "What is basil used for?"
@@ -139,3 +140,16 @@ def test_fetch_script_without_network_fails_cleanly(tmp_path):
     assert res.returncode == 1
     assert "error: could not fetch the data" in res.stderr and "Traceback" not in res.stderr
     assert res.stdout == ""
+
+
+def test_a_text_only_rubric_that_differs_is_reported(tmp_path):
+    from gamut_local.data.crag_mm import merge_text_only
+
+    main = load_release(write_release(tmp_path / "test.parquet"))
+    rows = release_rows()
+    rows[1]["rubrics"]["Valuable"][0]["Ingredient"] = "The response names the bridge in San Francisco."
+    other = load_release(write_parquet(rows, tmp_path / "text_only.parquet"))
+    merged, mismatch = merge_text_only(main, other)
+    assert mismatch == {"text_only_without_main_question": [], "text_only_rubric_differs": ["s-bridge"]}
+    # The main split's checks are kept for both variants.
+    assert merged[1].checks == main[1].checks

@@ -158,16 +158,21 @@ def join(questions: list[Question], splits: dict[str, object], out_dir: Path, *,
     return out, report
 
 
-def merge_text_only(questions: list[Question], text_only: list[Question]) -> tuple[list[Question], list[str]]:
+def merge_text_only(questions: list[Question], text_only: list[Question]) -> tuple[list[Question], dict]:
     """Set question_text_only from the release's text-only split (joined by id).
 
-    Returns the questions and the text-only ids with no question in the main split.
+    Both variants are judged on the main split's checks (one rubric per question). Returns
+    the questions and what did not line up: text-only ids with no main question, and ids
+    whose text-only rubric lists other check texts than the main one.
     """
     by_id = {q.question_id: q for q in text_only}
     merged = [q.model_copy(update={"question_text_only": by_id[q.question_id].question})
               if q.question_id in by_id else q for q in questions]
     main = {q.question_id for q in questions}
-    return merged, sorted(set(by_id) - main)
+    differs = sorted(q.question_id for q in questions if q.question_id in by_id
+                     and [c.text for c in q.checks or []] != [c.text for c in by_id[q.question_id].checks or []])
+    return merged, {"text_only_without_main_question": sorted(set(by_id) - main),
+                    "text_only_rubric_differs": differs}
 
 
 def fetch_url(url: str, timeout: float = 60.0) -> bytes:
@@ -196,9 +201,9 @@ def build_dataset(release: Path, release_text_only: Path | None, crag_splits: di
 
     out_path = Path(out_path)
     questions = load_release(release)
-    orphans: list[str] = []
+    mismatch = {"text_only_without_main_question": [], "text_only_rubric_differs": []}
     if release_text_only is not None:
-        questions, orphans = merge_text_only(questions, load_release(release_text_only))
+        questions, mismatch = merge_text_only(questions, load_release(release_text_only))
     questions, report = join(questions, crag_splits, out_path.parent, fetch=fetch, progress=progress)
     write_dataset(questions, out_path)
     checked = load_questions(out_path)
@@ -209,7 +214,7 @@ def build_dataset(release: Path, release_text_only: Path | None, crag_splits: di
         "questions": len(questions),
         "with_image": sum(1 for q in questions if q.image),
         "with_text_only": sum(1 for q in questions if q.question_text_only),
-        "text_only_without_main_question": orphans,
+        **mismatch,
         "checks": sum(len(q.checks or []) for q in questions),
         "domains": dict(sorted(_count(q.domain for q in questions).items())),
     })
