@@ -38,10 +38,11 @@ def verdict_counts(verdict, tier, response, n_responses: int, invalid_as: str = 
     if invalid_as not in INVALID_AS:
         raise ValueError(f"invalid_as must be one of {INVALID_AS}, got {invalid_as!r}")
     # Count all five codes (invalid included), then fold invalid into the counts: cheaper
-    # than remapping every verdict, and the arrays are never copied to a wider type but once.
-    flat = np.asarray(response, dtype=np.int64) * (N_TIERS * N_VERDICTS)
-    flat += np.asarray(tier, dtype=np.int64) * N_VERDICTS
-    flat += np.asarray(verdict, dtype=np.int64)
+    # than remapping every verdict. One int64 pass builds the flat (response, tier, verdict)
+    # index; the small codes are added in their own narrow dtype.
+    flat = np.multiply(response, N_TIERS * N_VERDICTS, dtype=np.int64)
+    flat += np.asarray(tier) * N_VERDICTS
+    flat += np.asarray(verdict)
     counts = np.bincount(flat, minlength=n_responses * N_TIERS * N_VERDICTS)
     counts = counts.reshape(n_responses, N_TIERS, N_VERDICTS)
     if invalid_as == "missing":
@@ -53,9 +54,11 @@ def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
                  contradiction_weight: float = CONTRADICTION_WEIGHT,
                  tier_weights=TIER_WEIGHTS) -> tuple[np.ndarray, np.ndarray]:
     """(scores[n], tier_scores[n, 3]) from `verdict_counts`; NaN where nothing was graded."""
-    m, p, s, c = (counts[..., i].astype(np.float64) for i in range(4))
-    num = m + partial_credit * p + contradiction_weight * c
-    den = m + p + s + abs(contradiction_weight) * c
+    # Numerator and denominator of every tier score in one (n*3, 4) x (4, 2) matrix product.
+    coef = np.array([[1.0, partial_credit, 0.0, contradiction_weight],
+                     [1.0, 1.0, 1.0, abs(contradiction_weight)]]).T
+    nd = counts.reshape(-1, 4).astype(np.float64) @ coef
+    num, den = nd[:, 0].reshape(counts.shape[:-1]), nd[:, 1].reshape(counts.shape[:-1])
     with np.errstate(invalid="ignore", divide="ignore"):
         tier_scores = np.where(den > 0, num / den, np.nan)
         w = np.asarray(tier_weights, dtype=np.float64)
