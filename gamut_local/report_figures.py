@@ -32,12 +32,19 @@ def _grid(n: int, width: float, height: float, max_cols: int = 3):
     return fig, list(axes.flat[:n])
 
 
-def _save(fig, path: Path, bottom: float = 0.0) -> Path:
+def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout(rect=(0, bottom, 1, 1))
-    fig.savefig(path, dpi=DPI)
+    fig.tight_layout()
+    # "tight" grows the canvas to whatever sticks out: legends placed below the panels,
+    # long model names, titles.
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
     return path
+
+
+def _legend_below(fig, handles, names, ncol: int) -> None:
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
+               fontsize=8, frameon=False)
 
 
 def _by_judge(rows: list[dict], judges: list[str]) -> dict[str, list[dict]]:
@@ -53,6 +60,9 @@ def leaderboard(t: dict, path: Path) -> Path | None:
     if not groups:
         return None
     n_max = max(len(g) for g in groups.values())
+    ends = [v for r in t["leaderboard"] for v in (r["gamut_score"], r["ci95_low"], r["ci95_high"])
+            if v is not None]
+    xlim = (min(0.0, min(ends)) - 5, max(0.0, max(ends)) + 5)
     fig, axes = _grid(len(groups), 5.5, _row_height(n_max))
     for ax, (judge, rows) in zip(axes, groups.items()):
         rows = rows[::-1]  # best on top
@@ -64,6 +74,7 @@ def leaderboard(t: dict, path: Path) -> Path | None:
         ax.errorbar(s, y, xerr=[s - lo, hi - s], fmt="none", ecolor="black", capsize=3, lw=1)
         ax.set_yticks(y, [r["label"] for r in rows])
         ax.axvline(0, color="black", lw=0.6)
+        ax.set_xlim(*xlim)  # one scale for every judge, so panels compare by eye
         ax.set_xlabel("GAMUT score (points), 95% bootstrap CI")
         ax.set_title(f"judge: {judge}")
         ax.grid(axis="x", alpha=0.3)
@@ -90,8 +101,8 @@ def tier_scores(t: dict, path: Path) -> Path | None:
         ax.set_title(f"judge: {judge}")
         ax.grid(axis="x", alpha=0.3)
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    return _save(fig, path, bottom=0.4 / fig.get_figheight())
+    _legend_below(fig, handles, names, ncol=3)
+    return _save(fig, path)
 
 
 def verdict_distribution(t: dict, path: Path) -> Path | None:
@@ -113,8 +124,8 @@ def verdict_distribution(t: dict, path: Path) -> Path | None:
         ax.set_xlabel("% of checks")
         ax.set_title(f"judge: {judge}  (grey = omission, red = contradiction)", fontsize=10)
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=5, fontsize=8, frameon=False)
-    return _save(fig, path, bottom=0.45 / fig.get_figheight())
+    _legend_below(fig, handles, names, ncol=5)
+    return _save(fig, path)
 
 
 def domain_heatmap(t: dict, path: Path) -> Path | None:
@@ -143,31 +154,57 @@ def domain_heatmap(t: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+LEGEND_MAX = 20  # more points than this: no per-point legend, the table names them
+
+
+def _scatter_with_diagonal(ax, pts: list[tuple[float, float, str]], colours: dict[str, tuple]) -> None:
+    """Points coloured per name (legend drawn by the caller) and the y = x line."""
+    for x, y, name in pts:
+        ax.scatter([x], [y], color=colours.get(name, "#3949ab"), s=42, zorder=3,
+                   edgecolor="black", lw=0.4, label=name)
+    vals = [v for x, y, _ in pts for v in (x, y)]
+    lo, hi = min(vals), max(vals)
+    pad = 0.08 * (hi - lo) + 2
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", ls="--", lw=1, zorder=1)
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_aspect("equal")
+    ax.grid(alpha=0.3)
+
+
+def _colours(names: list[str]) -> dict[str, tuple]:
+    if len(names) > LEGEND_MAX:
+        return {}
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {n: cmap(i) for i, n in enumerate(names)}
+
+
+def _point_legend(fig, colours: dict[str, tuple]) -> None:
+    if not colours:
+        return
+    handles = [plt.Line2D([], [], marker="o", ls="", color=c, markeredgecolor="black",
+                          markeredgewidth=0.4) for c in colours.values()]
+    # As many columns as the figure is wide enough for (about 2.4 inches a name).
+    ncol = max(1, min(len(handles), int(fig.get_figwidth() // 2.4)))
+    _legend_below(fig, handles, list(colours), ncol=ncol)
+
+
 def judge_scatter(t: dict, path: Path) -> Path | None:
     a = t["agreement"]
     if a is None or not a["pairs"]:
         return None
     label = {(s["model"], s["variant"]): s["label"] for s in t["systems"]}
+    colours = _colours([s["label"] for s in t["systems"]])
     fig, axes = _grid(len(a["pairs"]), 4.3, 4.3)
     for ax, p, ps in zip(axes, a["pairs"], a["pair_scores"]):
         pts = [(m["a"], m["b"], label[(m["model"], m["variant"])]) for m in ps["models"]]
         if pts:
-            x, y, names = zip(*pts)
-            ax.scatter(x, y, color="#3949ab", zorder=3)
-            if len(pts) <= 16:
-                for xi, yi, name in pts:
-                    ax.annotate(name, (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            lo, hi = min(x + y), max(x + y)
-            pad = 0.08 * (hi - lo) + 2
-            ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", ls="--", lw=1, label="y = x")
-            ax.set_xlim(lo - pad, hi + pad)
-            ax.set_ylim(lo - pad, hi + pad)
-        ax.set_aspect("equal")
+            _scatter_with_diagonal(ax, pts, colours)
         tau = p["kendall_tau_b"]
-        ax.set_title(f"τ-b = {'—' if tau is None else f'{tau:.2f}'}", fontsize=10)
+        ax.set_title(f"Kendall τ-b = {'—' if tau is None else f'{tau:.2f}'} (dashed: y = x)", fontsize=10)
         ax.set_xlabel(f"{p['judge_a']} (GAMUT)")
         ax.set_ylabel(f"{p['judge_b']} (GAMUT)")
-        ax.grid(alpha=0.3)
+    _point_legend(fig, colours)
     return _save(fig, path)
 
 
@@ -199,26 +236,16 @@ def variants(t: dict, path: Path) -> Path | None:
     groups = {j: v for j, v in t["variants"].items() if v["n_models"]}
     if not groups:
         return None
+    colours = _colours(sorted({m["model"] for v in groups.values() for m in v["models"]}))
     fig, axes = _grid(len(groups), 4.5, 4.5)
     for ax, (judge, v) in zip(axes, groups.items()):
-        x = np.array([m["multimodal"] for m in v["models"]], dtype=float)
-        y = np.array([m["text_only"] for m in v["models"]], dtype=float)
-        ax.scatter(x, y, color="#00897b", zorder=3)
-        if len(x) <= 16:
-            for m, xi, yi in zip(v["models"], x, y):
-                ax.annotate(m["model"], (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
-        pad = 0.08 * (hi - lo) + 2
-        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", ls="--", lw=1)
-        ax.set_xlim(lo - pad, hi + pad)
-        ax.set_ylim(lo - pad, hi + pad)
-        ax.set_aspect("equal")
+        _scatter_with_diagonal(ax, [(m["multimodal"], m["text_only"], m["model"]) for m in v["models"]], colours)
         ax.set_xlabel("multimodal (GAMUT)")
         ax.set_ylabel("text_only (GAMUT)")
         r = v["pearson_r_multimodal_gain"]
         ax.set_title(f"judge: {judge}; mean gain {v['mean_gain']:+.1f}, "
                      f"r(mm, gain) = {'—' if r is None else f'{r:.2f}'}", fontsize=9)
-        ax.grid(alpha=0.3)
+    _point_legend(fig, colours)
     return _save(fig, path)
 
 
