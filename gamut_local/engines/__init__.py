@@ -13,7 +13,9 @@ the package without paying for an engine; `load_engine` imports the chosen back 
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, Sequence
 
 from ..config import ModelSpec, Sampling, resolve_model_path
@@ -59,10 +61,25 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
-def pick_backend(spec: ModelSpec) -> str:
+def is_multimodal(path: str) -> bool:
+    """Whether a model folder holds a vision-language model (its config has a vision tower)."""
+    try:
+        return "vision_config" in json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
+def pick_backend(spec: ModelSpec, path: str | None = None) -> str:
+    """`auto`: vLLM when installed, else transformers. vLLM's image path needs torchvision,
+    which the CPU stack removes (its PyPI build is CUDA-only), so there a vision model goes
+    to transformers."""
     if spec.backend != "auto":
         return spec.backend
-    return "vllm" if vllm_available() else "transformers"
+    if not vllm_available():
+        return "transformers"
+    if path is not None and is_multimodal(path) and importlib.util.find_spec("torchvision") is None:
+        return "transformers"
+    return "vllm"
 
 
 def load_engine(spec: ModelSpec) -> Engine:
@@ -72,7 +89,7 @@ def load_engine(spec: ModelSpec) -> Engine:
     path, problem = resolve_model_path(spec)
     if problem is not None:
         raise InputError([problem])
-    backend = pick_backend(spec)
+    backend = pick_backend(spec, path)
     if backend == "vllm":
         from .vllm_engine import VllmEngine
 
@@ -83,4 +100,4 @@ def load_engine(spec: ModelSpec) -> Engine:
 
 
 __all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
-           "STRUCTURED_CHOICE", "load_engine", "pick_backend", "vllm_available"]
+           "STRUCTURED_CHOICE", "is_multimodal", "load_engine", "pick_backend", "vllm_available"]

@@ -15,14 +15,12 @@ first tokens collide, the output is constrained to one label with
 
 from __future__ import annotations
 
-import json
 import math
 import os
-from pathlib import Path
 from typing import Sequence
 
 from ..config import ModelSpec, Sampling
-from . import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion
+from . import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion, is_multimodal
 from ..vocab import JUDGE_LABELS
 from .labels import LabelPlan, argmax, format_top, match_label, normalise, plan_labels
 
@@ -36,13 +34,6 @@ def _cpu_list() -> str:
     except AttributeError:  # not Linux
         cpus = list(range(os.cpu_count() or 1))
     return ",".join(str(c) for c in cpus)
-
-
-def _is_multimodal(path: str) -> bool:
-    try:
-        return "vision_config" in json.loads((Path(path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
 
 
 def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
@@ -62,7 +53,7 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
         kw["kv_cache_memory_bytes"] = e.kv_cache_memory_bytes
     elif on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
         kw["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
-    if _is_multimodal(path):
+    if is_multimodal(path):
         kw["limit_mm_per_prompt"] = dict(e.limit_mm_per_prompt)
         pixels = {k: v for k, v in (("min_pixels", e.min_pixels), ("max_pixels", e.max_pixels))
                   if v is not None}
