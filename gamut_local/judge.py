@@ -30,7 +30,7 @@ from .errors import InputError, Problem
 from .prompts import JUDGE_TEMPLATE_HASH, judge_conversations
 from .rubric.compiler import checks_for
 from .rubric.schema import Check
-from .shard import (Shard, answer_files, check_name, done_keys_checked, load_and_close,
+from .shard import (Shard, answer_files, answers_path, check_name, done_keys_checked, load_and_close,
                     progress_bars, verdict_siblings, verdicts_path)
 from .store import append_jsonl
 from .vocab import JUDGE_LABELS, VARIANTS
@@ -110,8 +110,7 @@ def load_answers(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
             continue
         lacking = sorted(q for q in in_shard if (q, m, v) not in have)
         if lacking:
-            problems.append(Problem(str(answer_files(out_dir, m, v)[0] if answer_files(out_dir, m, v)
-                                        else out_dir / "answers" / f"{m}.{v}.jsonl"), None, "",
+            problems.append(Problem(str(answers_path(out_dir, m, v)), None, "",
                                     f"{len(lacking)} answers missing for this shard (e.g. {', '.join(lacking[:3])}); "
                                     f"run generate first"))
     if problems:

@@ -95,6 +95,20 @@ def test_named_configs_resolve_from_the_project_and_paths_expand(tmp_path, monke
     assert gpu.models[0].path == "Qwen/Qwen3-VL-4B-Instruct" and gpu.variants == ["multimodal", "text_only"]
 
 
+def test_shards_partition_the_questions_the_same_way_in_any_order():
+    from gamut_local.shard import parse_shard
+
+    ids = [f"q{k:03d}" for k in range(50)]
+    picked = [Shard(i, 4).select(ids) for i in range(4)]
+    assert set().union(*picked) == set(ids) and sum(map(len, picked)) == len(ids)
+    assert Shard(1, 4).select(list(reversed(ids))) == picked[1] == {ids[k] for k in range(1, 50, 4)}
+    assert parse_shard("1/4") == Shard(1, 4) and parse_shard(None) == Shard()
+    assert Shard(1, 4).suffix == ".shard-1-of-4" and Shard().suffix == ""
+    for bad in ("4/4", "-1/2", "1", "a/b", "0/0"):
+        with pytest.raises(InputError):
+            parse_shard(bad)
+
+
 def test_bad_shard_and_missing_answers_are_clear(tmp_path):
     cfg = write_config(tmp_path)
     result = gamut("judge", "--config", cfg, "--shard", "2/2")
