@@ -144,7 +144,10 @@ class TransformersEngine:
         return enc.to(self.device)
 
     def _batches(self, rendered: list[tuple[str, list]]):
-        """Index batches, longest prompts first, so each batch pads to similar lengths."""
+        """Index batches, longest prompts first, so each batch pads to similar lengths.
+
+        No progress bar of its own: callers (the stages) show one per chunk, and rich allows
+        one live display at a time."""
         order = sorted(range(len(rendered)),
                        key=lambda i: (-len(rendered[i][1]), -len(rendered[i][0])))
         for s in range(0, len(order), self.batch_size):
@@ -153,6 +156,8 @@ class TransformersEngine:
     # -- the interface ------------------------------------------------------------------------
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
+        if not conversations:
+            return []
         import torch
 
         rendered = [self._render(c) for c in conversations]
@@ -189,6 +194,8 @@ class TransformersEngine:
         return self._plans[key]
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        if not conversations:
+            return []
         plan = self.label_plan(labels)
         rendered = [self._render(c) for c in conversations]
         if plan.method == FIRST_TOKEN:

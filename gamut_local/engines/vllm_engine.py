@@ -90,6 +90,8 @@ class VllmEngine:
         self.label_plan(JUDGE_LABELS)  # decided at start-up for the verdict labels
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
+        if not conversations:
+            return []
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=sampling.max_tokens, temperature=sampling.temperature,
@@ -109,6 +111,8 @@ class VllmEngine:
         return self._plans[key]
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        if not conversations:
+            return []
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
