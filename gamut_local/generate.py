@@ -23,7 +23,7 @@ from .data.records import Question, answer_key, load_image, load_questions
 from .errors import InputError, Problem
 from .prompts import candidate_conversation
 from .shard import (Shard, answer_files, answers_path, check_name, done_keys_checked,
-                    load_and_close, progress_bars)
+                    load_and_close, pick, progress_bars)
 from .store import append_jsonl
 from .vocab import VARIANTS
 
@@ -49,16 +49,6 @@ class ModelPlan:
     done: int = 0
 
 
-def select(items, name: str | None, what: str, source: str):
-    if name is None:
-        return list(items)
-    chosen = [m for m in items if m.name == name]
-    if not chosen:
-        known = ", ".join(m.name for m in items) or "none"
-        raise InputError([Problem(source, None, what, f"no {what[:-1]} named {name!r} in this run (known: {known})")])
-    return chosen
-
-
 def run_variants(spec: RunSpec, variant: str | None, source: str) -> list[str]:
     if variant is None:
         return list(spec.variants)
@@ -73,7 +63,7 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
          shard: Shard, source: str, console: Console) -> list[ModelPlan]:
     """What is left to generate, per model; checks every model path before any loads."""
     variants = run_variants(spec, variant, source)
-    models = select(spec.models, model, "models", source)
+    models = pick(spec.models, model, "models", source)
     problems = []
     for m in models:
         check_name(m.name, "models", m._source or source)
@@ -85,7 +75,7 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
     in_shard = shard.select([q.question_id for q in questions])
     mine = [q for q in sorted(questions, key=lambda q: q.question_id) if q.question_id in in_shard]
     out_dir = Path(spec.output_dir)
-    plans = []
+    plans, imageless = [], set()
     for m in models:
         vs = [v for v in variants if v != "multimodal" or m.vision]
         if len(vs) < len(variants):
@@ -100,11 +90,14 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
                 if (q.question_id, m.name, v) in done:
                     p.done += 1
                 elif v == "multimodal" and q.image is None:
-                    raise InputError([Problem(spec.dataset, None, f"{q.question_id}.image",
-                                              "the multimodal variant needs an image; this question has none")])
+                    imageless.add(q.question_id)
                 else:
                     p.pending.append(Request(q, v))
         plans.append(p)
+    if imageless:
+        raise InputError([Problem(spec.dataset, None, "image",
+                                  f"the multimodal variant needs an image; question {q} has none")
+                          for q in sorted(imageless)])
     fallback = sum(1 for q in mine if not q.question_text_only)
     if fallback and "text_only" in variants:
         console.print(f"[yellow]{fallback} of {len(mine)} questions have no question_text_only: "

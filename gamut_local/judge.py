@@ -31,7 +31,7 @@ from .prompts import JUDGE_TEMPLATE_HASH, judge_conversations
 from .rubric.compiler import checks_for
 from .rubric.schema import Check
 from .shard import (Shard, answer_files, answers_path, check_name, done_keys_checked, load_and_close,
-                    progress_bars, verdict_siblings, verdicts_path)
+                    pick, progress_bars, verdict_siblings, verdicts_path)
 from .store import append_jsonl
 from .vocab import JUDGE_LABELS, VARIANTS
 
@@ -66,16 +66,6 @@ def build_requests(item: Item, image, system_prompt: str | None) -> list[list[di
     a = item.answer
     return judge_conversations(question_text(item.question, a["variant"]), a["response"],
                                [c.text for c in item.checks], image, system_prompt)
-
-
-def _select(items, name, what, source):
-    if name is None:
-        return list(items)
-    chosen = [m for m in items if m.name == name]
-    if not chosen:
-        known = ", ".join(m.name for m in items) or "none"
-        raise InputError([Problem(source, None, what, f"no {what[:-1]} named {name!r} in this run (known: {known})")])
-    return chosen
 
 
 def load_answers(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
@@ -240,7 +230,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     dataset = Path(spec.dataset)
     out_dir = Path(spec.output_dir)
     questions = {q.question_id: q for q in load_questions(dataset)}
-    judges = _select(spec.judges, judge, "judges", source)
+    judges = pick(spec.judges, judge, "judges", source)
     problems = []
     for j in judges:
         check_name(j.name, "judges", j._source or source)

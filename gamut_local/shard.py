@@ -51,6 +51,17 @@ def check_name(name: str, what: str, source: str) -> None:
                                   f"{name!r} cannot be used in a file name (letters, digits, _ . + - only)")])
 
 
+def pick(specs, name: str | None, what: str, source: str) -> list:
+    """All of a run's models (or judges), or the one named on the command line."""
+    if name is None:
+        return list(specs)
+    chosen = [m for m in specs if m.name == name]
+    if not chosen:
+        known = ", ".join(m.name for m in specs) or "none"
+        raise InputError([Problem(source, None, what, f"no {what[:-1]} named {name!r} in this run (known: {known})")])
+    return chosen
+
+
 def answers_path(run_dir: Path, model: str, variant: str, shard: Shard = Shard()) -> Path:
     return Path(run_dir) / "answers" / f"{model}.{variant}{shard.suffix}.jsonl"
 

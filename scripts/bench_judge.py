@@ -69,8 +69,8 @@ def prefix_tokens(items, tokenizer) -> tuple[int, int]:
     unique, longest = 0, 0
     for it in items:
         convs = build_requests(it, None, None)
-        ids = [tokenizer.apply_chat_template(c, tokenize=True, add_generation_prompt=True) for c in (convs[0], convs[-1])]
-        ids = [i["input_ids"] if isinstance(i, dict) else list(i) for i in ids]
+        ids = [tokenizer(tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True),
+                         add_special_tokens=False)["input_ids"] for c in (convs[0], convs[-1])]
         shared = 0
         while shared < min(map(len, ids)) and ids[0][shared] == ids[1][shared]:
             shared += 1

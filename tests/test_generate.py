@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gamut_local.config import RunSpec, load_run_config
-from gamut_local.data.records import Answer, load_questions
+from gamut_local.config import RunSpec
+from gamut_local.data.records import load_questions
 from gamut_local.errors import InputError
 from gamut_local.generate import Request, generate, plan
 from gamut_local.shard import Shard, answers_path

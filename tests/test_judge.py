@@ -17,7 +17,7 @@ from gamut_local.judge import (Item, answer_hash, build_requests, chunk_items, c
 from gamut_local.prompts import JUDGE_TEMPLATE_HASH, judge_conversations
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.store import append_jsonl
-from gamut_local.vocab import JUDGE_LABELS, VERDICTS
+from gamut_local.vocab import JUDGE_LABELS
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "gamut_local" / "data" / "sample" / "questions.jsonl"

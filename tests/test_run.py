@@ -163,7 +163,7 @@ def _by_key(records):
 
 @pytest.mark.vllm
 def test_run_writes_every_file(full_run):
-    out, spec = full_run["out"], full_run["spec"]
+    out = full_run["out"]
     for rel in ("manifest.json", "rubric.jsonl", "answers/smol.text_only.jsonl",
                 "verdicts/smolj/smol.text_only.jsonl", "verdicts/smolj/reference-complete.multimodal.jsonl",
                 "scores/scores.json", "report.md"):
