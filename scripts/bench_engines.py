@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# vLLM logs to stdout by default; keep stdout for the JSON (spawned workers inherit this).
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 PROMPTS = [
     "Explain how a bicycle gear system works.",

