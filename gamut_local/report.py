@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from . import stats
-from .agree import Panel, agree_panel, panel_from_records, response_scores, system_scores
-from .compare import neighbour_tests, variant_comparison
+from .agreement import (Panel, agree_panel, neighbour_tests, panel_from_records, response_scores,
+                        system_scores, variant_comparison)
 from .errors import InputError, Problem
-from .score import VerdictTable, bootstrap_weights, score_table
+from .metrics import VerdictTable, bootstrap_weights, score_table
 from .store import write_json, write_text_atomic
 from .vocab import TIERS, VERDICTS
 
@@ -37,7 +37,7 @@ def _system_labels(systems: list[tuple[str, str]]) -> list[str]:
 
 
 def _panel_table(panel: Panel) -> VerdictTable:
-    """The Panel as score.py's VerdictTable (one response per judge, system, question)."""
+    """The Panel as a `metrics.VerdictTable` (one response per judge, system, question)."""
     R = panel.n_responses
     jj, uu = np.nonzero(panel.verdict >= 0)
     resp = jj * R + panel.key_response[uu]
@@ -58,7 +58,7 @@ def report_tables(panel: Panel, domains: dict[str, str] | None = None, *, seed: 
     """
     missing: list[str] = []
     labels = _system_labels(panel.systems)
-    scored = score_table(_panel_table(panel), domains, seed=seed, n_boot=n_boot)
+    scored = score_table(_panel_table(panel), domains, seed=seed, n_boot=n_boot, responses=False)
     by_key = {(m["judge"], m["model"], m["variant"]): m for m in scored["models"]}
     # Same seed and question set as score_table, so the paired tests use the very
     # resamples behind the leaderboard's CIs.

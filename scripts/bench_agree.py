@@ -5,9 +5,9 @@ Default shape: 3 judges x 14 models x 2 variants x 1,813 questions x 16 checks
 (no JSON, no per-record dicts): file reading is not what is timed. Timed, on one core
 (BLAS/OpenMP threads pinned to 1 before numpy loads):
 
-- score:         score.score_table over every judge's verdicts (leaderboard, tiers, rates,
+- score:         metrics.score_table over every judge's verdicts (leaderboard, tiers, rates,
                  domains, 1000-resample bootstrap CIs)
-- agree:         agree.agree_panel (rank statistics, kappa, confusion, Krippendorff alpha, gold)
+- agree:         agreement.agree_panel (rank statistics, kappa, confusion, Krippendorff alpha, gold)
 - report_tables: report.report_tables, everything the report needs (it runs score and
                  agree itself, plus per-judge neighbour tests and variant comparison): the
                  end-to-end figure, which must stay under 5 s.
@@ -28,9 +28,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from gamut_local.agree import Panel, agree_panel  # noqa: E402
+from gamut_local.agreement import Panel, agree_panel  # noqa: E402
+from gamut_local.metrics import score_table  # noqa: E402
 from gamut_local.report import _panel_table, report_tables  # noqa: E402
-from gamut_local.score import score_table  # noqa: E402
 
 DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
            "consumer products", "books", "art", "sports", "text", "other")

@@ -19,7 +19,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from gamut_local.score import score_responses, score_responses_reference  # noqa: E402
+from gamut_local.metrics import score_responses, score_responses_reference  # noqa: E402
 
 
 def synthetic_verdicts(n_verdicts: int, n_responses: int, seed: int = 0):

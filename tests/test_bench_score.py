@@ -11,7 +11,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from bench_score import synthetic_verdicts  # noqa: E402
 
-from gamut_local.score import score_responses, score_responses_reference  # noqa: E402
+from gamut_local.metrics import score_responses, score_responses_reference  # noqa: E402
 
 
 def test_bench_score_responses(benchmark):

@@ -9,7 +9,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from gamut_local.cli import app
-from gamut_local.compare import compare_scores_file, variant_comparison
+from gamut_local.agreement import variant_comparison
+from gamut_local.compare import compare_scores_file
 from gamut_local.errors import InputError
 from gamut_local.report import write_report
 from gamut_local.score import score_records

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cli_runner import gamut
-from gamut_local.score import score_records, score_responses, score_responses_reference
+from gamut_local.metrics import score_responses, score_responses_reference
+from gamut_local.score import score_records
 from gamut_local.vocab import TIER_CODE, VERDICT_CODE
 
 M, P, S, C, I = (VERDICT_CODE[v] for v in ("meets", "partially_meets", "missing", "contradicts", "invalid"))
