@@ -167,7 +167,9 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
     with progress_bars(console, progress) as bars:
         for p in plans:
             written = 0
-            if p.pending:
+            if not p.variants:
+                console.print(f"[yellow]{p.spec.name}: no variant of this run it can answer; skipped[/yellow]")
+            elif p.pending:
                 written = generate_model(p, dataset, Path(spec.output_dir), shard,
                                          chunk_size or spec.chunk_size, bars, open_engine)
             else:

@@ -81,6 +81,9 @@ def _versions() -> dict[str, str | None]:
 
 
 def manifest(spec: RunSpec, config_path: Path) -> dict:
+    from .engines import pick_backend  # light: looks vLLM up without importing it
+    from .judge import judge_settings_hash
+
     models = []
     for role, specs in (("candidate", spec.models), ("judge", spec.judges)):
         for m in specs:
@@ -89,7 +92,9 @@ def manifest(spec: RunSpec, config_path: Path) -> dict:
                 "role": role, "name": m.name, "path": m.path, "local_path": local,
                 # A hub snapshot folder is named by its commit: that is the revision used.
                 "revision": Path(local).name if local and is_hub_id(m.path) else None,
-                "config_file": m._source, "backend": m.backend, "settings_hash": m.settings_hash(),
+                "config_file": m._source, "backend": m.backend, "backend_used": pick_backend(m),
+                # The hash the records carry: answers the model's; verdicts also the prompt's.
+                "settings_hash": judge_settings_hash(m) if role == "judge" else m.settings_hash(),
                 "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
             })
     return {
@@ -109,16 +114,19 @@ def manifest(spec: RunSpec, config_path: Path) -> dict:
     }
 
 
-def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None) -> Path:
-    """(Re)write manifest.json; stage records from an earlier (interrupted) run are kept."""
+def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None, *,
+                   refresh: bool = True) -> Path:
+    """Write manifest.json. `refresh`: record this invocation's environment (stage records of
+    an earlier, interrupted run are kept); otherwise only add `stages` to what is there."""
     path = Path(spec.output_dir) / "manifest.json"
-    data = manifest(spec, config_path)
+    old = None
     if path.exists():
         try:
-            data["stages"] = json.loads(path.read_text()).get("stages", {})
+            old = json.loads(path.read_text())
         except (ValueError, OSError):
-            pass
-    data["stages"].update(stages or {})
+            old = None
+    data = manifest(spec, config_path) if refresh or old is None else old
+    data["stages"] = {**((old or {}).get("stages") or {}), **(stages or {})}
     write_json(path, data)
     return path
 
@@ -236,7 +244,7 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
         t0 = time.perf_counter()
         result = fn()
         stages[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
-        write_manifest(spec, config_path, {name: stages[name]})
+        write_manifest(spec, config_path, {name: stages[name]}, refresh=False)
         return result
 
     keeper = EngineKeeper()

@@ -174,6 +174,11 @@ def test_run_writes_every_file(full_run):
     assert set(m["prompt_templates"]) == {"judge", "candidate"}
     assert {x["name"]: x["local_path"] for x in m["models"]} == {"smol": str(SMOLLM2), "smolj": str(SMOLLM2)}
     assert set(m["stages"]) == {"compile", "generate", "judge", "score", "report"}
+    # The manifest's hashes are the ones the records carry.
+    hashes = {x["name"]: x["settings_hash"] for x in m["models"]}
+    assert {v["settings_hash"] for v in full_run["verdicts"]} == {hashes["smolj"]}
+    assert {a["settings_hash"] for a in full_run["answers"]} == {hashes["smol"]}
+    assert {x["backend_used"] for x in m["models"]} == {"vllm"}
     scores = json.loads((out / "scores" / "scores.json").read_text())
     systems = {(s["judge"], s["model"]) for s in scores["models"]}
     assert {("smolj", "smol"), ("smolj", "reference-complete"), ("gold", "reference-complete")} <= systems
