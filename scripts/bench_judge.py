@@ -15,7 +15,7 @@ and prints JSON: per run checks/s, cached_fraction (cached prompt tokens / promp
 the share of wall time spent outside the engine; throughput_ratio (adjacent / shuffled) and
 caching_ratio (adjacent / caching off).
 
-    .venv/bin/python scripts/bench_judge.py [--answers FILE ...] [--kv-cache-mib N] [--out FILE]
+    .venv/bin/python scripts/bench_judge.py [--answers FILE ... | --answer-tokens 640] [--kv-cache-mib N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -79,6 +79,21 @@ def prefix_tokens(items, tokenizer) -> tuple[int, int]:
     return unique, longest
 
 
+def generate_answers(model_dir: Path, max_tokens: int, out: Path) -> Path:
+    """SmolLM2's text_only answers to the sample questions, through the real generate stage."""
+    from gamut_local.config import RunSpec
+    from gamut_local.generate import generate
+
+    spec = RunSpec.model_validate({
+        "name": "bench", "dataset": str(SAMPLE / "questions.jsonl"), "output_dir": str(out),
+        "models": [{"name": f"smollm2-{max_tokens}tok", "path": str(model_dir), "backend": "vllm", "vision": False,
+                    "engine": {"enforce_eager": True, "max_model_len": 2048, "dtype": "bfloat16"},
+                    "sampling": {"max_tokens": max_tokens}}],
+        "variants": ["text_only"], "judges": [{"name": "unused", "path": str(model_dir)}]})
+    generate(spec)
+    return out / "answers" / f"smollm2-{max_tokens}tok.text_only.jsonl"
+
+
 def one_run(name, spec, engine, items, shuffle_seed=None) -> dict:
     from gamut_local.judge import judge_with
     from gamut_local.shard import Shard
@@ -111,8 +126,11 @@ def one_run(name, spec, engine, items, shuffle_seed=None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--answers", nargs="*", type=Path, default=[SAMPLE / "answers" / "reference.jsonl"],
+    ap.add_argument("--answers", nargs="*", type=Path, default=None,
                     help="answer JSONL files to judge (default: the sample's reference answers)")
+    ap.add_argument("--answer-tokens", type=int, default=None,
+                    help="instead, first generate SmolLM2 answers of up to this many tokens to the sample "
+                         "questions (through the generate stage), e.g. 640 for paper-length answers")
     ap.add_argument("--model", type=Path, default=None, help="SmolLM2 folder (default: the converted cache)")
     ap.add_argument("--kv-cache-mib", type=float, default=None,
                     help="KV cache size (default: a third of the unique prefix tokens, at least 2 prompts)")
@@ -130,6 +148,11 @@ def main() -> None:
     from gamut_local.rubric.compiler import checks_for
 
     model_dir = args.model or default_smollm2_dir()
+    workdir = tempfile.TemporaryDirectory()
+    if args.answers is None:
+        args.answers = [] if args.answer_tokens else [SAMPLE / "answers" / "reference.jsonl"]
+    if args.answer_tokens:
+        args.answers.append(generate_answers(model_dir, args.answer_tokens, Path(workdir.name)))
     questions = {q.question_id: q for q in load_questions(SAMPLE / "questions.jsonl")}
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     answers = sorted(load_records(args.answers, Answer, answer_key),
@@ -172,7 +195,8 @@ def main() -> None:
     rate = {k: v["checks_per_s"] for k, v in runs.items()}
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "model": str(model_dir), "answers": [str(p) for p in args.answers],
+        "model": str(model_dir), "answers": [str(p) for p in args.answers], "answer_tokens": args.answer_tokens,
+        "mean_prompt_tokens": round(runs["adjacent"]["prompt_tokens"] / runs["adjacent"]["checks"], 1),
         "responses": len(items), "checks": runs["adjacent"]["checks"],
         "unique_prefix_tokens": unique, "kv_cache_bytes": kv_bytes, "kv_cache_token_capacity": capacity,
         "max_model_len": max_len,
