@@ -123,7 +123,10 @@ def test_vllm_engine_kwargs_from_config(smollm2_dir, tiny_qwen3_vl_dir):
                       engine=EngineArgs(min_pixels=4 * 1024, max_pixels=64 * 1024))
     kw = engine_kwargs(vspec, tiny_qwen3_vl_dir, on_cpu=False)
     assert kw["limit_mm_per_prompt"] == {"image": 1, "video": 0}
-    assert kw["mm_processor_kwargs"] == {"min_pixels": 4 * 1024, "max_pixels": 64 * 1024}
+    assert kw["mm_processor_kwargs"] == {"size": {"shortest_edge": 4 * 1024, "longest_edge": 64 * 1024}}
+    only_max = vspec.model_copy(update={"engine": EngineArgs(min_pixels=None, max_pixels=1024)})
+    assert engine_kwargs(only_max, tiny_qwen3_vl_dir, on_cpu=False)["mm_processor_kwargs"] == \
+        {"size": {"longest_edge": 1024}}
 
 
 # -- transformers ---------------------------------------------------------------------------

@@ -15,8 +15,10 @@ first tokens collide, the output is constrained to one label with
 
 from __future__ import annotations
 
+import json
 import math
 import os
+from pathlib import Path
 from typing import Sequence
 
 from ..config import ModelSpec, Sampling
@@ -35,6 +37,23 @@ def _cpus() -> list[int]:
         return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return list(range(os.cpu_count() or 1))
+
+
+def pixel_kwargs(path: str, min_pixels: int | None, max_pixels: int | None) -> dict:
+    """Image pixel caps as the model's processor takes them. Qwen-VL processors take
+    `size={"shortest_edge": min, "longest_edge": max}` (their `min_pixels`/`max_pixels`
+    keywords are deprecated in transformers 5); others get the plain keywords."""
+    if min_pixels is None and max_pixels is None:
+        return {}
+    try:
+        model_type = json.loads((Path(path) / "config.json").read_text()).get("model_type", "")
+    except (OSError, ValueError):
+        model_type = ""
+    if model_type.startswith("qwen"):
+        size = {k: v for k, v in (("shortest_edge", min_pixels), ("longest_edge", max_pixels))
+                if v is not None}
+        return {"size": size}
+    return {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
 
 
 def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
@@ -56,8 +75,7 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
         kw["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
     if is_multimodal(path):
         kw["limit_mm_per_prompt"] = dict(e.limit_mm_per_prompt)
-        pixels = {k: v for k, v in (("min_pixels", e.min_pixels), ("max_pixels", e.max_pixels))
-                  if v is not None}
+        pixels = pixel_kwargs(path, e.min_pixels, e.max_pixels)
         if pixels:
             kw["mm_processor_kwargs"] = pixels
     kw.update(e.extra)
