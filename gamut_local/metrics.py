@@ -30,35 +30,33 @@ INVALID = VERDICT_CODE["invalid"]
 INVALID_AS = ("missing", "exclude")
 
 
-def verdict_counts(verdict, tier, response, n_responses: int, invalid_as: str = "missing") -> np.ndarray:
-    """Counts of shape (n_responses, 3 tiers, 4 verdicts): M, P, S, C per response and tier.
+def verdict_counts(verdict, tier, response, n_responses: int) -> np.ndarray:
+    """Counts of shape (n_responses, 3 tiers, 5 verdict codes), invalid included."""
+    # The (tier, verdict) pair fits one int8 code; then a single int64 pass builds the flat
+    # (response, tier, verdict) index that one bincount turns into every count at once.
+    tier_verdict = np.asarray(tier, dtype=np.int8) * N_VERDICTS + np.asarray(verdict, dtype=np.int8)
+    flat = np.multiply(response, N_TIERS * N_VERDICTS, dtype=np.int64)
+    flat += tier_verdict
+    counts = np.bincount(flat, minlength=n_responses * N_TIERS * N_VERDICTS)
+    return counts.reshape(n_responses, N_TIERS, N_VERDICTS)
+
+
+def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
+                 contradiction_weight: float = CONTRADICTION_WEIGHT, tier_weights=TIER_WEIGHTS,
+                 invalid_as: str = "missing") -> tuple[np.ndarray, np.ndarray]:
+    """(scores[n], tier_scores[n, 3]) from `verdict_counts`; NaN where nothing was graded.
 
     `invalid` verdicts count as `missing` (the default: the judge gave no usable grade, so the
     response gets no credit) or are left out (`invalid_as="exclude"`).
     """
     if invalid_as not in INVALID_AS:
         raise ValueError(f"invalid_as must be one of {INVALID_AS}, got {invalid_as!r}")
-    # Count all five codes (invalid included), then fold invalid into the counts: cheaper
-    # than remapping every verdict. One int64 pass builds the flat (response, tier, verdict)
-    # index; the small codes are added in their own narrow dtype.
-    flat = np.multiply(response, N_TIERS * N_VERDICTS, dtype=np.int64)
-    flat += np.asarray(tier) * N_VERDICTS
-    flat += np.asarray(verdict)
-    counts = np.bincount(flat, minlength=n_responses * N_TIERS * N_VERDICTS)
-    counts = counts.reshape(n_responses, N_TIERS, N_VERDICTS)
-    if invalid_as == "missing":
-        counts[..., VERDICT_CODE["missing"]] += counts[..., INVALID]
-    return counts[..., :INVALID]
-
-
-def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
-                 contradiction_weight: float = CONTRADICTION_WEIGHT,
-                 tier_weights=TIER_WEIGHTS) -> tuple[np.ndarray, np.ndarray]:
-    """(scores[n], tier_scores[n, 3]) from `verdict_counts`; NaN where nothing was graded."""
-    # Numerator and denominator of every tier score in one (n*3, 4) x (4, 2) matrix product.
-    coef = np.array([[1.0, partial_credit, 0.0, contradiction_weight],
-                     [1.0, 1.0, 1.0, abs(contradiction_weight)]]).T
-    nd = counts.reshape(-1, 4).astype(np.float64) @ coef
+    # Numerator and denominator of every tier score in one (n*3, 5) x (5, 2) matrix product;
+    # the invalid column weighs like missing in the denominator, or not at all.
+    invalid_den = 1.0 if invalid_as == "missing" else 0.0
+    coef = np.array([[1.0, partial_credit, 0.0, contradiction_weight, 0.0],
+                     [1.0, 1.0, 1.0, abs(contradiction_weight), invalid_den]]).T
+    nd = counts.reshape(-1, N_VERDICTS) @ coef
     num, den = nd[:, 0].reshape(counts.shape[:-1]), nd[:, 1].reshape(counts.shape[:-1])
     with np.errstate(invalid="ignore", divide="ignore"):
         tier_scores = np.where(den > 0, num / den, np.nan)
@@ -90,9 +88,9 @@ def score_responses(verdict, tier, response, n_responses: int, *, partial_credit
     scores : float array (n_responses,), in [-1, 1]; NaN for a response with no graded check.
     tier_scores : float array (n_responses, 3); NaN where a response has no check of a tier.
     """
-    counts = verdict_counts(verdict, tier, response, n_responses, invalid_as)
-    return score_counts(counts, partial_credit=partial_credit,
-                        contradiction_weight=contradiction_weight, tier_weights=tier_weights)
+    counts = verdict_counts(verdict, tier, response, n_responses)
+    return score_counts(counts, partial_credit=partial_credit, contradiction_weight=contradiction_weight,
+                        tier_weights=tier_weights, invalid_as=invalid_as)
 
 
 def score_responses_reference(verdict, tier, response, n_responses: int, *, partial_credit=PARTIAL_CREDIT,

@@ -97,7 +97,7 @@ def test_row_with_no_items_and_duplicate_ids(tmp_path):
     msgs = [(p.file, p.field, p.message) for p in e.value.problems]
     assert msgs[0][0].endswith("[row 1]") and msgs[0][1] == "rubrics"
     assert "no rubric items" in msgs[0][2]
-    assert msgs[1] == (f"{path}[row 2]", "session_id", "duplicate id 's-basil' (first in row 0)")
+    assert msgs[1] == (f"{path}[row 2]", "session_id", f"duplicate id 's-basil' (first at {path}[row 0])")
 
 
 def test_load_questions_and_cli_accept_parquet(tmp_path):

@@ -33,7 +33,7 @@ CASES = {
     "bad_tier": (item(tier="vital").encode(), ["1: meta_rubric.items.0.simple.tier: Input should be"]),
     "unknown_snippet": (item(evidence=["s9"]).encode(), ["1: meta_rubric: Value error, item 'origin' cites unknown snippet ids: s9"]),
     "no_rubric": (with_(meta_rubric=None).encode(), ["1: <record>: Value error, a question needs a meta_rubric"]),
-    "duplicate_id": ((with_() + "\n" + with_()).encode(), ["2: question_id: duplicate question_id 'q1' (first on line 1)"]),
+    "duplicate_id": ((with_() + "\n" + with_()).encode(), ["2: question_id: duplicate id 'q1' (first at {path}:1)"]),
     "missing_image": (with_(image="nope.png").encode(), ["1: image: image file not found"]),
     "missing_package": (with_(image="pkg:no_such_pkg/x.png").encode(), ["1: image: package 'no_such_pkg' is not installed"]),
     "several": ((with_(domain=1) + "\n\n" + "{bad\n").encode(), ["1: domain:", "3: <record>: not valid JSON"]),
@@ -48,7 +48,7 @@ def test_bad_file_reported_with_line_and_exit_1(tmp_path, name):
     res = gamut("validate", path)
     assert res.exit_code == 1, res.output
     assert "Traceback" not in res.output
-    for line in expected:
+    for line in (e.format(path=path) for e in expected):
         assert f"{path}:{line}" in res.output or f"{path}: {line}" in res.output, res.output
 
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import ValidationError
 
-from ..errors import InputError, Problem, pydantic_problems
-from .records import Question
+from ..errors import InputError, Problem
+from .records import Question, validate_questions
 
 # Release tier key (both spellings seen in public code) -> our tier name.
 TIER_KEYS = {
@@ -186,24 +185,17 @@ def load_release(path: str | Path) -> list[Question]:
     shape = _shape_problem(path, columns)
     if shape:
         raise InputError([shape])
-    questions, problems, seen = [], [], {}
-    for i, row in enumerate(rows):
-        where = f"{path}[row {i}]"
-        record, row_problems = row_to_record(row)
-        if row_problems:
+    problems: list[Problem] = []
+
+    def records():
+        for i, row in enumerate(rows):
+            where = f"{path}[row {i}]"
+            record, row_problems = row_to_record(row)
             problems.extend(Problem(where, None, f, m) for f, m in row_problems)
-            continue
-        try:
-            q = Question.model_validate(record)
-        except ValidationError as e:
-            problems.extend(pydantic_problems(e, where, None))
-            continue
-        if q.question_id in seen:
-            problems.append(Problem(where, None, "session_id",
-                                    f"duplicate id {q.question_id!r} (first in row {seen[q.question_id]})"))
-            continue
-        seen[q.question_id] = i
-        questions.append(q)
+            if not row_problems:
+                yield where, None, record
+
+    questions = [q for q, _, _ in validate_questions(records(), problems, id_field="session_id")]
     if problems:
         raise InputError(problems)
     if not questions:

@@ -127,27 +127,37 @@ def load_questions(path: str | Path, *, check_images: bool = True) -> list[Quest
         from .gamut_release import load_release  # optional dependency (pyarrow)
 
         return load_release(path)
-    name = str(path)
-    questions, problems, seen = [], [], {}
-    for no, obj in read_jsonl(path, problems=problems):
-        try:
-            q = Question.model_validate(obj)
-        except ValidationError as e:
-            problems.extend(pydantic_problems(e, name, no))
-            continue
-        if q.question_id in seen:
-            problems.append(Problem(name, no, "question_id",
-                                    f"duplicate question_id {q.question_id!r} (first on line {seen[q.question_id]})"))
-            continue
-        seen[q.question_id] = no
+    problems: list[Problem] = []
+    rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems))
+    questions = []
+    for q, file, line in validate_questions(rows, problems):
         if check_images and q.image is not None:
             msg = _image_problem(q.image, path)
             if msg:
-                problems.append(Problem(name, no, "image", msg))
+                problems.append(Problem(file, line, "image", msg))
         questions.append(q)
     if problems:
         raise InputError(problems)
     return questions
+
+
+def validate_questions(rows, problems: list[Problem], id_field: str = "question_id"):
+    """Validate (file, line, dict) rows as questions; yield (question, file, line) for the good
+    ones and add a Problem for each bad one or repeated id. Shared by every dataset reader."""
+    first_seen: dict[str, str] = {}
+    for file, line, obj in rows:
+        try:
+            q = Question.model_validate(obj)
+        except ValidationError as e:
+            problems.extend(pydantic_problems(e, file, line))
+            continue
+        where = file if line is None else f"{file}:{line}"
+        if q.question_id in first_seen:
+            problems.append(Problem(file, line, id_field,
+                                    f"duplicate id {q.question_id!r} (first at {first_seen[q.question_id]})"))
+            continue
+        first_seen[q.question_id] = where
+        yield q, file, line
 
 
 def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[dict]:

@@ -44,6 +44,14 @@ def first_tokens(tokenizer, prefix: str, labels: Sequence[str], lead: str) -> li
     return out
 
 
+def cached_plan(cache: dict, tokenizer, labels: Sequence[str]) -> LabelPlan:
+    """`plan_labels`, computed once per label set for an engine's tokenizer."""
+    key = tuple(labels)
+    if key not in cache:
+        cache[key] = plan_labels(tokenizer, key)
+    return cache[key]
+
+
 def plan_labels(tokenizer, labels: Sequence[str]) -> LabelPlan:
     labels = tuple(labels)
     if not labels or len(set(labels)) != len(labels):

@@ -15,7 +15,7 @@ from typing import Sequence
 from ..config import ModelSpec, Sampling
 from . import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion
 from ..vocab import JUDGE_LABELS
-from .labels import LabelPlan, argmax, format_top, has_image, normalise, plan_labels, text_only
+from .labels import LabelPlan, argmax, cached_plan, format_top, has_image, normalise, text_only
 
 DEFAULT_BATCH = 8  # rows per forward pass when the config leaves max_num_seqs unset
 
@@ -188,10 +188,7 @@ class TransformersEngine:
         return out  # type: ignore[return-value]
 
     def label_plan(self, labels: Sequence[str]) -> LabelPlan:
-        key = tuple(labels)
-        if key not in self._plans:
-            self._plans[key] = plan_labels(self.tokenizer, key)
-        return self._plans[key]
+        return cached_plan(self._plans, self.tokenizer, labels)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         if not conversations:

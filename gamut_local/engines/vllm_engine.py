@@ -24,7 +24,7 @@ from typing import Sequence
 from ..config import ModelSpec, Sampling
 from . import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion, is_multimodal
 from ..vocab import JUDGE_LABELS
-from .labels import LabelPlan, argmax, format_top, match_label, normalise, plan_labels
+from .labels import LabelPlan, argmax, cached_plan, format_top, match_label, normalise
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30  # on CPU vLLM would otherwise claim 90% of RAM
 
@@ -126,10 +126,7 @@ class VllmEngine:
                 for o in outs]
 
     def label_plan(self, labels: Sequence[str]) -> LabelPlan:
-        key = tuple(labels)
-        if key not in self._plans:
-            self._plans[key] = plan_labels(self.tokenizer, key)
-        return self._plans[key]
+        return cached_plan(self._plans, self.tokenizer, labels)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         if not conversations:
