@@ -31,14 +31,16 @@ INVALID_AS = ("missing", "exclude")
 
 
 def verdict_counts(verdict, tier, response, n_responses: int) -> np.ndarray:
-    """Counts of shape (n_responses, 3 tiers, 5 verdict codes), invalid included."""
-    # The (tier, verdict) pair fits one int8 code; then a single int64 pass builds the flat
-    # (response, tier, verdict) index that one bincount turns into every count at once.
-    tier_verdict = np.asarray(tier, dtype=np.int8) * N_VERDICTS + np.asarray(verdict, dtype=np.int8)
-    flat = np.multiply(response, N_TIERS * N_VERDICTS, dtype=np.int64)
-    flat += tier_verdict
-    counts = np.bincount(flat, minlength=n_responses * N_TIERS * N_VERDICTS)
-    return counts.reshape(n_responses, N_TIERS, N_VERDICTS)
+    """Counts of shape (5 verdict codes, n_responses, 3 tiers), invalid included.
+
+    Verdict-major, so each verdict's counts are one contiguous block: the formula then works
+    on whole rows instead of strided columns.
+    """
+    cells = n_responses * N_TIERS
+    flat = np.multiply(response, N_TIERS, dtype=np.int64)
+    flat += np.asarray(tier, dtype=np.int8)
+    flat += np.multiply(verdict, cells, dtype=np.int64)
+    return np.bincount(flat, minlength=N_VERDICTS * cells).reshape(N_VERDICTS, n_responses, N_TIERS)
 
 
 def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
@@ -51,15 +53,11 @@ def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
     """
     if invalid_as not in INVALID_AS:
         raise ValueError(f"invalid_as must be one of {INVALID_AS}, got {invalid_as!r}")
-    # Numerator and denominator of every tier score in one (n*3, 5) x (5, 2) matrix product;
-    # the invalid column weighs like missing in the denominator, or not at all.
-    invalid_den = 1.0 if invalid_as == "missing" else 0.0
-    coef = np.array([[1.0, partial_credit, 0.0, contradiction_weight, 0.0],
-                     [1.0, 1.0, 1.0, abs(contradiction_weight), invalid_den]]).T
-    nd = counts.reshape(-1, N_VERDICTS) @ coef
-    num, den = nd[:, 0].reshape(counts.shape[:-1]), nd[:, 1].reshape(counts.shape[:-1])
+    m, p, s, c, invalid = counts
+    num = m + partial_credit * p + contradiction_weight * c
+    den = (m + p + s + (invalid if invalid_as == "missing" else 0)) + abs(contradiction_weight) * c
     with np.errstate(invalid="ignore", divide="ignore"):
-        tier_scores = np.where(den > 0, num / den, np.nan)
+        tier_scores = num / den  # 0 / 0 = NaN: a tier without graded checks
         w = np.asarray(tier_weights, dtype=np.float64)
         present = ~np.isnan(tier_scores)
         # Absent tiers drop out of both sums: their weight goes to the others in proportion.
