@@ -31,16 +31,17 @@ INVALID_AS = ("missing", "exclude")
 
 
 def verdict_counts(verdict, tier, response, n_responses: int) -> np.ndarray:
-    """Counts of shape (5 verdict codes, n_responses, 3 tiers), invalid included.
+    """Counts of shape (3 tiers, 5 verdict codes, n_responses), invalid included.
 
-    Verdict-major, so each verdict's counts are one contiguous block: the formula then works
-    on whole rows instead of strided columns.
+    (tier, verdict)-major: the pair is one small code, so the flat index takes two passes
+    (code x n + response) with no temporary, and each (tier, verdict) count is one contiguous
+    row that the formula works on whole.
     """
-    cells = n_responses * N_TIERS
-    flat = np.multiply(response, N_TIERS, dtype=np.int64)
-    flat += np.asarray(tier, dtype=np.int8)
-    flat += np.multiply(verdict, cells, dtype=np.int64)
-    return np.bincount(flat, minlength=N_VERDICTS * cells).reshape(N_VERDICTS, n_responses, N_TIERS)
+    code = np.asarray(tier, dtype=np.int8) * N_VERDICTS + np.asarray(verdict, dtype=np.int8)
+    flat = np.multiply(code, n_responses, dtype=np.int64)
+    flat += np.asarray(response)
+    counts = np.bincount(flat, minlength=N_TIERS * N_VERDICTS * n_responses)
+    return counts.reshape(N_TIERS, N_VERDICTS, n_responses)
 
 
 def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
@@ -53,16 +54,16 @@ def score_counts(counts: np.ndarray, *, partial_credit: float = PARTIAL_CREDIT,
     """
     if invalid_as not in INVALID_AS:
         raise ValueError(f"invalid_as must be one of {INVALID_AS}, got {invalid_as!r}")
-    m, p, s, c, invalid = counts
+    m, p, s, c, invalid = (counts[:, v, :] for v in range(N_VERDICTS))
     num = m + partial_credit * p + contradiction_weight * c
     den = (m + p + s + (invalid if invalid_as == "missing" else 0)) + abs(contradiction_weight) * c
     with np.errstate(invalid="ignore", divide="ignore"):
-        tier_scores = num / den  # 0 / 0 = NaN: a tier without graded checks
+        tier_scores = num / den  # (3, n); 0 / 0 = NaN: a tier without graded checks
         w = np.asarray(tier_weights, dtype=np.float64)
         present = ~np.isnan(tier_scores)
         # Absent tiers drop out of both sums: their weight goes to the others in proportion.
-        scores = np.where(present, tier_scores, 0.0) @ w / (present @ w)
-    return scores, tier_scores
+        scores = w @ np.where(present, tier_scores, 0.0) / (w @ present)
+    return scores, tier_scores.T
 
 
 def score_responses(verdict, tier, response, n_responses: int, *, partial_credit: float = PARTIAL_CREDIT,
