@@ -8,7 +8,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 RUN    ?= configs/runs/sample.yaml
 
-.PHONY: demo test bench clean-venv
+.PHONY: demo test test-fast lint bench clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,17 @@ $(VENV)/.stamp-engines: scripts/setup_engines.sh $(VENV)/.stamp-core
 demo: $(VENV)/.stamp-engines
 	$(BIN)/gamut-local run --config $(RUN)
 
-test: $(VENV)/.stamp-engines
+# The full suite CI runs: the layering contract, then every test (real engines included).
+test: $(VENV)/.stamp-engines lint
 	$(BIN)/python -m pytest
+
+# Everything but the tests that load a real model; needs only the core install.
+test-fast: $(VENV)/.stamp-core lint
+	$(BIN)/python -m pytest -m "not engine and not vllm"
+
+# Dependencies point one way (pyproject.toml [tool.importlinter]); a violation fails CI.
+lint: $(VENV)/.stamp-core
+	$(BIN)/lint-imports
 
 bench: $(VENV)/.stamp-core
 	$(BIN)/python scripts/bench_score.py

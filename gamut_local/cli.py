@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from .errors import InputError
+from gamut_local.errors import InputError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GAMUT factual-completeness benchmark, offline, on open models.")
@@ -42,7 +42,7 @@ def user_errors(fn):
 @user_errors
 def validate(dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT parquet).")):
     """Check every record of a dataset and what it references; one line per problem."""
-    from .data.records import load_questions
+    from gamut_local.data.dataset import load_questions
 
     questions = load_questions(dataset)
     out.print(f"{dataset}: {len(questions)} questions, all valid.")
@@ -56,9 +56,9 @@ def compile_cmd(
     small_pool_max: int = typer.Option(6, help="Flexible lists with at most this many options get one check per option."),
 ):
     """Compile every question's meta-rubric into checks (deterministic, no model)."""
-    from .data.records import load_questions
-    from .rubric.compiler import compile_dataset
-    from .store import write_jsonl
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.rubric.compiler import compile_dataset
+    from gamut_local.rundir.store import write_jsonl
 
     rows = compile_dataset(load_questions(dataset), small_pool_max=small_pool_max)
     write_jsonl(out_path, rows)
@@ -75,10 +75,10 @@ def score(
     seed: int = typer.Option(0, help="Bootstrap seed."),
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
-    from .score import score_files
+    from gamut_local.stages.score import score_files
 
     result = score_files(verdicts, dataset=dataset, seed=seed)
-    from .store import write_json
+    from gamut_local.rundir.store import write_json
 
     write_json(out_path, result)
     for m in result["models"]:
@@ -87,7 +87,7 @@ def score(
 
 
 def _run_config(config: Path):
-    from .config import load_run_config
+    from gamut_local.config import load_run_config
 
     return load_run_config(config)
 
@@ -99,7 +99,7 @@ def run(
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append (default: the config's chunk_size)."),
 ):
     """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
-    from .runner import run as run_all
+    from gamut_local.stages.pipeline import run as run_all
 
     stages = run_all(config, chunk_size=chunk_size, console=err)
     for name, s in stages.items():
@@ -118,9 +118,9 @@ def generate(
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
 ):
     """Generate the answers still missing from the run directory (resumes)."""
-    from .generate import generate as generate_stage
-    from .runner import ensure_manifest
-    from .shard import parse_shard
+    from gamut_local.rundir.layout import parse_shard
+    from gamut_local.rundir.manifest import ensure_manifest
+    from gamut_local.stages.generate import generate as generate_stage
 
     spec = _run_config(config)
     ensure_manifest(spec, config)
@@ -141,9 +141,9 @@ def judge(
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
 ):
     """Grade every answer on each of its checks (resumes; one verdict per response and check)."""
-    from .judge import judge as judge_stage
-    from .runner import ensure_manifest
-    from .shard import parse_shard
+    from gamut_local.rundir.layout import parse_shard
+    from gamut_local.rundir.manifest import ensure_manifest
+    from gamut_local.stages.judge import judge as judge_stage
 
     spec = _run_config(config)
     ensure_manifest(spec, config)
@@ -159,7 +159,7 @@ def score_run(config: Path = typer.Option(..., "--config", help="Run YAML.")):
     """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
     import json
 
-    from .runner import score_run as score_run_stage
+    from gamut_local.stages.score import score_run as score_run_stage
 
     path = score_run_stage(_run_config(config))
     for m in json.loads(path.read_text())["models"]:
@@ -174,8 +174,8 @@ def agree(
     out_path: Path = typer.Option(..., "--out", help="Where to write the agreement JSON."),
 ):
     """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
-    from .agree import agree_files
-    from .store import write_json
+    from gamut_local.rundir.store import write_json
+    from gamut_local.stages.agree import agree_files
 
     result = agree_files(verdicts)
     write_json(out_path, result)
@@ -198,7 +198,7 @@ def report(
     seed: int = typer.Option(0, help="Bootstrap seed."),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
-    from .report import write_report
+    from gamut_local.stages.report import write_report
 
     path = write_report(run_dir, dataset, seed=seed)
     out.print(f"{path}")
@@ -211,8 +211,8 @@ def compare(
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison JSON here."),
 ):
     """Text-only vs multimodal per judge: gain per model, r(multimodal, gain), Kendall tau of rankings."""
-    from .compare import compare_scores_file
-    from .store import write_json
+    from gamut_local.rundir.store import write_json
+    from gamut_local.stages.compare import compare_scores_file
 
     result = compare_scores_file(scores_path)
     if out_path is not None:
@@ -240,8 +240,8 @@ def slurm_cmd(
     force: bool = typer.Option(False, "--force", help="Submit even if jobs of an earlier submission are still queued."),
 ):
     """Submit the run as a SLURM job graph (generate -> judge -> score -> report); rerun to resume."""
-    from .errors import Problem
-    from .slurm import dry_run_text, prepare, submit
+    from gamut_local.cluster.slurm import dry_run_text, prepare, submit
+    from gamut_local.errors import Problem
 
     if dry_run and submit_:
         raise InputError([Problem("--dry-run/--submit", None, "", "give one of them, not both")])
@@ -266,7 +266,7 @@ def plan_cmd(
     """Requests, prompt tokens (with and without prefix sharing) and GPU-hours per stage."""
     import json
 
-    from .plan import plan_run, render_table
+    from gamut_local.cluster.cost import plan_run, render_table
 
     result = plan_run(config)
     if as_json:

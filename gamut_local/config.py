@@ -23,7 +23,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from .errors import InputError, Problem, pydantic_problems
+from gamut_local.errors import InputError, Problem, pydantic_problems
 
 
 class _Config(BaseModel):
@@ -304,3 +304,14 @@ def load_run_config(path: str | Path) -> RunSpec:
     if problems:
         raise InputError(problems)
     return spec
+
+
+def pick(specs, name: str | None, what: str, source: str) -> list:
+    """All of a run's models (or judges), or the one named on the command line."""
+    if name is None:
+        return list(specs)
+    chosen = [m for m in specs if m.name == name]
+    if not chosen:
+        known = ", ".join(m.name for m in specs) or "none"
+        raise InputError([Problem(source, None, what, f"no {what[:-1]} named {name!r} in this run (known: {known})")])
+    return chosen

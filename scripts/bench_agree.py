@@ -28,9 +28,9 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from gamut_local.agreement import Panel, agree_panel  # noqa: E402
-from gamut_local.metrics import score_table  # noqa: E402
-from gamut_local.report import _panel_table, report_tables  # noqa: E402
+from gamut_local.analysis.agreement import Panel, agree_panel  # noqa: E402
+from gamut_local.analysis.metrics import score_table  # noqa: E402
+from gamut_local.stages.report import _panel_table, report_tables  # noqa: E402
 
 DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
            "consumer products", "books", "art", "sports", "text", "other")

@@ -64,7 +64,7 @@ def kv_bytes_per_token(model_dir: Path, dtype_bytes: int = 2) -> int:
 
 def prefix_tokens(items, tokenizer) -> tuple[int, int]:
     """(unique prefix tokens over all responses, longest prompt in tokens), via the chat template."""
-    from gamut_local.judge import build_requests
+    from gamut_local.stages.judge import build_requests
 
     unique, longest = 0, 0
     for it in items:
@@ -82,7 +82,7 @@ def prefix_tokens(items, tokenizer) -> tuple[int, int]:
 def generate_answers(model_dir: Path, max_tokens: int, out: Path) -> Path:
     """SmolLM2's text_only answers to the sample questions, through the real generate stage."""
     from gamut_local.config import RunSpec
-    from gamut_local.generate import generate
+    from gamut_local.stages.generate import generate
 
     spec = RunSpec.model_validate({
         "name": "bench", "dataset": str(SAMPLE / "questions.jsonl"), "output_dir": str(out),
@@ -95,9 +95,9 @@ def generate_answers(model_dir: Path, max_tokens: int, out: Path) -> Path:
 
 
 def one_run(name, spec, engine, items, shuffle_seed=None) -> dict:
-    from gamut_local.judge import judge_with
-    from gamut_local.shard import Shard
-    from gamut_local.store import read_jsonl
+    from gamut_local.rundir.layout import Shard
+    from gamut_local.rundir.store import read_jsonl
+    from gamut_local.stages.judge import judge_with
 
     timed = TimedEngine(engine, shuffle_seed)
 
@@ -141,11 +141,16 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from gamut_local.config import JudgeSpec
-    from gamut_local.data.records import Answer, answer_key, load_questions, load_records
+    from gamut_local.data.records import (
+        Answer,
+        answer_key,
+        load_questions,
+        load_records,
+    )
     from gamut_local.engines import load_engine
-    from gamut_local.engines.smollm2 import default_smollm2_dir
-    from gamut_local.judge import plan_judge
     from gamut_local.rubric.compiler import checks_for
+    from gamut_local.stages.judge import plan_judge
+    from gamut_local.testing.smollm2 import default_smollm2_dir
 
     model_dir = args.model or default_smollm2_dir()
     workdir = tempfile.TemporaryDirectory()

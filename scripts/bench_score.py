@@ -19,16 +19,8 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from gamut_local.metrics import score_responses, score_responses_reference  # noqa: E402
-
-
-def synthetic_verdicts(n_verdicts: int, n_responses: int, seed: int = 0):
-    """Random verdicts with realistic skew (mostly meets/missing, few invalid)."""
-    rng = np.random.default_rng(seed)
-    verdict = rng.choice(5, size=n_verdicts, p=[0.45, 0.15, 0.3, 0.08, 0.02]).astype(np.int8)
-    tier = rng.choice(3, size=n_verdicts, p=[0.4, 0.4, 0.2]).astype(np.int8)
-    response = np.sort(rng.integers(0, n_responses, size=n_verdicts))
-    return verdict, tier, response
+from gamut_local.analysis.metrics import score_responses, score_responses_reference  # noqa: E402
+from gamut_local.testing.synthetic import scorer_arrays  # noqa: E402
 
 
 def best_of(fn, repeats: int) -> float:
@@ -47,7 +39,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
 
-    v, t, r = synthetic_verdicts(args.verdicts, args.responses)
+    v, t, r = scorer_arrays(args.verdicts, args.responses)
     fast = best_of(lambda: score_responses(v, t, r, args.responses), args.repeats)
     loop = best_of(lambda: score_responses_reference(v, t, r, args.responses), 1)
     a, b = score_responses(v, t, r, args.responses), score_responses_reference(v, t, r, args.responses)

@@ -45,11 +45,17 @@ def resolve_commit(repo: str, revision: str) -> str | None:
 
 def fetch(out: Path, gamut_revision: str, crag_revision: str, url_images: bool) -> Path:
     import datasets
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from gamut_local.data.crag_mm import build_dataset, fetch_url
-    from gamut_local.store import write_json
+    from gamut_local.rundir.store import write_json
 
     out.mkdir(parents=True, exist_ok=True)
     gamut_commit = resolve_commit(GAMUT_REPO, gamut_revision)

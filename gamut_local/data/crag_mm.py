@@ -21,8 +21,8 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..errors import InputError, Problem
-from .records import Question
+from gamut_local.data.records import Question
+from gamut_local.errors import InputError, Problem
 
 BOUND = (960, 1280)  # (short side, long side) in pixels
 IMAGE_DIR = "images"
@@ -184,7 +184,7 @@ def fetch_url(url: str, timeout: float = 60.0) -> bytes:
 
 
 def write_dataset(questions: list[Question], out_path: Path) -> None:
-    from ..store import write_jsonl
+    from gamut_local.rundir.store import write_jsonl
 
     write_jsonl(out_path, [q.model_dump(mode="json", exclude_none=True) for q in questions])
 
@@ -196,8 +196,8 @@ def build_dataset(release: Path, release_text_only: Path | None, crag_splits: di
     The written file is read back through the dataset validator (images included) before
     this returns, so a conversion that produced anything unreadable fails here, not in a job.
     """
-    from .gamut_release import load_release
-    from .records import load_questions
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.data.gamut_release import load_release
 
     out_path = Path(out_path)
     questions = load_release(release)

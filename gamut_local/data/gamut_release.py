@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-
-from ..errors import InputError, Problem
-from .records import Question, validate_questions
+from gamut_local.data.records import Question, validate_questions
+from gamut_local.errors import InputError, Problem
 
 # Release tier key (both spellings seen in public code) -> our tier name.
 TIER_KEYS = {

@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import InputError, Problem, pydantic_problems
-from ..rubric.schema import Check, MetaRubric, Tier
-from ..store import read_jsonl
+from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.rubric.schema import Check, MetaRubric, Tier
+from gamut_local.rundir.store import read_jsonl
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 Variant = Literal["multimodal", "text_only"]
@@ -98,47 +98,6 @@ def load_image(ref: str, dataset_path: Path):
 
     with Image.open(resolve_image(ref, dataset_path)) as im:
         return im.convert("RGB")
-
-
-def _image_problem(ref: str, dataset_path: Path) -> str | None:
-    from PIL import Image
-
-    try:
-        path = resolve_image(ref, dataset_path)
-    except (FileNotFoundError, ModuleNotFoundError, ValueError) as e:
-        return str(e)
-    if not path.is_file():
-        return f"image file not found: {path}"
-    try:
-        with Image.open(path) as im:
-            im.verify()
-    except Exception as e:  # PIL raises many types for a broken file
-        return f"image cannot be opened: {path} ({type(e).__name__}: {e})"
-    return None
-
-
-def load_questions(path: str | Path, *, check_images: bool = True) -> list[Question]:
-    """Read and validate a dataset; raise InputError listing every problem.
-
-    A `.parquet` file is read through the GAMUT release adapter.
-    """
-    path = Path(path)
-    if path.suffix == ".parquet":
-        from .gamut_release import load_release  # optional dependency (pyarrow)
-
-        return load_release(path)
-    problems: list[Problem] = []
-    rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems))
-    questions = []
-    for q, file, line in validate_questions(rows, problems):
-        if check_images and q.image is not None:
-            msg = _image_problem(q.image, path)
-            if msg:
-                problems.append(Problem(file, line, "image", msg))
-        questions.append(q)
-    if problems:
-        raise InputError(problems)
-    return questions
 
 
 def validate_questions(rows, problems: list[Problem], id_field: str = "question_id"):

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from ..config import ModelSpec, Sampling, resolve_model_path
-from ..errors import InputError
+from gamut_local.config import ModelSpec, Sampling, resolve_model_path
+from gamut_local.errors import InputError
 
 FIRST_TOKEN = "first_token"  # label distribution read off one restricted decoding step
 STRUCTURED_CHOICE = "structured_choice"  # output constrained to one label; probs one-hot
@@ -91,13 +92,27 @@ def load_engine(spec: ModelSpec) -> Engine:
         raise InputError([problem])
     backend = pick_backend(spec, path)
     if backend == "vllm":
-        from .vllm_engine import VllmEngine
+        from gamut_local.engines.vllm_engine import VllmEngine
 
         return VllmEngine(spec, path)
-    from .transformers_engine import TransformersEngine
+    from gamut_local.engines.transformers_engine import TransformersEngine
 
     return TransformersEngine(spec, path)
 
 
+@contextmanager
+def load_and_close(spec):
+    """The default way a stage gets an engine: load it, close it when the stage is done.
+
+    Stages take `open_engine` (a callable spec -> context manager yielding an engine) so that
+    `run` can keep one engine for two stages when candidate and judge are the same weights.
+    """
+    engine = load_engine(spec)
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
 __all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
-           "STRUCTURED_CHOICE", "is_multimodal", "load_engine", "pick_backend", "vllm_available"]
+           "STRUCTURED_CHOICE", "is_multimodal", "load_and_close", "load_engine", "pick_backend", "vllm_available"]

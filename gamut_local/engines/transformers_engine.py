@@ -12,10 +12,18 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ..config import ModelSpec, Sampling
-from . import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion
-from ..vocab import JUDGE_LABELS
-from .labels import LabelPlan, argmax, cached_plan, format_top, has_image, normalise, text_only
+from gamut_local.config import ModelSpec, Sampling
+from gamut_local.engines import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion
+from gamut_local.engines.labels import (
+    LabelPlan,
+    argmax,
+    cached_plan,
+    format_top,
+    has_image,
+    normalise,
+    text_only,
+)
+from gamut_local.vocab import JUDGE_LABELS
 
 DEFAULT_BATCH = 8  # rows per forward pass when the config leaves max_num_seqs unset
 
@@ -60,8 +68,13 @@ class TransformersEngine:
 
     def __init__(self, spec: ModelSpec, path: str):
         import torch
-        from transformers import (AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText,
-                                  AutoProcessor, AutoTokenizer)
+        from transformers import (
+            AutoConfig,
+            AutoModelForCausalLM,
+            AutoModelForImageTextToText,
+            AutoProcessor,
+            AutoTokenizer,
+        )
 
         self.name = spec.name
         self.spec = spec

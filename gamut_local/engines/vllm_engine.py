@@ -21,10 +21,23 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from ..config import ModelSpec, Sampling
-from . import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion, is_multimodal
-from ..vocab import JUDGE_LABELS
-from .labels import LabelPlan, argmax, cached_plan, format_top, match_label, normalise
+from gamut_local.config import ModelSpec, Sampling
+from gamut_local.engines import (
+    FIRST_TOKEN,
+    STRUCTURED_CHOICE,
+    Classification,
+    Completion,
+    is_multimodal,
+)
+from gamut_local.engines.labels import (
+    LabelPlan,
+    argmax,
+    cached_plan,
+    format_top,
+    match_label,
+    normalise,
+)
+from gamut_local.vocab import JUDGE_LABELS
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30  # on CPU vLLM would otherwise claim 90% of RAM
 

@@ -24,8 +24,16 @@ another. Same input, same checks, byte for byte.
 
 from __future__ import annotations
 
-from ..vocab import demote
-from .schema import Check, FlexibleList, MetaRubric, Process, Relationship, Simple, StrictList
+from gamut_local.rubric.schema import (
+    Check,
+    FlexibleList,
+    MetaRubric,
+    Process,
+    Relationship,
+    Simple,
+    StrictList,
+)
+from gamut_local.vocab import demote
 
 SMALL_POOL_MAX = 6
 

@@ -1,0 +1,221 @@
+"""What a run will cost before it is submitted: requests, prompt tokens, GPU-hours per stage.
+
+Counts are exact (questions x models x variants; checks per question from the dataset's
+`checks` or its compiled meta-rubric). Token counts of text that exists (questions, checks,
+given answers, system prompts) are measured as characters / `plan.chars_per_token` unless the
+run's `plan` block fixes a mean; tokens that do not exist yet (answers to generate) and image
+tokens come from the `plan` block. GPU-hours = prefill tokens / prefill rate + output tokens /
+decode rate, per GPU, scaled per model by `plan.throughput_scale`.
+
+Prefix sharing: a judge prompt is instructions, question (and image), response, then one
+check; with prefix caching the engine computes the instructions once and each response's
+prefix once, so only the check (and the label) is new per request. Candidates share only the
+system prompt. The `prompt tokens (shared)` column is what a prefix-caching engine computes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gamut_local.config import ModelSpec, PlanSpec, RunSpec, load_run_config
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Question
+from gamut_local.errors import InputError, Problem
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rundir.store import read_jsonl
+
+
+@dataclass
+class StageRow:
+    stage: str  # generate | judge
+    name: str  # model (generate) or judge (judge)
+    target: str  # variants (generate) or model.variant (judge)
+    requests: int
+    prompt_tokens: int  # every request's prompt, computed in full
+    prompt_tokens_shared: int  # what a prefix-caching engine computes
+    output_tokens: int
+    gpu_hours: float
+    gpus_per_task: int
+    tasks: int  # array tasks (shards x variants for generation)
+    hours_per_task: float
+    over_time_limit: bool = False
+
+
+def _tokens(text: str | None, plan: PlanSpec) -> int:
+    return 0 if not text else max(1, round(len(text) / plan.chars_per_token))
+
+
+def _scale(plan: PlanSpec, name: str) -> float:
+    return float(plan.throughput_scale.get(name, 1.0))
+
+
+def _gpus(m: ModelSpec) -> int:
+    return m.gpus or m.engine.tensor_parallel_size * int(m.engine.extra.get("pipeline_parallel_size", 1) or 1)
+
+
+def _hours(limit: str) -> float | None:
+    """A SLURM time limit in hours: 'M', 'M:S', 'H:M:S', 'D-H', 'D-H:M' or 'D-H:M:S'."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){0,2})", limit.strip())
+    if not m:
+        return None
+    parts = [int(p) for p in m.group(2).split(":")]
+    if m.group(1) is not None:
+        h, mi, se = (parts + [0, 0])[:3]
+    else:
+        h, mi, se = ([0] * (3 - len(parts)) + parts) if len(parts) == 3 else (0, *(parts + [0])[:2])
+    return int(m.group(1) or 0) * 24 + h + mi / 60 + se / 3600
+
+
+def _question_text(q: Question, variant: str) -> str:
+    return (q.question_text_only or q.question) if variant == "text_only" else q.question
+
+
+def _gpu_hours(prefill: float, output: float, plan: PlanSpec, scale: float) -> float:
+    return (prefill / plan.prefill_tokens_per_s_per_gpu
+            + output / plan.decode_tokens_per_s_per_gpu) / scale / 3600
+
+
+def _row(stage, name, target, requests, full, shared, out, spec: ModelSpec, plan: PlanSpec,
+         tasks: int, limit: str) -> StageRow:
+    computed = shared if spec.engine.enable_prefix_caching else full
+    gh = _gpu_hours(computed, out, plan, _scale(plan, name))
+    g = _gpus(spec)
+    per_task = gh / g / max(tasks, 1)
+    lim = _hours(limit)
+    return StageRow(stage, name, target, requests, full, shared, out, gh, g, tasks, per_task,
+                    over_time_limit=bool(lim is not None and per_task > lim))
+
+
+def estimate(spec: RunSpec, questions: list[Question]) -> dict:
+    """Requests, tokens and GPU-hours per (stage, model/judge); totals per stage."""
+    plan, s = spec.plan, spec.slurm
+    checks = {q.question_id: checks_for(q) for q in questions}
+    n_checks = sum(len(c) for c in checks.values())
+    check_tok = {qid: (plan.mean_check_tokens * len(cs) if plan.mean_check_tokens is not None
+                       else sum(_tokens(c.text, plan) for c in cs)) for qid, cs in checks.items()}
+
+    def q_tokens(q: Question, variant: str) -> int:
+        return plan.mean_question_tokens if plan.mean_question_tokens is not None \
+            else _tokens(_question_text(q, variant), plan)
+
+    def image(q: Question, variant: str) -> int:
+        return plan.image_tokens if variant == "multimodal" and q.image else 0
+
+    rows: list[StageRow] = []
+    pairs: list[tuple[str, str, dict[str, int]]] = []  # (model, variant, answer tokens per question)
+    for m in spec.models:
+        vs = [v for v in spec.variants if v != "multimodal" or m.vision]
+        if not vs:
+            continue
+        sys_tok = _tokens(m.system_prompt, plan)
+        full = shared = 0
+        for v in vs:
+            for q in questions:
+                own = q_tokens(q, v) + image(q, v)
+                full += sys_tok + own
+                shared += own
+            shared += sys_tok  # the system prompt is computed once, then cached
+            pairs.append((m.name, v, {q.question_id: plan.mean_answer_tokens for q in questions}))
+        n = len(questions) * len(vs)
+        rows.append(_row("generate", m.name, "+".join(vs), n, full, shared, n * plan.mean_answer_tokens,
+                         m, plan, s.shards_generate * len(vs), s.time_generate))
+    known = {q.question_id for q in questions}
+    for path in spec.extra_answers:
+        given: dict[tuple[str, str], dict[str, int]] = {}
+        for no, rec in read_jsonl(path):
+            qid, resp = rec.get("question_id"), rec.get("response")
+            if qid not in known or not isinstance(resp, str):
+                raise InputError([Problem(str(path), no, "question_id" if qid not in known else "response",
+                                          "not a question of the dataset" if qid not in known else "expected text")])
+            given.setdefault((rec.get("model"), rec.get("variant")), {})[qid] = _tokens(resp, plan)
+        pairs += [(m, v, toks) for (m, v), toks in given.items()]
+    by_id = {q.question_id: q for q in questions}
+    instr = plan.judge_instruction_tokens
+    for j in spec.judges:
+        for model, variant, answers in pairs:
+            full = shared = requests = 0
+            for qid, a_tok in answers.items():
+                q, k = by_id[qid], len(checks[qid])
+                img = image(q, variant) if j.sees_image else 0
+                prefix = q_tokens(q, variant) + img + a_tok
+                full += k * (instr + prefix) + check_tok[qid]
+                shared += prefix + check_tok[qid]
+                requests += k
+            shared += instr  # the instructions are the same for every request of the judge
+            rows.append(_row("judge", j.name, f"{model}.{variant}", requests, full, shared,
+                             requests * plan.judge_output_tokens, j, plan, s.shards_judge, s.time_judge))
+    totals = {}
+    for stage in ("generate", "judge"):
+        mine = [r for r in rows if r.stage == stage]
+        totals[stage] = {"requests": sum(r.requests for r in mine),
+                         "prompt_tokens": sum(r.prompt_tokens for r in mine),
+                         "prompt_tokens_shared": sum(r.prompt_tokens_shared for r in mine),
+                         "output_tokens": sum(r.output_tokens for r in mine),
+                         "gpu_hours": sum(r.gpu_hours for r in mine)}
+    return {
+        "run": spec.name,
+        "dataset": spec.dataset,
+        "questions": len(questions),
+        "questions_with_image": sum(1 for q in questions if q.image),
+        "checks": n_checks,
+        "assumptions": plan.model_dump(),
+        "rows": [asdict(r) for r in rows],
+        "totals": totals,
+        "gpu_hours": sum(t["gpu_hours"] for t in totals.values()),
+    }
+
+
+def plan_run(config_path: str | Path) -> dict:
+    spec = load_run_config(config_path)
+    questions = load_questions(spec.dataset, check_images=False)
+    return estimate(spec, questions)
+
+
+def _si(x: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def _h(x: float) -> str:
+    return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
+
+
+def render_table(result: dict, console) -> None:
+    """One table per stage; token counts in k/M/B, hours to three significant digits."""
+    from rich.table import Table
+
+    console.print(f"[bold]{result['run']}[/bold]: {result['questions']} questions "
+                  f"({result['questions_with_image']} with an image), {result['checks']} checks")
+    for stage, tot in result["totals"].items():
+        rows = [r for r in result["rows"] if r["stage"] == stage]
+        if not rows:
+            continue
+        saved = 1 - tot["prompt_tokens_shared"] / tot["prompt_tokens"] if tot["prompt_tokens"] else 0.0
+        t = Table(title=f"{stage}: {tot['requests']:,} requests, {_h(tot['gpu_hours'])} GPU-h "
+                        f"(prefix sharing saves {saved:.0%} of prompt tokens)", title_justify="left")
+        t.add_column("judge" if stage == "judge" else "model", overflow="fold", min_width=12)
+        t.add_column("answers of" if stage == "judge" else "variants", overflow="fold", min_width=12)
+        for col in ("requests", "prompt", "shared", "output", "GPU-h", "GPUs", "tasks", "h/task"):
+            t.add_column(col, justify="right", no_wrap=True)
+        for r in rows:
+            over = " [red]>limit[/red]" if r["over_time_limit"] else ""
+            t.add_row(r["name"], r["target"], f"{r['requests']:,}", _si(r["prompt_tokens"]),
+                      _si(r["prompt_tokens_shared"]), _si(r["output_tokens"]), _h(r["gpu_hours"]),
+                      str(r["gpus_per_task"]), str(r["tasks"]), _h(r["hours_per_task"]) + over)
+        t.add_row("[bold]total[/bold]", "", f"{tot['requests']:,}", _si(tot["prompt_tokens"]),
+                  _si(tot["prompt_tokens_shared"]), _si(tot["output_tokens"]),
+                  f"[bold]{_h(tot['gpu_hours'])}[/bold]", "", "", "")
+        console.print(t)
+    a = result["assumptions"]
+    console.print("prompt/shared/output: tokens computed without and with prefix caching, and generated.")
+    console.print(f"GPU-hours in all: [bold]{_h(result['gpu_hours'])}[/bold]. Assumed per GPU: "
+                  f"{a['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {a['decode_tokens_per_s_per_gpu']:,.0f} "
+                  f"output tok/s; {a['mean_answer_tokens']} tokens per answer, {a['image_tokens']} per image "
+                  f"(the run's `plan:` block).")
+    if any(r["over_time_limit"] for r in result["rows"]):
+        console.print("[red]>limit: tasks estimated to run past their SLURM time limit; raise "
+                      "slurm.shards_* or slurm.time_*.[/red]")

@@ -1,0 +1,361 @@
+"""A run as a SLURM job graph: render the `slurm/` templates, submit with dependencies, resume.
+
+The graph, for a run with models M, variants V, judges J and shard counts G (generate) and
+H (judge):
+- one generation array per model, task = variant_index * G + shard (GPUs per task differ by
+  model, so models cannot share an array);
+- one judging array per (judge, model, variant), task = shard, `afterok` on that model's
+  generation array (answer files of extra_answers need no generation and get no dependency);
+- one score job `afterok` on every judging array, then one report job `afterok` on score.
+
+Resume: a job script touches `<run>/slurm/done/<marker>` after its command succeeds, e.g.
+`generate.<model>.<variant>.shard-<i>-of-<G>`, `judge.<judge>.<model>.<variant>.shard-<i>-of-<H>`,
+`score`, `report`. Resubmitting submits only array tasks without a marker (and score/report
+again whenever any judging is resubmitted). The stages themselves resume inside a shard, so a
+requeued or rerun task never duplicates a record. Markers are per shard count: changing the
+shard counts reruns every task, which then finds its work on disk and finishes quickly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config
+from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.layout import check_name
+from gamut_local.rundir.store import read_jsonl, write_json, write_text_atomic
+
+TEMPLATES = PROJECT_ROOT / "slurm"  # the project checkout's slurm/
+_PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
+_JOB_ID = re.compile(r"^(\d+)(?:;\S+)?$")
+
+
+@dataclass
+class Job:
+    key: str  # unique in the graph, also the script's file name stem
+    stage: str  # generate | judge | score | report
+    template: str  # file name in the templates folder
+    values: dict  # placeholder -> text
+    markers: list[str]  # done marker per array task (one entry for a plain job)
+    array: bool = True
+    after: list[str] = field(default_factory=list)  # keys of jobs this one waits for
+    gpus: int = 0  # per node
+    nodes: int = 1
+    pending: list[int] = field(default_factory=list)  # task indices still to run
+    throttle: int | None = None  # at most this many tasks of the array at once
+    script: str = ""
+
+    @property
+    def array_spec(self) -> str:
+        return compress_indices(self.pending)
+
+
+def compress_indices(indices: list[int]) -> str:
+    """[0,1,2,5,7,8] -> '0-2,5,7-8' (SLURM's --array syntax)."""
+    out, run = [], []
+    for i in sorted(indices):
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [i]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def model_variants(model: ModelSpec, variants: list[str]) -> list[str]:
+    # Same rule as generate/judge: a model without vision answers only the text_only variant.
+    return [v for v in variants if v != "multimodal" or model.vision]
+
+
+def gpu_layout(m: ModelSpec, gpus_per_node: int, source: str, what: str) -> tuple[int, int, list[Problem]]:
+    """(GPUs per node, nodes) for one task of this model or judge, or problems."""
+    tp = m.engine.tensor_parallel_size
+    pp = int(m.engine.extra.get("pipeline_parallel_size", 1) or 1)
+    total = m.gpus or tp * pp
+    where = f"{what}.{m.name}"
+    problems = []
+    if total < tp * pp:
+        problems.append(Problem(source, None, f"{where}.gpus",
+                                f"{total} GPUs cannot hold tensor_parallel_size {tp} x pipeline_parallel_size {pp}"))
+    if m.nodes == 1:
+        if total > gpus_per_node:
+            problems.append(Problem(source, None, f"{where}.gpus",
+                                    f"needs {total} GPUs but slurm.gpus_per_node is {gpus_per_node}; "
+                                    f"set nodes: {-(-total // gpus_per_node)} (Ray across nodes) or a lower parallel size"))
+        return total, 1, problems
+    if total % m.nodes:
+        problems.append(Problem(source, None, f"{where}.nodes",
+                                f"{total} GPUs do not split evenly over {m.nodes} nodes"))
+    per_node = -(-total // m.nodes)
+    if per_node > gpus_per_node:
+        problems.append(Problem(source, None, f"{where}.nodes",
+                                f"{per_node} GPUs per node exceeds slurm.gpus_per_node {gpus_per_node}"))
+    if m.engine.extra.get("distributed_executor_backend") != "ray":
+        problems.append(Problem(source, None, f"{where}.engine.extra.distributed_executor_backend",
+                                "a model on more than one node runs through Ray: set it to 'ray'"))
+    return per_node, m.nodes, problems
+
+
+def _site_sbatch(spec: RunSpec) -> str:
+    s = spec.slurm
+    lines = [f"#SBATCH --{k}={v}" for k, v in (("partition", s.partition), ("account", s.account),
+                                                ("qos", s.qos)) if v]
+    for line in s.extra_sbatch:
+        line = line.strip()
+        lines.append(line if line.startswith("#SBATCH") else f"#SBATCH {line}")
+    return "\n".join(lines)
+
+
+def extra_answer_pairs(spec: RunSpec) -> list[tuple[str, str]]:
+    """(model, variant) of answers given as files (no generation job), in file order."""
+    pairs: list[tuple[str, str]] = []
+    for path in spec.extra_answers:
+        for no, rec in read_jsonl(path):
+            m, v = rec.get("model"), rec.get("variant")
+            if not isinstance(m, str) or v not in ("multimodal", "text_only"):
+                raise InputError([Problem(str(path), no, "model" if not isinstance(m, str) else "variant",
+                                          "needs a model name and a variant (multimodal or text_only)")])
+            if (m, v) not in pairs:
+                pairs.append((m, v))
+    return pairs
+
+
+def _q(value) -> str:
+    return shlex.quote(str(value))
+
+
+def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
+    """Every job of the run in submission order (dependencies before dependents)."""
+    s = spec.slurm
+    source = str(config_path)
+    run_dir = Path(spec.output_dir)
+    problems: list[Problem] = []
+    if re.search(r"\s", str(run_dir)):
+        problems.append(Problem(source, None, "output_dir",
+                                "SLURM log paths cannot contain whitespace; choose a directory without spaces"))
+    for m in [*spec.models, *spec.judges]:
+        try:
+            check_name(m.name, "name", getattr(m, "_source", None) or source)
+        except InputError as e:
+            problems.extend(e.problems)
+    for kind, specs in (("models", spec.models), ("judges", spec.judges)):
+        names = [m.name for m in specs]
+        for name in sorted({n for n in names if names.count(n) > 1}):
+            problems.append(Problem(source, None, kind, f"{name!r} appears more than once"))
+    prefix = re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)
+    common = {
+        "run_config": _q(config_path.resolve()),
+        "done_dir": _q(run_dir / "slurm" / "done"),
+        "run_dir": _q(run_dir),
+        "log_dir": str(run_dir / "slurm" / "logs"),
+        "site_sbatch": _site_sbatch(spec),
+        "setup": "\n".join(s.setup),
+        "launcher": s.launcher,
+        "cpus_per_gpu": str(s.cpus_per_gpu),
+        "mem_per_gpu": s.mem_per_gpu,
+    }
+    jobs: list[Job] = []
+    gen_key: dict[str, str] = {}
+    G, H = s.shards_generate, s.shards_judge
+    for m in spec.models:
+        vs = model_variants(m, spec.variants)
+        gpus, nodes, probs = gpu_layout(m, s.gpus_per_node, getattr(m, "_source", None) or source, "models")
+        problems += probs
+        if nodes > 1:
+            problems.append(Problem(getattr(m, "_source", None) or source, None, f"models.{m.name}.nodes",
+                                    "candidate models run on one node; only judges may span nodes"))
+        if not vs:
+            continue
+        key = f"generate.{m.name}"
+        gen_key[m.name] = key
+        jobs.append(Job(key, "generate", "generate.sbatch", {
+            **common, "job_name": f"{prefix}.gen.{m.name}", "gpus": str(gpus), "time": s.time_generate,
+            "model": _q(m.name), "variants": " ".join(_q(v) for v in vs), "shards": str(G)},
+            markers=[f"generate.{m.name}.{v}.shard-{i}-of-{G}" for v in vs for i in range(G)],
+            gpus=gpus, nodes=1))
+    pairs = [(m.name, v) for m in spec.models for v in model_variants(m, spec.variants)]
+    pairs += [p for p in extra_answer_pairs(spec) if p not in pairs]
+    judge_keys = []
+    for j in spec.judges:
+        gpus, nodes, probs = gpu_layout(j, s.gpus_per_node, getattr(j, "_source", None) or source, "judges")
+        problems += probs
+        for model, variant in pairs:
+            key = f"judge.{j.name}.{model}.{variant}"
+            judge_keys.append(key)
+            jobs.append(Job(key, "judge", "judge-ray.sbatch" if nodes > 1 else "judge.sbatch", {
+                **common, "job_name": f"{prefix}.judge.{j.name}.{model}.{variant}", "gpus": str(gpus),
+                "gpus_per_node": str(gpus), "nodes": str(nodes), "time": s.time_judge,
+                "judge": _q(j.name), "model": _q(model), "variant": _q(variant), "shards": str(H)},
+                markers=[f"judge.{j.name}.{model}.{variant}.shard-{i}-of-{H}" for i in range(H)],
+                after=[gen_key[model]] if model in gen_key else [], gpus=gpus, nodes=nodes))
+    cpu = {"cpus": str(s.cpus_score), "mem": s.mem_score, "time": s.time_score}
+    jobs.append(Job("score", "score", "score.sbatch", {**common, **cpu, "job_name": f"{prefix}.score"},
+                    markers=["score"], array=False, after=judge_keys))
+    jobs.append(Job("report", "report", "report.sbatch", {**common, **cpu, "job_name": f"{prefix}.report"},
+                    markers=["report"], array=False, after=["score"]))
+    if problems:
+        raise InputError(problems)
+    return jobs
+
+
+def templates_dir(spec: RunSpec, config_path: Path) -> Path:
+    if spec.slurm.templates:
+        d = Path(spec.slurm.templates)
+        return d if d.is_absolute() else (config_path.parent / d).resolve()
+    return TEMPLATES
+
+
+def render(template: str, values: dict, name: str) -> str:
+    """Fill `{{ name }}` placeholders; an unknown placeholder is an error, not an empty line."""
+    missing = sorted({k for k in _PLACEHOLDER.findall(template) if k not in values})
+    if missing:
+        raise InputError([Problem(name, None, "", f"template placeholder(s) with no value: {', '.join(missing)}")])
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def render_jobs(jobs: list[Job], tdir: Path) -> None:
+    def read(name: str) -> str:
+        path = tdir / name
+        if not path.is_file():
+            raise InputError([Problem(str(path), None, "", "SLURM template not found")])
+        return path.read_text(encoding="utf-8")
+
+    for job in jobs:
+        values = {**job.values}
+        values["task_env"] = render(read("task-env.sh"), values, str(tdir / "task-env.sh")).rstrip("\n")
+        job.script = render(read(job.template), values, str(tdir / job.template))
+
+
+def mark_pending(jobs: list[Job], done_dir: Path) -> None:
+    """Which tasks still need to run: no done marker, or (score/report) anything upstream reruns."""
+    by_key = {j.key: j for j in jobs}
+    for job in jobs:
+        job.pending = [i for i, mk in enumerate(job.markers) if not (done_dir / mk).exists()]
+        if not job.array and any(by_key[a].pending for a in job.after):
+            job.pending = [0]
+
+
+def sbatch_argv(job: Job, dep_ids: list[str], script_path: str) -> list[str]:
+    argv = ["sbatch", "--parsable"]
+    if job.array:
+        argv.append(f"--array={job.array_spec}" + (f"%{job.throttle}" if job.throttle else ""))
+    if dep_ids:
+        argv.append(f"--dependency=afterok:{':'.join(dep_ids)}")
+    argv.append(script_path)
+    return argv
+
+
+def _var(key: str) -> str:
+    return "JOB_" + re.sub(r"[^A-Za-z0-9]", "_", key)
+
+
+@dataclass
+class Plan:
+    jobs: list[Job]  # every job in the graph
+    todo: list[Job]  # those with tasks left, in submission order
+    run_dir: Path
+    scripts_dir: Path
+    dataset: str = ""
+
+
+def prepare(config_path: str | Path) -> Plan:
+    config_path = Path(config_path)
+    spec = load_run_config(config_path)
+    jobs = build_graph(spec, config_path)
+    for j in jobs:
+        j.throttle = spec.slurm.max_concurrent
+    render_jobs(jobs, templates_dir(spec, config_path))
+    run_dir = Path(spec.output_dir)
+    mark_pending(jobs, run_dir / "slurm" / "done")
+    return Plan(jobs, [j for j in jobs if j.pending], run_dir, run_dir / "slurm" / "scripts", spec.dataset)
+
+
+def dry_run_text(plan: Plan) -> str:
+    """Every script and the sbatch command for it, as a shell recipe (job ids as variables)."""
+    parts = []
+    todo = {j.key for j in plan.todo}
+    for job in plan.todo:
+        path = plan.scripts_dir / f"{job.key}.sbatch"
+        parts.append(f"# ===== {path} =====\n{job.script.rstrip()}\n")
+    parts.append("# ===== submission =====")
+    for job in plan.todo:
+        deps = [f"${_var(a)}" for a in job.after if a in todo]
+        argv = sbatch_argv(job, deps, str(plan.scripts_dir / f"{job.key}.sbatch"))
+        cmd = " ".join(a if a.startswith("--dependency") else shlex.quote(a) for a in argv)
+        parts.append(f"{_var(job.key)}=$({cmd} | cut -d';' -f1)")  # --parsable may add ';cluster'
+    skipped = [j.key for j in plan.jobs if not j.pending]
+    if skipped:
+        parts.append(f"# complete, not resubmitted: {', '.join(skipped)}")
+    return "\n".join(parts) + "\n"
+
+
+def _queued_ids(jobs_file: Path) -> list[str]:
+    """Job ids from earlier submissions that squeue still lists (empty without squeue)."""
+    if not jobs_file.is_file() or shutil.which("squeue") is None:
+        return []
+    recorded = {j["job_id"] for sub in json.loads(jobs_file.read_text()).get("submissions", [])
+                for j in sub["jobs"]}
+    res = subprocess.run(["squeue", "--noheader", "--me", "--format=%F"], capture_output=True, text=True)
+    if res.returncode != 0:
+        return []
+    live = {line.strip() for line in res.stdout.splitlines() if line.strip()}
+    return sorted(recorded & live, key=int)
+
+
+def submit(plan: Plan, *, force: bool = False, echo=print) -> list[dict]:
+    """Write the scripts, sbatch each job with its dependencies, record the ids; returns the records."""
+    jobs_file = plan.run_dir / "slurm" / "jobs.json"
+    live = [] if force else _queued_ids(jobs_file)
+    if live:
+        raise InputError([Problem(str(jobs_file), None, "", "jobs of an earlier submission are still queued "
+                                  f"or running ({', '.join(live)}); wait, scancel them, or pass --force")])
+    if shutil.which("sbatch") is None:
+        raise InputError([Problem("sbatch", None, "", "sbatch is not on PATH: run this on a SLURM login node "
+                                  "(or use --dry-run to see the job graph)")])
+    if plan.dataset and any(j.stage in ("generate", "judge") for j in plan.todo):
+        from gamut_local.data.dataset import load_questions
+
+        # A typo in the dataset path or a broken record fails here, not after hours in the queue.
+        load_questions(plan.dataset)
+    plan.scripts_dir.mkdir(parents=True, exist_ok=True)
+    (plan.run_dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
+    ids: dict[str, str] = {}
+    records = []
+    for job in plan.todo:
+        path = plan.scripts_dir / f"{job.key}.sbatch"
+        write_text_atomic(path, job.script)
+        argv = sbatch_argv(job, [ids[a] for a in job.after if a in ids], str(path))
+        res = subprocess.run(argv, capture_output=True, text=True)
+        m = _JOB_ID.match(res.stdout.strip())
+        if res.returncode != 0 or not m:
+            _record(jobs_file, records)
+            done = f" (submitted before it: {', '.join(r['key'] for r in records)}; recorded in {jobs_file})" \
+                if records else ""
+            raise InputError([Problem(str(path), None, "", f"sbatch failed (exit {res.returncode}): "
+                                      f"{(res.stderr or res.stdout).strip()}{done}")])
+        ids[job.key] = m.group(1)
+        rec = {"key": job.key, "stage": job.stage, "job_id": m.group(1), "script": str(path),
+               "array": job.array_spec if job.array else None, "gpus_per_node": job.gpus,
+               "nodes": job.nodes, "after": [ids[a] for a in job.after if a in ids], "argv": argv}
+        records.append(rec)
+        echo(f"{m.group(1)}  {job.key}" + (f"  [{job.array_spec}]" if job.array else ""))
+    _record(jobs_file, records)
+    return records
+
+
+def _record(jobs_file: Path, records: list[dict]) -> None:
+    if not records:
+        return
+    data = json.loads(jobs_file.read_text()) if jobs_file.is_file() else {"submissions": []}
+    data["submissions"].append({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "jobs": records})
+    write_json(jobs_file, data)

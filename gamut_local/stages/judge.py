@@ -1,0 +1,263 @@
+"""The judge stage: one verdict per (response, check), in large prefix-cached engine passes.
+
+Requests are ordered response by response, each response's checks adjacent, and every
+prompt of a response is byte-identical up to the check (see `prompts.judge_conversations`),
+so the engine prefills instructions + question + response once per response. Each judge
+loads once; pending requests go through `classify` in chunks of about `chunk_size` (cut at
+response boundaries), and each chunk is appended atomically to
+`verdicts/<judge>/<model>.<variant>[.shard-i-of-n].jsonl`.
+
+Output that cannot be read (no label) is re-sent, only those requests, up to the judge's
+`max_retries`, then recorded as `invalid` with its raw output, never dropped.
+
+Answers judged: the run's generated answers plus its `extra_answers` files (e.g. reference
+answers). A verdict's `settings_hash` covers the judge settings, the prompt template and
+`sees_image`; its `answer_hash` is the hash of the graded response, so a regenerated answer
+never silently keeps a stale verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from gamut_local.config import JudgeSpec, RunSpec, pick, resolve_model_path
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Answer, Question, answer_key, load_image, load_records, verdict_key
+from gamut_local.engines import load_and_close
+from gamut_local.errors import InputError, Problem
+from gamut_local.prompts.judge import judge_conversations
+from gamut_local.reporting.progress import progress_bars
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rubric.schema import Check
+from gamut_local.rundir.layout import (
+    Shard,
+    answer_files,
+    answers_path,
+    check_name,
+    verdict_siblings,
+    verdicts_path,
+)
+from gamut_local.rundir.resume import (
+    answer_hash,
+    done_keys_checked,
+    judge_settings_hash,
+)
+from gamut_local.rundir.store import append_jsonl
+from gamut_local.vocab import JUDGE_LABELS, VARIANTS
+
+
+def question_text(q: Question, variant: str) -> str:
+    """What the candidate was asked, shown to the judge the same way."""
+    if variant == "text_only" and q.question_text_only:
+        return q.question_text_only
+    return q.question
+
+
+@dataclass
+class Item:
+    """One response with the checks still to grade on it (adjacent in the batch)."""
+
+    answer: dict
+    question: Question
+    checks: list[Check]
+
+
+def build_requests(item: Item, image, system_prompt: str | None) -> list[list[dict]]:
+    a = item.answer
+    return judge_conversations(question_text(item.question, a["variant"]), a["response"],
+                               [c.text for c in item.checks], image, system_prompt)
+
+
+def load_answers(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
+                 model: str | None, variant: str | None, source: str) -> list[dict]:
+    """Every answer to judge in this shard, validated; missing generated answers are an error."""
+    out_dir = Path(spec.output_dir)
+    if variant is not None and variant not in VARIANTS:
+        raise InputError([Problem("--variant", None, "", f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
+    generated = {(m.name, v) for m in spec.models for v in spec.variants if v != "multimodal" or m.vision}
+    paths = [p for (m, v) in sorted(generated) for p in answer_files(out_dir, m, v)]
+    answers = load_records(paths + list(spec.extra_answers), Answer, answer_key)
+    problems = []
+    extra_models = {a["model"] for a in answers if (a["model"], a["variant"]) not in generated}
+    clash = extra_models & {m.name for m in spec.models}
+    for name in sorted(clash):
+        problems.append(Problem(source, None, "extra_answers",
+                                f"model name {name!r} is used by both a generated model and an extra answers file"))
+    known_models = {m.name for m in spec.models} | extra_models
+    if model is not None and model not in known_models:
+        problems.append(Problem(source, None, "models",
+                                f"no answers of a model named {model!r} (known: {', '.join(sorted(known_models))})"))
+    in_shard = shard.select(list(questions))
+    mine = []
+    unknown = sorted({a["question_id"] for a in answers if a["question_id"] not in questions})
+    if unknown:
+        problems.append(Problem(source, None, "extra_answers",
+                                f"{len(unknown)} answers are to questions not in the dataset "
+                                f"(e.g. {', '.join(unknown[:3])})"))
+    have = {answer_key(a) for a in answers}
+    for m, v in sorted(generated):
+        if (model and m != model) or (variant and v != variant):
+            continue
+        lacking = sorted(q for q in in_shard if (q, m, v) not in have)
+        if lacking:
+            problems.append(Problem(str(answers_path(out_dir, m, v)), None, "",
+                                    f"{len(lacking)} answers missing for this shard (e.g. {', '.join(lacking[:3])}); "
+                                    f"run generate first"))
+    if problems:
+        raise InputError(problems)
+    for a in answers:
+        if a["question_id"] in in_shard and (model is None or a["model"] == model) \
+                and (variant is None or a["variant"] == variant):
+            mine.append(a)
+    return sorted(mine, key=lambda a: (a["model"], a["variant"], a["question_id"]))
+
+
+def verdict_record(item: Item, check: Check, spec: JudgeSpec, settings_hash: str, cls, attempts: int) -> dict:
+    a = item.answer
+    verdict = cls.label if cls.label is not None else "invalid"
+    return {
+        "question_id": a["question_id"],
+        "model": a["model"],
+        "variant": a["variant"],
+        "judge": spec.name,
+        "check_id": check.check_id,
+        "tier": check.tier,
+        "verdict": verdict,
+        "raw": cls.raw,
+        "probs": dict(cls.probs) if cls.probs else None,
+        "method": cls.method,
+        "prompt_tokens": cls.prompt_tokens,
+        "num_cached_tokens": cls.num_cached_tokens,
+        "attempts": attempts,
+        "settings_hash": settings_hash,
+        "answer_hash": answer_hash(a["response"]),
+    }
+
+
+def classify_with_retries(engine, conversations: list, max_retries: int) -> tuple[list, list[int]]:
+    """Classify all; re-send only the unreadable ones, up to `max_retries` more times."""
+    results = engine.classify(conversations, list(JUDGE_LABELS))
+    attempts = [1] * len(conversations)
+    for _ in range(max_retries):
+        again = [i for i, r in enumerate(results) if r.label is None]
+        if not again:
+            break
+        for i, r in zip(again, engine.classify([conversations[i] for i in again], list(JUDGE_LABELS))):
+            results[i] = r
+            attempts[i] += 1
+    return results, attempts
+
+
+def chunk_items(items: list[Item], size: int):
+    """Groups of items with about `size` checks; a response's checks never straddle chunks."""
+    chunk, n = [], 0
+    for it in items:
+        if chunk and n + len(it.checks) > size:
+            yield chunk
+            chunk, n = [], 0
+        chunk.append(it)
+        n += len(it.checks)
+    if chunk:
+        yield chunk
+
+
+def plan_judge(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
+               checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard()) -> tuple[list[Item], int]:
+    """Pending items (response + its ungraded checks) and how many verdicts are already done."""
+    h = judge_settings_hash(spec)
+    hashes = {answer_key(a): answer_hash(a["response"]) for a in answers}
+    done: set[tuple] = set()
+    for m, v in sorted({(a["model"], a["variant"]) for a in answers}):
+        own = verdicts_path(out_dir, spec.name, m, v, shard)
+        done |= done_keys_checked(
+            sorted(set(verdict_siblings(out_dir, spec.name, m, v)) | {own}), verdict_key,
+            {"settings_hash": h, "answer_hash": lambda r: hashes.get(answer_key(r))}, "verdict", own=own)
+    items, n_done = [], 0
+    for a in answers:
+        todo = []
+        for c in checks[a["question_id"]]:
+            if (a["question_id"], a["model"], a["variant"], spec.name, c.check_id) in done:
+                n_done += 1
+            else:
+                todo.append(c)
+        if todo:
+            items.append(Item(a, questions[a["question_id"]], todo))
+    return items, n_done
+
+
+def judge_with(spec: JudgeSpec, items: list[Item], dataset: Path, out_dir: Path, shard: Shard,
+               chunk_size: int, progress=None, open_engine=load_and_close) -> tuple[int, int]:
+    """Load the judge once and grade every pending item; returns (verdicts written, invalid)."""
+    h = judge_settings_hash(spec)
+    total = sum(len(it.checks) for it in items)
+    task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
+    written = invalid = 0
+    with open_engine(spec) as engine:
+        for chunk in chunk_items(items, chunk_size):
+            images: dict[str, object] = {}
+            convs = []
+            for it in chunk:
+                image = None
+                if spec.sees_image and it.question.image:
+                    qid = it.question.question_id
+                    if qid not in images:
+                        images[qid] = load_image(it.question.image, dataset)
+                    image = images[qid]
+                convs += build_requests(it, image, spec.system_prompt)
+            results, attempts = classify_with_retries(engine, convs, spec.max_retries)
+            if len(results) != len(convs):
+                raise RuntimeError(f"engine returned {len(results)} results for {len(convs)} requests")
+            by_file: dict[tuple, list[dict]] = {}
+            k = 0
+            for it in chunk:
+                for c in it.checks:
+                    rec = verdict_record(it, c, spec, h, results[k], attempts[k])
+                    invalid += rec["verdict"] == "invalid"
+                    by_file.setdefault((rec["model"], rec["variant"]), []).append(rec)
+                    k += 1
+            for (m, v), recs in by_file.items():
+                written += append_jsonl(verdicts_path(out_dir, spec.name, m, v, shard), recs)
+            if progress:
+                progress.advance(task, len(convs))
+    return written, invalid
+
+
+def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
+          variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
+          source: str = "<run config>", console: Console | None = None, progress=None,
+          open_engine=load_and_close) -> list[dict]:
+    """Grade every answer of the run (or of one judge / model / variant / shard) on its checks."""
+    console = console or Console(stderr=True, highlight=False)
+    dataset = Path(spec.dataset)
+    out_dir = Path(spec.output_dir)
+    questions = {q.question_id: q for q in load_questions(dataset)}
+    judges = pick(spec.judges, judge, "judges", source)
+    problems = []
+    for j in judges:
+        check_name(j.name, "judges", j._source or source)
+        if j.sees_image and not j.vision:
+            problems.append(Problem(j._source or source, None, "sees_image",
+                                    f"judge {j.name!r} has vision: false, so it cannot see the image"))
+        _, problem = resolve_model_path(j)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise InputError(problems)
+    answers = load_answers(spec, questions, shard, model=model, variant=variant, source=source)
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    summary = []
+    with progress_bars(console, progress) as bars:
+        for j in judges:
+            items, n_done = plan_judge(j, answers, questions, checks, out_dir, shard)
+            written = invalid = 0
+            if items:
+                written, invalid = judge_with(j, items, dataset, out_dir, shard,
+                                              chunk_size or spec.chunk_size, bars, open_engine)
+            else:
+                console.print(f"{j.name}: all {n_done} verdicts already on disk; nothing to judge")
+            summary.append({"judge": j.name, "answers": len(answers), "written": written,
+                            "invalid": invalid, "already_done": n_done})
+    return summary

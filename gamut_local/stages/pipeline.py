@@ -1,0 +1,109 @@
+"""`gamut-local run`: compile -> generate -> judge -> score -> report for one run config.
+
+A thin sequence of stage calls; each stage reads and writes files in the run directory, so
+rerunning resumes. Everything is checked before any model loads (dataset, images, model
+paths, extra answer/verdict files). `manifest.json` records what is needed to reproduce the
+run: the resolved config, package versions, model paths, prompt-template hashes, seeds, the
+git commit and each stage's wall time.
+
+Scores: `scores/scores.json` holds every judge's verdicts plus the run's `extra_verdicts`
+(e.g. the sample's gold verdicts) scored together, one entry per (judge, model, variant).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+
+from gamut_local.config import RunSpec, load_run_config, resolve_model_path
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
+from gamut_local.engines import load_engine, pick_backend
+from gamut_local.errors import InputError
+from gamut_local.reporting.progress import progress_bars
+from gamut_local.rundir.manifest import write_manifest
+from gamut_local.stages.compile import compile_rubric
+from gamut_local.stages.generate import generate
+from gamut_local.stages.judge import judge
+from gamut_local.stages.report import write_report
+from gamut_local.stages.score import score_run
+
+
+def preflight(spec: RunSpec) -> None:
+    """Every input problem at once, before a model loads: a bad path costs a second, not a GPU hour."""
+    problems = []
+    for stage in (lambda: load_questions(spec.dataset),
+                  lambda: spec.extra_answers and load_records(spec.extra_answers, Answer, answer_key),
+                  lambda: spec.extra_verdicts and load_records(spec.extra_verdicts, Verdict, verdict_key)):
+        try:
+            stage()
+        except InputError as e:
+            problems += e.problems
+    for m in [*spec.models, *spec.judges]:
+        _, problem = resolve_model_path(m)
+        if problem:
+            problems.append(problem)
+    if problems:
+        raise InputError(problems)
+
+
+class EngineKeeper:
+    """Keeps the last engine open, so a judge with the same weights and engine settings as the
+    candidate before it (the CPU sample: SmolLM2 both) reuses it instead of starting again."""
+
+    def __init__(self):
+        self.key, self.engine = None, None
+
+    @contextmanager
+    def __call__(self, spec):
+        key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True))
+        if key != self.key:
+            self.close()
+            self.engine, self.key = load_engine(spec), key
+        yield self.engine
+
+    def close(self):
+        if self.engine is not None:
+            self.engine.close()
+        self.key, self.engine = None, None
+
+
+def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
+        open_engine=None) -> dict:
+    """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest.
+
+    `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
+    """
+    console = console or Console(stderr=True, highlight=False)
+    config_path = Path(config_path)
+    spec = load_run_config(config_path)
+    preflight(spec)
+    write_manifest(spec, config_path)
+    source = str(config_path)
+    stages: dict[str, dict] = {}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        result = fn()
+        stages[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
+        write_manifest(spec, config_path, {name: stages[name]}, refresh=False)
+        return result
+
+    keeper = EngineKeeper()
+    open_engine = open_engine or keeper
+    try:
+        with progress_bars(console) as bars:
+            timed("compile", lambda: str(compile_rubric(spec)))
+            timed("generate", lambda: generate(spec, chunk_size=chunk_size, source=source, console=console,
+                                               progress=bars, open_engine=open_engine))
+            timed("judge", lambda: judge(spec, chunk_size=chunk_size, source=source, console=console,
+                                         progress=bars, open_engine=open_engine))
+    finally:
+        keeper.close()
+    timed("score", lambda: str(score_run(spec)))
+    timed("report", lambda: str(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed)))
+    return stages

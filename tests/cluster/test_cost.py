@@ -1,0 +1,137 @@
+"""`gamut-local plan`: request counts, prompt tokens with and without prefix sharing, GPU-hours."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gamut_local.cluster.cost import plan_run
+from gamut_local.config import PROJECT_ROOT, load_run_config
+from gamut_local.data.dataset import load_questions
+from gamut_local.rubric.compiler import compile_dataset
+from gamut_local.rundir.store import read_jsonl
+
+ROOT = PROJECT_ROOT
+SAMPLE = ROOT / "configs" / "runs" / "sample.yaml"
+
+
+def _check(cid: str, text: str) -> dict:
+    return {"check_id": cid, "text": text, "tier": "answer_critical"}
+
+
+def _tiny_run(tmp_path: Path, **plan_changes) -> Path:
+    """Two questions whose lengths are whole tokens at 4 characters per token."""
+    questions = [
+        {"question_id": "q1", "domain": "d", "question": "abcd" * 5, "image": "img.png",
+         "checks": [_check("c1", "x" * 8), _check("c2", "y" * 8)]},
+        {"question_id": "q2", "domain": "d", "question": "efgh" * 10, "question_text_only": "ijkl" * 3,
+         "checks": [_check("c1", "z" * 16)]},
+    ]
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    plan = {"chars_per_token": 4, "mean_answer_tokens": 100, "image_tokens": 50,
+            "judge_instruction_tokens": 40, "judge_output_tokens": 2,
+            "prefill_tokens_per_s_per_gpu": 1000, "decode_tokens_per_s_per_gpu": 100, **plan_changes}
+    run = {"name": "tiny", "dataset": "q.jsonl", "output_dir": "out",
+           "models": [{"name": "m", "path": "/m", "system_prompt": "s" * 8, "engine": {"tensor_parallel_size": 2}}],
+           "variants": ["multimodal", "text_only"],
+           "judges": [{"name": "j", "path": "/j"}], "plan": plan,
+           "slurm": {"shards_generate": 2, "shards_judge": 3}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(run))
+    return path
+
+
+def test_counts_and_tokens_match_a_hand_computation(tmp_path):
+    result = plan_run(_tiny_run(tmp_path))
+    gen, jmm, jto = result["rows"]
+    # Generation prompts: system 2 + question (5 / 10; text_only q2 3) + image 50 on q1 multimodal.
+    assert (gen["requests"], gen["prompt_tokens"], gen["prompt_tokens_shared"], gen["output_tokens"]) \
+        == (4, 81, 77, 400)
+    assert gen["gpu_hours"] == pytest.approx((77 / 1000 + 400 / 100) / 3600)
+    assert (gen["gpus_per_task"], gen["tasks"]) == (2, 4)
+    assert gen["hours_per_task"] == pytest.approx(gen["gpu_hours"] / 2 / 4)
+    # Judge prompts: instructions 40 + question + answer 100 per check, then the check itself.
+    assert (jmm["target"], jmm["requests"], jmm["prompt_tokens"], jmm["prompt_tokens_shared"]) \
+        == ("m.multimodal", 3, 448, 263)
+    assert (jto["target"], jto["requests"], jto["prompt_tokens"], jto["prompt_tokens_shared"]) \
+        == ("m.text_only", 3, 441, 256)
+    assert jmm["output_tokens"] == 6 and jmm["tasks"] == 3
+    assert result["totals"]["judge"]["requests"] == 6 and result["checks"] == 3
+    assert result["questions_with_image"] == 1
+
+
+def test_a_judge_that_sees_the_image_pays_for_it_once_per_response(tmp_path):
+    path = _tiny_run(tmp_path)
+    run = yaml.safe_load(path.read_text())
+    run["judges"][0]["sees_image"] = True
+    path.write_text(yaml.safe_dump(run))
+    _, jmm, jto = plan_run(path)["rows"]
+    assert (jmm["prompt_tokens"], jmm["prompt_tokens_shared"]) == (448 + 2 * 50, 263 + 50)
+    assert (jto["prompt_tokens"], jto["prompt_tokens_shared"]) == (441, 256)  # text_only: no image
+
+
+def test_fixed_means_throughput_scale_and_time_limit(gamut, tmp_path):
+    base = plan_run(_tiny_run(tmp_path))
+    fixed = plan_run(_tiny_run(tmp_path, mean_question_tokens=7, mean_check_tokens=1,
+                               throughput_scale={"m": 0.5}))
+    gen, jmm, _ = fixed["rows"]
+    assert gen["prompt_tokens"] == 4 * (2 + 7) + 50
+    assert jmm["prompt_tokens"] == 2 * (40 + 7 + 100) + 2 + (40 + 7 + 100) + 1
+    assert gen["gpu_hours"] == pytest.approx(2 * (gen["prompt_tokens_shared"] / 1000 + 4) / 3600)
+    # The scale is per name: the judge `j` keeps the base rates.
+    assert jmm["gpu_hours"] == pytest.approx((jmm["prompt_tokens_shared"] / 1000 + 6 / 100) / 3600)
+    assert not any(r["over_time_limit"] for r in base["rows"])
+    path = _tiny_run(tmp_path, decode_tokens_per_s_per_gpu=0.01)  # 400 answer tokens: 11 GPU-h
+    run = yaml.safe_load(path.read_text())
+    run["slurm"]["time_generate"] = "1:00:00"  # 11 GPU-h / (2 GPUs x 4 tasks) > 1 h
+    path.write_text(yaml.safe_dump(run))
+    assert [r["over_time_limit"] for r in plan_run(path)["rows"]] == [True, False, False]
+    res = gamut("plan", path)
+    assert res.exit_code == 0 and ">limit" in res.output
+
+
+def test_plan_on_the_bundled_sample(gamut):
+    if not SAMPLE.is_file():
+        pytest.skip("configs/runs/sample.yaml not present")
+    spec = load_run_config(SAMPLE)
+    questions = load_questions(spec.dataset, check_images=False)
+    checks = {r["question_id"]: len(r["checks"]) for r in compile_dataset(questions)}
+    given = [rec for p in spec.extra_answers for _, rec in read_jsonl(p)]
+    res = gamut("plan", SAMPLE, "--json")
+    assert res.exit_code == 0, res.output
+    result = json.loads(res.output)
+    n_gen = len(questions) * sum(len([v for v in spec.variants if v != "multimodal" or m.vision])
+                                 for m in spec.models)
+    assert result["totals"]["generate"]["requests"] == n_gen
+    judged = n_gen // len(questions) * sum(checks.values()) + sum(checks[a["question_id"]] for a in given)
+    assert result["totals"]["judge"]["requests"] == judged * len(spec.judges)
+    assert result["checks"] == sum(checks.values())
+    # Judge prompts repeat the instructions and the answer for every check: sharing saves most.
+    tot = result["totals"]["judge"]
+    assert tot["prompt_tokens_shared"] < 0.5 * tot["prompt_tokens"]
+    table = gamut("plan", SAMPLE)
+    assert table.exit_code == 0 and "GPU-hours in all" in table.output
+
+
+def test_plan_reads_a_release_parquet(tmp_path):
+    pytest.importorskip("pyarrow")
+    from gamut_local.testing.release import write_release
+
+    write_release(tmp_path / "test.parquet")
+    run = {"name": "rel", "dataset": "test.parquet", "output_dir": "out", "variants": ["text_only"],
+           "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}]}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
+    result = plan_run(tmp_path / "run.yaml")
+    assert result["checks"] == 7 and result["totals"]["judge"]["requests"] == 7
+
+
+def test_bad_dataset_is_a_clean_error(gamut, tmp_path):
+    (tmp_path / "q.jsonl").write_text('{"question_id": "q1"}\n')
+    run = {"name": "bad", "dataset": "q.jsonl", "output_dir": "out",
+           "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}]}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
+    res = gamut("plan", tmp_path / "run.yaml")
+    assert res.exit_code == 1 and "q.jsonl:1: domain" in res.output and "Traceback" not in res.output

