@@ -125,7 +125,7 @@ def generate(
     spec = _run_config(config)
     ensure_manifest(spec, config)
     for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard),
-                            chunk_size=chunk_size, source=str(config), console=err):
+                            chunk_size=chunk_size, console=err):
         out.print(f"{s['model']}: {s['written']} answers written, {s['already_done']} already done "
                   f"({', '.join(s['variants'])})")
 
@@ -148,7 +148,7 @@ def judge(
     spec = _run_config(config)
     ensure_manifest(spec, config)
     for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard),
-                         chunk_size=chunk_size, source=str(config), console=err):
+                         chunk_size=chunk_size, console=err):
         out.print(f"{s['judge']}: {s['written']} verdicts written ({s['invalid']} invalid), "
                   f"{s['already_done']} already done, {s['answers']} answers")
 

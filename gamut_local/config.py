@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.vocab import DEFAULT_VARIANT, VARIANTS, Variant
 
 
 class _Config(BaseModel):
@@ -53,6 +54,9 @@ class Sampling(_Config):
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
+    # Constrain the output to this JSON schema (set by `draft`, never needed in a model YAML).
+    # It changes outputs, so it is part of the settings hash whenever it is set.
+    json_schema: dict | None = None
 
 
 class ModelSpec(_Config):
@@ -68,11 +72,27 @@ class ModelSpec(_Config):
     # The YAML file this spec came from (for error messages); set by load_run_config.
     _source: str | None = PrivateAttr(default=None)
 
+    @property
+    def source(self) -> str:
+        """The YAML file this spec came from, for messages that name it."""
+        return self._source or "<config>"
+
+    def variants(self, run_variants) -> list[str]:
+        """The run's variants this model can answer: without vision, only `text_only`."""
+        return [v for v in run_variants if v != "multimodal" or self.vision]
+
+    def total_gpus(self) -> int:
+        """GPUs one task of this model takes: `gpus`, else tensor x pipeline parallel size."""
+        pipeline = int(self.engine.extra.get("pipeline_parallel_size", 1) or 1)
+        return self.gpus or self.engine.tensor_parallel_size * pipeline
+
     def settings_hash(self) -> str:
         """What determines the outputs, hashed; part of every record's resume key."""
         keep = self.model_dump(include={"path", "engine", "sampling", "system_prompt"})
         keep["engine"] = {k: v for k, v in keep["engine"].items()
                           if k in ("dtype", "seed", "max_model_len", "min_pixels", "max_pixels")}
+        if keep["sampling"].get("json_schema") is None:  # unset: the hashes of earlier runs stay valid
+            keep["sampling"].pop("json_schema", None)
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -124,7 +144,7 @@ class RunSpec(_Config):
     dataset: str = Field(min_length=1)
     output_dir: str = Field(min_length=1)
     models: list[ModelSpec] = []
-    variants: list[Literal["multimodal", "text_only"]] = ["multimodal"]
+    variants: list[Variant] = [DEFAULT_VARIANT]
     judges: list[JudgeSpec] = Field(min_length=1)
     # Answer files judged beside the generated ones (e.g. the sample's reference answers).
     extra_answers: list[str] = []
@@ -136,6 +156,37 @@ class RunSpec(_Config):
     chunk_size: int = Field(default=1024, ge=1)
     slurm: SlurmSpec = SlurmSpec()
     plan: PlanSpec = PlanSpec()
+    # The run YAML this spec came from; set by load_run_config.
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str:
+        """The run YAML this spec came from, for messages that name it."""
+        return self._source or "<run config>"
+
+    def pick(self, kind: Literal["models", "judges"], name: str | None) -> list[ModelSpec]:
+        """All of the run's models (or judges), or the one named on the command line."""
+        specs = getattr(self, kind)
+        if name is None:
+            return list(specs)
+        chosen = [m for m in specs if m.name == name]
+        if not chosen:
+            known = ", ".join(m.name for m in specs) or "none"
+            raise InputError([Problem(self.source, None, kind,
+                                      f"no {kind[:-1]} named {name!r} in this run (known: {known})")])
+        return chosen
+
+    def select_variants(self, variant: str | None) -> list[str]:
+        """The run's variants, or the one named on the command line (which it must include)."""
+        if variant is None:
+            return list(self.variants)
+        if variant not in VARIANTS:
+            raise InputError([Problem("--variant", None, "",
+                                      f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
+        if variant not in self.variants:
+            raise InputError([Problem(self.source, None, "variants",
+                                      f"this run does not include the {variant!r} variant")])
+        return [variant]
 
 
 def _read_yaml(path: Path) -> dict:
@@ -233,7 +284,7 @@ def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
     Checked before any model loads, so a typo costs a second, not a GPU allocation.
     Hub ids are looked up in the Hugging Face cache only (no network).
     """
-    source = spec._source or "<config>"
+    source = spec.source
     if not is_hub_id(spec.path) or Path(spec.path).is_absolute():
         path = Path(spec.path)
         if not path.is_dir():
@@ -293,6 +344,7 @@ def load_run_config(path: str | Path) -> RunSpec:
         spec = RunSpec.model_validate(data)
     except ValidationError as e:
         raise InputError(pydantic_problems(e, str(path), None)) from None
+    spec._source = str(path)
     for kind in ("models", "judges"):
         for m, src in zip(getattr(spec, kind), sources.get(kind, [])):
             m._source = str(src)
@@ -306,12 +358,56 @@ def load_run_config(path: str | Path) -> RunSpec:
     return spec
 
 
-def pick(specs, name: str | None, what: str, source: str) -> list:
-    """All of a run's models (or judges), or the one named on the command line."""
-    if name is None:
-        return list(specs)
-    chosen = [m for m in specs if m.name == name]
-    if not chosen:
-        known = ", ".join(m.name for m in specs) or "none"
-        raise InputError([Problem(source, None, what, f"no {what[:-1]} named {name!r} in this run (known: {known})")])
-    return chosen
+# -- authoring rubrics: `gamut-local draft` and `gamut-local audit` ---------------------------
+
+
+class DraftSpec(_Config):
+    """DRAFT.yaml: which model drafts meta-rubrics, and the bounds its output is held to."""
+
+    model: ModelSpec  # a name under configs/models/ or an inline mapping
+    max_retries: int = Field(default=2, ge=0)  # re-asks with the validation errors, then recorded as failed
+    chunk_size: int = Field(default=64, ge=1)  # questions per engine call and atomic append
+    # Bounds written into the JSON schema the output is constrained to: they keep a drafted
+    # meta-rubric to paper size (~15 checks) and stop a weak model from writing forever.
+    max_items: int = Field(default=12, ge=1)
+    max_list: int = Field(default=10, ge=2)  # elements, options, steps, entities, aspects
+    max_chars: int = Field(default=300, ge=20)  # any one text field
+    max_snippet_chars: int = Field(default=1500, ge=100)  # evidence text shown per snippet
+    _source: str | None = PrivateAttr(default=None)
+
+
+class AuditSpec(_Config):
+    """AUDIT.yaml: which model re-reads each cited snippet, and what happens to ungrounded items."""
+
+    model: ModelSpec
+    ungrounded: Literal["keep", "demote", "drop"] = "demote"
+    partial_counts: bool = False  # whether `partially_supported` grounds an item
+    min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)  # grounded share below this: "poorly covered"
+    chunk_size: int = Field(default=256, ge=1)
+    max_snippet_chars: int = Field(default=1500, ge=100)
+    _source: str | None = PrivateAttr(default=None)
+
+
+def load_authoring_config(path: str | Path, kind: type[DraftSpec] | type[AuditSpec]):
+    """Read DRAFT.yaml / AUDIT.yaml: `model` by name (configs/models/<name>.yaml) or inline."""
+    path = Path(path)
+    data = _read_yaml(path)
+    problems: list[Problem] = []
+    model_src = path
+    if "model" in data:
+        got = _resolve_ref(data["model"], "models", path, problems, "model")
+        if got is not None:
+            model, model_src = got
+            if isinstance(model.get("path"), str):
+                model = {**model, "path": _model_path(expand_vars(model["path"], model_src, "path", problems),
+                                                      model_src.parent)}
+            data = {**data, "model": model}
+    if problems:
+        raise InputError(problems)
+    try:
+        spec = kind.model_validate(data)
+    except ValidationError as e:
+        raise InputError(pydantic_problems(e, str(path), None)) from None
+    spec._source = str(path)
+    spec.model._source = str(model_src)
+    return spec

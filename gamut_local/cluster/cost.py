@@ -21,10 +21,9 @@ from pathlib import Path
 
 from gamut_local.config import ModelSpec, PlanSpec, RunSpec, load_run_config
 from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import Question
+from gamut_local.data.records import Question, load_answers
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
-from gamut_local.rundir.store import read_jsonl
 
 
 @dataclass
@@ -51,10 +50,6 @@ def _scale(plan: PlanSpec, name: str) -> float:
     return float(plan.throughput_scale.get(name, 1.0))
 
 
-def _gpus(m: ModelSpec) -> int:
-    return m.gpus or m.engine.tensor_parallel_size * int(m.engine.extra.get("pipeline_parallel_size", 1) or 1)
-
-
 def _hours(limit: str) -> float | None:
     """A SLURM time limit in hours: 'M', 'M:S', 'H:M:S', 'D-H', 'D-H:M' or 'D-H:M:S'."""
     m = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){0,2})", limit.strip())
@@ -68,10 +63,6 @@ def _hours(limit: str) -> float | None:
     return int(m.group(1) or 0) * 24 + h + mi / 60 + se / 3600
 
 
-def _question_text(q: Question, variant: str) -> str:
-    return (q.question_text_only or q.question) if variant == "text_only" else q.question
-
-
 def _gpu_hours(prefill: float, output: float, plan: PlanSpec, scale: float) -> float:
     return (prefill / plan.prefill_tokens_per_s_per_gpu
             + output / plan.decode_tokens_per_s_per_gpu) / scale / 3600
@@ -81,71 +72,85 @@ def _row(stage, name, target, requests, full, shared, out, spec: ModelSpec, plan
          tasks: int, limit: str) -> StageRow:
     computed = shared if spec.engine.enable_prefix_caching else full
     gh = _gpu_hours(computed, out, plan, _scale(plan, name))
-    g = _gpus(spec)
+    g = spec.total_gpus()
     per_task = gh / g / max(tasks, 1)
     lim = _hours(limit)
     return StageRow(stage, name, target, requests, full, shared, out, gh, g, tasks, per_task,
                     over_time_limit=bool(lim is not None and per_task > lim))
 
 
-def estimate(spec: RunSpec, questions: list[Question]) -> dict:
-    """Requests, tokens and GPU-hours per (stage, model/judge); totals per stage."""
-    plan, s = spec.plan, spec.slurm
-    checks = {q.question_id: checks_for(q) for q in questions}
-    n_checks = sum(len(c) for c in checks.values())
-    check_tok = {qid: (plan.mean_check_tokens * len(cs) if plan.mean_check_tokens is not None
-                       else sum(_tokens(c.text, plan) for c in cs)) for qid, cs in checks.items()}
+class _Tokens:
+    """Token counts of a dataset's texts under a run's `plan` assumptions."""
 
-    def q_tokens(q: Question, variant: str) -> int:
-        return plan.mean_question_tokens if plan.mean_question_tokens is not None \
-            else _tokens(_question_text(q, variant), plan)
+    def __init__(self, plan: PlanSpec, questions: list[Question]):
+        self.plan = plan
+        self.checks = {q.question_id: checks_for(q) for q in questions}
+        self.check_total = {qid: (plan.mean_check_tokens * len(cs) if plan.mean_check_tokens is not None
+                                  else sum(_tokens(c.text, plan) for c in cs))
+                            for qid, cs in self.checks.items()}
 
-    def image(q: Question, variant: str) -> int:
-        return plan.image_tokens if variant == "multimodal" and q.image else 0
+    def question(self, q: Question, variant: str) -> int:
+        if self.plan.mean_question_tokens is not None:
+            return self.plan.mean_question_tokens
+        return _tokens(q.text_for(variant)[0], self.plan)
 
-    rows: list[StageRow] = []
-    pairs: list[tuple[str, str, dict[str, int]]] = []  # (model, variant, answer tokens per question)
+    def image(self, q: Question, variant: str) -> int:
+        return self.plan.image_tokens if variant == "multimodal" and q.image else 0
+
+
+def _generation_rows(spec: RunSpec, questions: list[Question], tok: _Tokens) -> list[StageRow]:
+    plan, rows = spec.plan, []
     for m in spec.models:
-        vs = [v for v in spec.variants if v != "multimodal" or m.vision]
+        vs = m.variants(spec.variants)
         if not vs:
             continue
         sys_tok = _tokens(m.system_prompt, plan)
-        full = shared = 0
-        for v in vs:
-            for q in questions:
-                own = q_tokens(q, v) + image(q, v)
-                full += sys_tok + own
-                shared += own
-            shared += sys_tok  # the system prompt is computed once, then cached
-            pairs.append((m.name, v, {q.question_id: plan.mean_answer_tokens for q in questions}))
+        own = sum(tok.question(q, v) + tok.image(q, v) for v in vs for q in questions)
         n = len(questions) * len(vs)
+        # Only the system prompt is shared: computed once per variant, then cached.
+        full, shared = own + n * sys_tok, own + len(vs) * sys_tok
         rows.append(_row("generate", m.name, "+".join(vs), n, full, shared, n * plan.mean_answer_tokens,
-                         m, plan, s.shards_generate * len(vs), s.time_generate))
+                         m, plan, spec.slurm.shards_generate * len(vs), spec.slurm.time_generate))
+    return rows
+
+
+def _answer_tokens(spec: RunSpec, questions: list[Question]) -> list[tuple[str, str, dict[str, int]]]:
+    """(model, variant, answer tokens per question) of every answer set the judges will grade:
+    generated ones at the assumed mean length, given ones (`extra_answers`) as measured."""
+    pairs = [(m.name, v, {q.question_id: spec.plan.mean_answer_tokens for q in questions})
+             for m in spec.models for v in m.variants(spec.variants)]
     known = {q.question_id for q in questions}
-    for path in spec.extra_answers:
-        given: dict[tuple[str, str], dict[str, int]] = {}
-        for no, rec in read_jsonl(path):
-            qid, resp = rec.get("question_id"), rec.get("response")
-            if qid not in known or not isinstance(resp, str):
-                raise InputError([Problem(str(path), no, "question_id" if qid not in known else "response",
-                                          "not a question of the dataset" if qid not in known else "expected text")])
-            given.setdefault((rec.get("model"), rec.get("variant")), {})[qid] = _tokens(resp, plan)
-        pairs += [(m, v, toks) for (m, v), toks in given.items()]
+    given: dict[tuple[str, str], dict[str, int]] = {}
+    for a in load_answers(spec.extra_answers):
+        if a["question_id"] not in known:
+            raise InputError([Problem(spec.source, None, "extra_answers",
+                                      f"an answer to {a['question_id']!r}, which is not a question of the dataset")])
+        given.setdefault((a["model"], a["variant"]), {})[a["question_id"]] = _tokens(a["response"], spec.plan)
+    return pairs + [(m, v, toks) for (m, v), toks in given.items()]
+
+
+def _judge_rows(spec: RunSpec, questions: list[Question], tok: _Tokens) -> list[StageRow]:
+    plan, rows = spec.plan, []
     by_id = {q.question_id: q for q in questions}
     instr = plan.judge_instruction_tokens
+    answer_sets = _answer_tokens(spec, questions)
     for j in spec.judges:
-        for model, variant, answers in pairs:
+        for model, variant, answers in answer_sets:
             full = shared = requests = 0
             for qid, a_tok in answers.items():
-                q, k = by_id[qid], len(checks[qid])
-                img = image(q, variant) if j.sees_image else 0
-                prefix = q_tokens(q, variant) + img + a_tok
-                full += k * (instr + prefix) + check_tok[qid]
-                shared += prefix + check_tok[qid]
+                q, k = by_id[qid], len(tok.checks[qid])
+                prefix = tok.question(q, variant) + (tok.image(q, variant) if j.sees_image else 0) + a_tok
+                full += k * (instr + prefix) + tok.check_total[qid]
+                shared += prefix + tok.check_total[qid]
                 requests += k
             shared += instr  # the instructions are the same for every request of the judge
             rows.append(_row("judge", j.name, f"{model}.{variant}", requests, full, shared,
-                             requests * plan.judge_output_tokens, j, plan, s.shards_judge, s.time_judge))
+                             requests * plan.judge_output_tokens, j, plan, spec.slurm.shards_judge,
+                             spec.slurm.time_judge))
+    return rows
+
+
+def _totals(rows: list[StageRow]) -> dict:
     totals = {}
     for stage in ("generate", "judge"):
         mine = [r for r in rows if r.stage == stage]
@@ -154,13 +159,21 @@ def estimate(spec: RunSpec, questions: list[Question]) -> dict:
                          "prompt_tokens_shared": sum(r.prompt_tokens_shared for r in mine),
                          "output_tokens": sum(r.output_tokens for r in mine),
                          "gpu_hours": sum(r.gpu_hours for r in mine)}
+    return totals
+
+
+def estimate(spec: RunSpec, questions: list[Question]) -> dict:
+    """Requests, tokens and GPU-hours per (stage, model/judge); totals per stage."""
+    tok = _Tokens(spec.plan, questions)
+    rows = _generation_rows(spec, questions, tok) + _judge_rows(spec, questions, tok)
+    totals = _totals(rows)
     return {
         "run": spec.name,
         "dataset": spec.dataset,
         "questions": len(questions),
         "questions_with_image": sum(1 for q in questions if q.image),
-        "checks": n_checks,
-        "assumptions": plan.model_dump(),
+        "checks": sum(len(c) for c in tok.checks.values()),
+        "assumptions": spec.plan.model_dump(),
         "rows": [asdict(r) for r in rows],
         "totals": totals,
         "gpu_hours": sum(t["gpu_hours"] for t in totals.values()),

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config
+from gamut_local.data.records import answered_systems, load_answers
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.layout import check_name
-from gamut_local.rundir.store import read_jsonl, write_json, write_text_atomic
+from gamut_local.rundir.store import write_json, write_text_atomic
 
 TEMPLATES = PROJECT_ROOT / "slurm"  # the project checkout's slurm/
 _PLACEHOLDER = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
@@ -72,16 +73,11 @@ def compress_indices(indices: list[int]) -> str:
     return ",".join(out)
 
 
-def model_variants(model: ModelSpec, variants: list[str]) -> list[str]:
-    # Same rule as generate/judge: a model without vision answers only the text_only variant.
-    return [v for v in variants if v != "multimodal" or model.vision]
-
-
 def gpu_layout(m: ModelSpec, gpus_per_node: int, source: str, what: str) -> tuple[int, int, list[Problem]]:
     """(GPUs per node, nodes) for one task of this model or judge, or problems."""
     tp = m.engine.tensor_parallel_size
     pp = int(m.engine.extra.get("pipeline_parallel_size", 1) or 1)
-    total = m.gpus or tp * pp
+    total = m.total_gpus()
     where = f"{what}.{m.name}"
     problems = []
     if total < tp * pp:
@@ -116,44 +112,33 @@ def _site_sbatch(spec: RunSpec) -> str:
     return "\n".join(lines)
 
 
-def extra_answer_pairs(spec: RunSpec) -> list[tuple[str, str]]:
-    """(model, variant) of answers given as files (no generation job), in file order."""
-    pairs: list[tuple[str, str]] = []
-    for path in spec.extra_answers:
-        for no, rec in read_jsonl(path):
-            m, v = rec.get("model"), rec.get("variant")
-            if not isinstance(m, str) or v not in ("multimodal", "text_only"):
-                raise InputError([Problem(str(path), no, "model" if not isinstance(m, str) else "variant",
-                                          "needs a model name and a variant (multimodal or text_only)")])
-            if (m, v) not in pairs:
-                pairs.append((m, v))
-    return pairs
-
-
 def _q(value) -> str:
     return shlex.quote(str(value))
 
 
-def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
-    """Every job of the run in submission order (dependencies before dependents)."""
-    s = spec.slurm
-    source = str(config_path)
-    run_dir = Path(spec.output_dir)
+def check_graph_inputs(spec: RunSpec) -> list[Problem]:
+    """Everything that would make the job graph wrong, found before any job is built."""
     problems: list[Problem] = []
-    if re.search(r"\s", str(run_dir)):
-        problems.append(Problem(source, None, "output_dir",
+    if re.search(r"\s", str(spec.output_dir)):
+        problems.append(Problem(spec.source, None, "output_dir",
                                 "SLURM log paths cannot contain whitespace; choose a directory without spaces"))
-    for m in [*spec.models, *spec.judges]:
-        try:
-            check_name(m.name, "name", getattr(m, "_source", None) or source)
-        except InputError as e:
-            problems.extend(e.problems)
     for kind, specs in (("models", spec.models), ("judges", spec.judges)):
-        names = [m.name for m in specs]
-        for name in sorted({n for n in names if names.count(n) > 1}):
-            problems.append(Problem(source, None, kind, f"{name!r} appears more than once"))
-    prefix = re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)
-    common = {
+        for m in specs:
+            try:
+                check_name(m.name, "name", m.source)
+            except InputError as e:
+                problems.extend(e.problems)
+            problems += gpu_layout(m, spec.slurm.gpus_per_node, m.source, kind)[2]
+            if kind == "models" and m.nodes > 1:
+                problems.append(Problem(m.source, None, f"models.{m.name}.nodes",
+                                        "candidate models run on one node; only judges may span nodes"))
+    return problems
+
+
+def _common_values(spec: RunSpec, config_path: Path) -> dict:
+    """Placeholders every job script shares."""
+    s, run_dir = spec.slurm, Path(spec.output_dir)
+    return {
         "run_config": _q(config_path.resolve()),
         "done_dir": _q(run_dir / "slurm" / "done"),
         "run_dir": _q(run_dir),
@@ -164,48 +149,57 @@ def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
         "cpus_per_gpu": str(s.cpus_per_gpu),
         "mem_per_gpu": s.mem_per_gpu,
     }
-    jobs: list[Job] = []
-    gen_key: dict[str, str] = {}
-    G, H = s.shards_generate, s.shards_judge
+
+
+def _generate_jobs(spec: RunSpec, common: dict, prefix: str) -> list[Job]:
+    s, G, jobs = spec.slurm, spec.slurm.shards_generate, []
     for m in spec.models:
-        vs = model_variants(m, spec.variants)
-        gpus, nodes, probs = gpu_layout(m, s.gpus_per_node, getattr(m, "_source", None) or source, "models")
-        problems += probs
-        if nodes > 1:
-            problems.append(Problem(getattr(m, "_source", None) or source, None, f"models.{m.name}.nodes",
-                                    "candidate models run on one node; only judges may span nodes"))
+        vs = m.variants(spec.variants)
         if not vs:
             continue
-        key = f"generate.{m.name}"
-        gen_key[m.name] = key
-        jobs.append(Job(key, "generate", "generate.sbatch", {
+        gpus = gpu_layout(m, s.gpus_per_node, m.source, "models")[0]
+        jobs.append(Job(f"generate.{m.name}", "generate", "generate.sbatch", {
             **common, "job_name": f"{prefix}.gen.{m.name}", "gpus": str(gpus), "time": s.time_generate,
             "model": _q(m.name), "variants": " ".join(_q(v) for v in vs), "shards": str(G)},
             markers=[f"generate.{m.name}.{v}.shard-{i}-of-{G}" for v in vs for i in range(G)],
             gpus=gpus, nodes=1))
-    pairs = [(m.name, v) for m in spec.models for v in model_variants(m, spec.variants)]
-    pairs += [p for p in extra_answer_pairs(spec) if p not in pairs]
-    judge_keys = []
+    return jobs
+
+
+def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str]) -> list[Job]:
+    """One array per (judge, answered model, variant); it waits for that model's generation."""
+    s, H, jobs = spec.slurm, spec.slurm.shards_judge, []
+    systems = [(m.name, v) for m in spec.models for v in m.variants(spec.variants)]
+    systems += [p for p in answered_systems(load_answers(spec.extra_answers)) if p not in systems]
     for j in spec.judges:
-        gpus, nodes, probs = gpu_layout(j, s.gpus_per_node, getattr(j, "_source", None) or source, "judges")
-        problems += probs
-        for model, variant in pairs:
+        gpus, nodes, _ = gpu_layout(j, s.gpus_per_node, j.source, "judges")
+        for model, variant in systems:
             key = f"judge.{j.name}.{model}.{variant}"
-            judge_keys.append(key)
             jobs.append(Job(key, "judge", "judge-ray.sbatch" if nodes > 1 else "judge.sbatch", {
-                **common, "job_name": f"{prefix}.judge.{j.name}.{model}.{variant}", "gpus": str(gpus),
+                **common, "job_name": f"{prefix}.{key}", "gpus": str(gpus),
                 "gpus_per_node": str(gpus), "nodes": str(nodes), "time": s.time_judge,
                 "judge": _q(j.name), "model": _q(model), "variant": _q(variant), "shards": str(H)},
-                markers=[f"judge.{j.name}.{model}.{variant}.shard-{i}-of-{H}" for i in range(H)],
-                after=[gen_key[model]] if model in gen_key else [], gpus=gpus, nodes=nodes))
-    cpu = {"cpus": str(s.cpus_score), "mem": s.mem_score, "time": s.time_score}
-    jobs.append(Job("score", "score", "score.sbatch", {**common, **cpu, "job_name": f"{prefix}.score"},
-                    markers=["score"], array=False, after=judge_keys))
-    jobs.append(Job("report", "report", "report.sbatch", {**common, **cpu, "job_name": f"{prefix}.report"},
-                    markers=["report"], array=False, after=["score"]))
+                markers=[f"{key}.shard-{i}-of-{H}" for i in range(H)],
+                after=[f"generate.{model}"] if model in generated else [], gpus=gpus, nodes=nodes))
+    return jobs
+
+
+def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
+    """Every job of the run in submission order (dependencies before dependents)."""
+    problems = check_graph_inputs(spec)
     if problems:
         raise InputError(problems)
-    return jobs
+    s = spec.slurm
+    prefix = re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)
+    common = _common_values(spec, config_path)
+    jobs = _generate_jobs(spec, common, prefix)
+    judges = _judge_jobs(spec, common, prefix, {m.name for m in spec.models if m.variants(spec.variants)})
+    cpu = {"cpus": str(s.cpus_score), "mem": s.mem_score, "time": s.time_score}
+    score = Job("score", "score", "score.sbatch", {**common, **cpu, "job_name": f"{prefix}.score"},
+                markers=["score"], array=False, after=[j.key for j in judges])
+    report = Job("report", "report", "report.sbatch", {**common, **cpu, "job_name": f"{prefix}.report"},
+                 markers=["report"], array=False, after=["score"])
+    return [*jobs, *judges, score, report]
 
 
 def templates_dir(spec: RunSpec, config_path: Path) -> Path:

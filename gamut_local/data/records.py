@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
-from gamut_local.rubric.schema import Check, MetaRubric, Tier
+from gamut_local.rubric.schema import Check, MetaRubric
+from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
+from gamut_local.vocab import DEFAULT_VARIANT, Tier, Variant, VerdictLabel
 
 NonEmpty = Annotated[str, Field(min_length=1)]
-Variant = Literal["multimodal", "text_only"]
-Label = Literal["meets", "partially_meets", "missing", "contradicts", "invalid"]
 PKG_PREFIX = "pkg:"
 
 
@@ -47,6 +47,17 @@ class Question(_Record):
                 raise ValueError(f"check ids must be unique; repeated: {', '.join(dupes)}")
         return self
 
+    def text_for(self, variant: str) -> tuple[str, str]:
+        """What a candidate is asked in `variant`, and the field it came from.
+
+        `text_only` sends `question_text_only` (which names the subject, as there is no image)
+        and falls back to the generic `question` for records without one; every stage that
+        shows the question (generate, judge, the cost plan) asks here.
+        """
+        if variant == "text_only" and self.question_text_only:
+            return self.question_text_only, "question_text_only"
+        return self.question, "question"
+
 
 class Answer(_Record):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
@@ -64,17 +75,17 @@ class Verdict(_Record):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
     question_id: NonEmpty
     model: NonEmpty
-    variant: Variant = "multimodal"
+    variant: Variant = DEFAULT_VARIANT
     judge: NonEmpty
     check_id: NonEmpty
     tier: Tier
-    verdict: Label
+    verdict: VerdictLabel
     raw: str | None = None
     probs: dict[str, float] | None = None
 
 
 def verdict_key(v: dict) -> tuple:
-    return (v["question_id"], v["model"], v.get("variant", "multimodal"), v["judge"], v["check_id"])
+    return (v["question_id"], v["model"], v.get("variant", DEFAULT_VARIANT), v["judge"], v["check_id"])
 
 
 def answer_key(a: dict) -> tuple:
@@ -120,8 +131,9 @@ def validate_questions(rows, problems: list[Problem], id_field: str = "question_
 
 
 def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[dict]:
-    """Read answer or verdict JSONL files, validate each record, refuse duplicate keys."""
-    out, problems, seen = [], [], {}
+    """Read answer or verdict JSONL files, validate each record, refuse duplicate keys
+    (except a human's later verdict on the same cell, which replaces the earlier: rundir.human)."""
+    out, problems, seen, at = [], [], {}, {}
     for path in paths:
         name = str(path)
         for no, obj in read_jsonl(path, problems=problems):
@@ -131,11 +143,28 @@ def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[d
                 problems.extend(pydantic_problems(e, name, no))
                 continue
             k = key(rec)
+            if k in seen and revises(rec):
+                out[at[k]] = rec
+                continue
             if k in seen:
                 problems.append(Problem(name, no, "", f"duplicate record {k} (first at {seen[k]})"))
                 continue
             seen[k] = f"{name}:{no}"
+            at[k] = len(out)
             out.append(rec)
     if problems:
         raise InputError(problems)
     return out
+
+
+def load_answers(paths: list[str | Path]) -> list[dict]:
+    """Answer files (generated or given as `extra_answers`), validated, duplicate keys refused.
+
+    The one reader for answers: the judge stage, the cost plan and the SLURM graph all use it.
+    """
+    return load_records(list(paths), Answer, answer_key)
+
+
+def answered_systems(answers: list[dict]) -> list[tuple[str, str]]:
+    """The (model, variant) pairs of some answers, in first-seen order."""
+    return list(dict.fromkeys((a["model"], a["variant"]) for a in answers))

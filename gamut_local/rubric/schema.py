@@ -10,7 +10,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Tier = Literal["answer_critical", "valuable", "context"]
+from gamut_local.vocab import Tier
+
 NonEmpty = Annotated[str, Field(min_length=1)]
 
 

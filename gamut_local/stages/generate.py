@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.config import ModelSpec, RunSpec, pick, resolve_model_path
+from gamut_local.config import ModelSpec, RunSpec, resolve_model_path
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_image
 from gamut_local.engines import load_and_close
@@ -28,7 +28,6 @@ from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.layout import Shard, answer_files, answers_path, check_name
 from gamut_local.rundir.resume import done_keys_checked
 from gamut_local.rundir.store import append_jsonl
-from gamut_local.vocab import VARIANTS
 
 
 @dataclass
@@ -38,38 +37,25 @@ class Request:
 
     def prompt_text(self) -> tuple[str, str]:
         """(the text sent, which field it came from)."""
-        q = self.question
-        if self.variant == "text_only" and q.question_text_only:
-            return q.question_text_only, "question_text_only"
-        return q.question, "question"
+        return self.question.text_for(self.variant)
 
 
 @dataclass
-class ModelPlan:
+class ModelWork:
     spec: ModelSpec
     variants: list[str]
     pending: list[Request] = field(default_factory=list)
     done: int = 0
 
 
-def run_variants(spec: RunSpec, variant: str | None, source: str) -> list[str]:
-    if variant is None:
-        return list(spec.variants)
-    if variant not in VARIANTS:
-        raise InputError([Problem("--variant", None, "", f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
-    if variant not in spec.variants:
-        raise InputError([Problem(source, None, "variants", f"this run does not include the {variant!r} variant")])
-    return [variant]
-
-
-def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant: str | None,
-         shard: Shard, source: str, console: Console) -> list[ModelPlan]:
+def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | None, variant: str | None,
+                    shard: Shard, console: Console) -> list[ModelWork]:
     """What is left to generate, per model; checks every model path before any loads."""
-    variants = run_variants(spec, variant, source)
-    models = pick(spec.models, model, "models", source)
+    variants = spec.select_variants(variant)
+    models = spec.pick("models", model)
     problems = []
     for m in models:
-        check_name(m.name, "models", m._source or source)
+        check_name(m.name, "models", m.source)
         _, problem = resolve_model_path(m)
         if problem:
             problems.append(problem)
@@ -78,13 +64,13 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
     in_shard = shard.select([q.question_id for q in questions])
     mine = [q for q in sorted(questions, key=lambda q: q.question_id) if q.question_id in in_shard]
     out_dir = Path(spec.output_dir)
-    plans, imageless = [], set()
+    work, imageless = [], set()
     for m in models:
-        vs = [v for v in variants if v != "multimodal" or m.vision]
+        vs = m.variants(variants)
         if len(vs) < len(variants):
             console.print(f"[yellow]{m.name}: vision is false, so the multimodal variant is skipped "
                           f"(text_only only)[/yellow]")
-        p = ModelPlan(m, vs)
+        w = ModelWork(m, vs)
         h = m.settings_hash()
         for v in vs:
             own = answers_path(out_dir, m.name, v, shard)
@@ -92,12 +78,12 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
                                      {"settings_hash": h}, "answer", own=own)
             for q in mine:
                 if (q.question_id, m.name, v) in done:
-                    p.done += 1
+                    w.done += 1
                 elif v == "multimodal" and q.image is None:
                     imageless.add(q.question_id)
                 else:
-                    p.pending.append(Request(q, v))
-        plans.append(p)
+                    w.pending.append(Request(q, v))
+        work.append(w)
     if imageless:
         raise InputError([Problem(spec.dataset, None, "image",
                                   f"the multimodal variant needs an image; question {q} has none")
@@ -106,7 +92,7 @@ def plan(spec: RunSpec, questions: list[Question], *, model: str | None, variant
     if fallback and "text_only" in variants:
         console.print(f"[yellow]{fallback} of {len(mine)} questions have no question_text_only: "
                       f"their text_only prompt is the generic `question` (recorded as question_field)[/yellow]")
-    return plans
+    return work
 
 
 def _chunks(items: list, size: int):
@@ -129,14 +115,14 @@ def answer_record(req: Request, spec: ModelSpec, settings_hash: str, completion)
     }
 
 
-def generate_model(p: ModelPlan, dataset: Path, out_dir: Path, shard: Shard, chunk_size: int,
+def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chunk_size: int,
                    progress=None, open_engine=load_and_close) -> int:
     """Load the model once and answer every pending request; returns how many were written."""
-    spec, h = p.spec, p.spec.settings_hash()
-    task = progress.add_task(f"generate {spec.name}", total=len(p.pending)) if progress else None
+    spec, h = w.spec, w.spec.settings_hash()
+    task = progress.add_task(f"generate {spec.name}", total=len(w.pending)) if progress else None
     written = 0
     with open_engine(spec) as engine:
-        for chunk in _chunks(p.pending, chunk_size):
+        for chunk in _chunks(w.pending, chunk_size):
             convs = []
             for r in chunk:
                 # Images load per chunk: at paper scale all of them would not fit in memory.
@@ -156,7 +142,7 @@ def generate_model(p: ModelPlan, dataset: Path, out_dir: Path, shard: Shard, chu
 
 
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
-             shard: Shard = Shard(), chunk_size: int | None = None, source: str = "<run config>",
+             shard: Shard = Shard(), chunk_size: int | None = None,
              console: Console | None = None, progress=None, open_engine=load_and_close) -> list[dict]:
     """Generate every missing answer of the run (or of one model / variant / shard).
 
@@ -165,19 +151,18 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
     console = console or Console(stderr=True, highlight=False)
     dataset = Path(spec.dataset)
     questions = load_questions(dataset)  # validates records and images before any model loads
-    plans = plan(spec, questions, model=model, variant=variant, shard=shard, source=source,
-                 console=console)
+    work = pending_answers(spec, questions, model=model, variant=variant, shard=shard, console=console)
     summary = []
     with progress_bars(console, progress) as bars:
-        for p in plans:
+        for w in work:
             written = 0
-            if not p.variants:
-                console.print(f"[yellow]{p.spec.name}: no variant of this run it can answer; skipped[/yellow]")
-            elif p.pending:
-                written = generate_model(p, dataset, Path(spec.output_dir), shard,
+            if not w.variants:
+                console.print(f"[yellow]{w.spec.name}: no variant of this run it can answer; skipped[/yellow]")
+            elif w.pending:
+                written = generate_model(w, dataset, Path(spec.output_dir), shard,
                                          chunk_size or spec.chunk_size, bars, open_engine)
             else:
-                console.print(f"{p.spec.name}: all {p.done} answers already on disk; nothing to generate")
-            summary.append({"model": p.spec.name, "variants": p.variants, "written": written,
-                            "already_done": p.done})
+                console.print(f"{w.spec.name}: all {w.done} answers already on disk; nothing to generate")
+            summary.append({"model": w.spec.name, "variants": w.variants, "written": written,
+                            "already_done": w.done})
     return summary

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.config import JudgeSpec, RunSpec, pick, resolve_model_path
+from gamut_local.config import JudgeSpec, RunSpec, resolve_model_path
 from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import Answer, Question, answer_key, load_image, load_records, verdict_key
+from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
 from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
@@ -49,15 +49,8 @@ from gamut_local.rundir.store import append_jsonl
 from gamut_local.vocab import JUDGE_LABELS, VARIANTS
 
 
-def question_text(q: Question, variant: str) -> str:
-    """What the candidate was asked, shown to the judge the same way."""
-    if variant == "text_only" and q.question_text_only:
-        return q.question_text_only
-    return q.question
-
-
 @dataclass
-class Item:
+class ResponseChecks:
     """One response with the checks still to grade on it (adjacent in the batch)."""
 
     answer: dict
@@ -65,36 +58,37 @@ class Item:
     checks: list[Check]
 
 
-def build_requests(item: Item, image, system_prompt: str | None) -> list[list[dict]]:
+def build_requests(item: ResponseChecks, image, system_prompt: str | None) -> list[list[dict]]:
+    """The judge requests of one response: what the candidate was asked, shown the same way."""
     a = item.answer
-    return judge_conversations(question_text(item.question, a["variant"]), a["response"],
+    return judge_conversations(item.question.text_for(a["variant"])[0], a["response"],
                                [c.text for c in item.checks], image, system_prompt)
 
 
-def load_answers(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
-                 model: str | None, variant: str | None, source: str) -> list[dict]:
+def answers_to_judge(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
+                     model: str | None, variant: str | None) -> list[dict]:
     """Every answer to judge in this shard, validated; missing generated answers are an error."""
     out_dir = Path(spec.output_dir)
     if variant is not None and variant not in VARIANTS:
         raise InputError([Problem("--variant", None, "", f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
-    generated = {(m.name, v) for m in spec.models for v in spec.variants if v != "multimodal" or m.vision}
+    generated = {(m.name, v) for m in spec.models for v in m.variants(spec.variants)}
     paths = [p for (m, v) in sorted(generated) for p in answer_files(out_dir, m, v)]
-    answers = load_records(paths + list(spec.extra_answers), Answer, answer_key)
+    answers = load_answers(paths + list(spec.extra_answers))
     problems = []
     extra_models = {a["model"] for a in answers if (a["model"], a["variant"]) not in generated}
     clash = extra_models & {m.name for m in spec.models}
     for name in sorted(clash):
-        problems.append(Problem(source, None, "extra_answers",
+        problems.append(Problem(spec.source, None, "extra_answers",
                                 f"model name {name!r} is used by both a generated model and an extra answers file"))
     known_models = {m.name for m in spec.models} | extra_models
     if model is not None and model not in known_models:
-        problems.append(Problem(source, None, "models",
+        problems.append(Problem(spec.source, None, "models",
                                 f"no answers of a model named {model!r} (known: {', '.join(sorted(known_models))})"))
     in_shard = shard.select(list(questions))
     mine = []
     unknown = sorted({a["question_id"] for a in answers if a["question_id"] not in questions})
     if unknown:
-        problems.append(Problem(source, None, "extra_answers",
+        problems.append(Problem(spec.source, None, "extra_answers",
                                 f"{len(unknown)} answers are to questions not in the dataset "
                                 f"(e.g. {', '.join(unknown[:3])})"))
     have = {answer_key(a) for a in answers}
@@ -115,7 +109,7 @@ def load_answers(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
     return sorted(mine, key=lambda a: (a["model"], a["variant"], a["question_id"]))
 
 
-def verdict_record(item: Item, check: Check, spec: JudgeSpec, settings_hash: str, cls, attempts: int) -> dict:
+def verdict_record(item: ResponseChecks, check: Check, spec: JudgeSpec, settings_hash: str, cls, attempts: int) -> dict:
     a = item.answer
     verdict = cls.label if cls.label is not None else "invalid"
     return {
@@ -151,7 +145,7 @@ def classify_with_retries(engine, conversations: list, max_retries: int) -> tupl
     return results, attempts
 
 
-def chunk_items(items: list[Item], size: int):
+def chunk_items(items: list[ResponseChecks], size: int):
     """Groups of items with about `size` checks; a response's checks never straddle chunks."""
     chunk, n = [], 0
     for it in items:
@@ -164,8 +158,8 @@ def chunk_items(items: list[Item], size: int):
         yield chunk
 
 
-def plan_judge(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
-               checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard()) -> tuple[list[Item], int]:
+def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
+               checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard()) -> tuple[list[ResponseChecks], int]:
     """Pending items (response + its ungraded checks) and how many verdicts are already done."""
     h = judge_settings_hash(spec)
     hashes = {answer_key(a): answer_hash(a["response"]) for a in answers}
@@ -184,11 +178,11 @@ def plan_judge(spec: JudgeSpec, answers: list[dict], questions: dict[str, Questi
             else:
                 todo.append(c)
         if todo:
-            items.append(Item(a, questions[a["question_id"]], todo))
+            items.append(ResponseChecks(a, questions[a["question_id"]], todo))
     return items, n_done
 
 
-def judge_with(spec: JudgeSpec, items: list[Item], dataset: Path, out_dir: Path, shard: Shard,
+def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_dir: Path, shard: Shard,
                chunk_size: int, progress=None, open_engine=load_and_close) -> tuple[int, int]:
     """Load the judge once and grade every pending item; returns (verdicts written, invalid)."""
     h = judge_settings_hash(spec)
@@ -227,31 +221,31 @@ def judge_with(spec: JudgeSpec, items: list[Item], dataset: Path, out_dir: Path,
 
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
           variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
-          source: str = "<run config>", console: Console | None = None, progress=None,
+          console: Console | None = None, progress=None,
           open_engine=load_and_close) -> list[dict]:
     """Grade every answer of the run (or of one judge / model / variant / shard) on its checks."""
     console = console or Console(stderr=True, highlight=False)
     dataset = Path(spec.dataset)
     out_dir = Path(spec.output_dir)
     questions = {q.question_id: q for q in load_questions(dataset)}
-    judges = pick(spec.judges, judge, "judges", source)
+    judges = spec.pick("judges", judge)
     problems = []
     for j in judges:
-        check_name(j.name, "judges", j._source or source)
+        check_name(j.name, "judges", j.source)
         if j.sees_image and not j.vision:
-            problems.append(Problem(j._source or source, None, "sees_image",
+            problems.append(Problem(j.source, None, "sees_image",
                                     f"judge {j.name!r} has vision: false, so it cannot see the image"))
         _, problem = resolve_model_path(j)
         if problem:
             problems.append(problem)
     if problems:
         raise InputError(problems)
-    answers = load_answers(spec, questions, shard, model=model, variant=variant, source=source)
+    answers = answers_to_judge(spec, questions, shard, model=model, variant=variant)
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     summary = []
     with progress_bars(console, progress) as bars:
         for j in judges:
-            items, n_done = plan_judge(j, answers, questions, checks, out_dir, shard)
+            items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard)
             written = invalid = 0
             if items:
                 written, invalid = judge_with(j, items, dataset, out_dir, shard,

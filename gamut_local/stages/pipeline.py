@@ -83,7 +83,6 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     spec = load_run_config(config_path)
     preflight(spec)
     write_manifest(spec, config_path)
-    source = str(config_path)
     stages: dict[str, dict] = {}
 
     def timed(name, fn):
@@ -98,9 +97,9 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     try:
         with progress_bars(console) as bars:
             timed("compile", lambda: str(compile_rubric(spec)))
-            timed("generate", lambda: generate(spec, chunk_size=chunk_size, source=source, console=console,
+            timed("generate", lambda: generate(spec, chunk_size=chunk_size, console=console,
                                                progress=bars, open_engine=open_engine))
-            timed("judge", lambda: judge(spec, chunk_size=chunk_size, source=source, console=console,
+            timed("judge", lambda: judge(spec, chunk_size=chunk_size, console=console,
                                          progress=bars, open_engine=open_engine))
     finally:
         keeper.close()

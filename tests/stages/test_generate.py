@@ -15,7 +15,7 @@ from gamut_local.data.dataset import load_questions
 from gamut_local.errors import InputError
 from gamut_local.rundir.layout import Shard, answers_path
 from gamut_local.rundir.store import append_jsonl, read_jsonl
-from gamut_local.stages.generate import Request, generate, plan
+from gamut_local.stages.generate import Request, generate, pending_answers
 
 REPO = PROJECT_ROOT
 SAMPLE = REPO / "gamut_local" / "data" / "sample" / "questions.jsonl"
@@ -54,7 +54,7 @@ def test_a_model_without_vision_skips_multimodal_and_says_so(tmp_path, model_dir
     spec = _run(tmp_path, models=[{"name": "blind", "path": str(model_dir), "vision": False},
                                   {"name": "seeing", "path": str(model_dir), "vision": True}])
     console = _console()
-    plans = plan(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), source="run.yaml",
+    plans = pending_answers(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(),
                  console=console)
     blind, seeing = plans
     assert blind.variants == ["text_only"] and {r.variant for r in blind.pending} == {"text_only"}
@@ -72,15 +72,15 @@ def test_plan_skips_answers_on_disk_in_any_shard_file_and_refuses_other_settings
     out = Path(spec.output_dir)
     append_jsonl(answers_path(out, "m", "text_only"), [rec(qids[0])])
     append_jsonl(answers_path(out, "m", "text_only", Shard(1, 3)), [rec(qids[1])])
-    p = plan(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), source="r", console=_console())[0]
+    p = pending_answers(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), console=_console())[0]
     assert p.done == 2 and [r.question.question_id for r in p.pending] == qids[2:]
     # The same shard selection every time, whatever the file order.
-    p0 = plan(spec, load_questions(SAMPLE), model="m", variant="text_only", shard=Shard(0, 3), source="r",
+    p0 = pending_answers(spec, load_questions(SAMPLE), model="m", variant="text_only", shard=Shard(0, 3),
               console=_console())[0]
     assert [r.question.question_id for r in p0.pending] == [q for k, q in enumerate(qids) if k % 3 == 0 and k > 1]
     append_jsonl(answers_path(out, "m", "text_only"), [rec(qids[5], settings_hash="0123456789ab")])
     with pytest.raises(InputError) as e:
-        plan(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), source="r", console=_console())
+        pending_answers(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), console=_console())
     assert "m.text_only.jsonl:2: settings_hash: '0123456789ab' differs" in str(e.value)
 
 

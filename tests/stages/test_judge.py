@@ -18,11 +18,11 @@ from gamut_local.rundir.layout import Shard
 from gamut_local.rundir.resume import answer_hash, judge_settings_hash
 from gamut_local.rundir.store import append_jsonl
 from gamut_local.stages.judge import (
-    Item,
+    ResponseChecks,
     build_requests,
     chunk_items,
     classify_with_retries,
-    plan_judge,
+    pending_verdicts,
 )
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -100,7 +100,7 @@ def test_requests_keep_each_responses_checks_adjacent(tmp_path):
     questions = {q.question_id: q for q in load_questions(SAMPLE)}
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     answers = [_answer(qid, model) for model in ("a", "b") for qid in sorted(questions)]
-    items, done = plan_judge(_spec(), answers, questions, checks, tmp_path)
+    items, done = pending_verdicts(_spec(), answers, questions, checks, tmp_path)
     assert done == 0 and len(items) == len(answers)
     order = [(it.answer["model"], it.answer["question_id"], c.check_id) for it in items for c in it.checks]
     assert len(order) == sum(len(checks[a["question_id"]]) for a in answers)
@@ -116,11 +116,11 @@ def test_requests_keep_each_responses_checks_adjacent(tmp_path):
 
 def test_requests_built_per_item_match_the_prompt_builder():
     q = load_questions(SAMPLE)[0]
-    it = Item(_answer(q.question_id, variant="text_only"), q, checks_for(q))
+    it = ResponseChecks(_answer(q.question_id, variant="text_only"), q, checks_for(q))
     convs = build_requests(it, None, None)
     assert len(convs) == len(it.checks)
     assert q.question_text_only in convs[0][1]["content"]
-    it_mm = Item(_answer(q.question_id, variant="multimodal"), q, checks_for(q))
+    it_mm = ResponseChecks(_answer(q.question_id, variant="multimodal"), q, checks_for(q))
     assert q.question in build_requests(it_mm, None, None)[0][1]["content"]
 
 
@@ -138,21 +138,21 @@ def test_resume_skips_verdicts_on_disk_and_refuses_stale_ones(tmp_path):
     first = answers[0]
     path = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
     append_jsonl(path, [_verdict(first, c, spec) for c in checks[first["question_id"]][:2]])
-    items, done = plan_judge(spec, answers, questions, checks, tmp_path)
+    items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
     assert done == 2
     assert [c.check_id for c in items[0].checks] == [c.check_id for c in checks[first["question_id"]][2:]]
     # Verdicts made in another shard's file count too.
     append_jsonl(tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl",
                  [_verdict(first, checks[first["question_id"]][2], spec)])
-    assert plan_judge(spec, answers, questions, checks, tmp_path)[1] == 3
+    assert pending_verdicts(spec, answers, questions, checks, tmp_path)[1] == 3
     # Other judge settings (here: the judge now sees images) -> stale -> error naming the file.
     with pytest.raises(InputError) as e:
-        plan_judge(_spec(sees_image=True), answers, questions, checks, tmp_path)
+        pending_verdicts(_spec(sees_image=True), answers, questions, checks, tmp_path)
     assert "m.text_only.jsonl:1: settings_hash" in str(e.value)
     # The graded answer changed since -> its verdicts are stale.
     changed = [{**first, "response": "Something else."}] + answers[1:]
     with pytest.raises(InputError) as e:
-        plan_judge(spec, changed, questions, checks, tmp_path)
+        pending_verdicts(spec, changed, questions, checks, tmp_path)
     assert "answer_hash" in str(e.value)
 
 
@@ -217,7 +217,7 @@ def test_another_shards_line_in_progress_is_left_alone_and_own_torn_tail_is_cut(
     with open(own, "ab") as f:  # our own run was killed mid-write
         f.write(b'{"question_id": "torn')
     sibling_bytes = sibling.read_bytes()
-    items, done = plan_judge(spec, answers, questions, checks, tmp_path, Shard(0, 2))
+    items, done = pending_verdicts(spec, answers, questions, checks, tmp_path, Shard(0, 2))
     assert done == 2  # the half-written line is not done
     assert sibling.read_bytes() == sibling_bytes  # not ours: untouched
     assert own.read_bytes().endswith(b"\n") and len(own.read_bytes().splitlines()) == 1
