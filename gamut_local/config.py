@@ -73,6 +73,11 @@ class ModelSpec(_Config):
     _source: str | None = PrivateAttr(default=None)
 
     @property
+    def config_file(self) -> str | None:
+        """The YAML file this spec came from; None for a spec written inline in a run config."""
+        return self._source
+
+    @property
     def source(self) -> str:
         """The YAML file this spec came from, for messages that name it."""
         return self._source or "<config>"

@@ -34,7 +34,7 @@ def test_named_configs_resolve_from_the_project_and_paths_expand(gamut, tmp_path
     spec = load_run_config(REPO / "configs" / "runs" / "sample.yaml")
     assert spec.models[0].path == str(tmp_path / "models" / "smollm2-135m-instruct")
     assert spec.output_dir == str(tmp_path / "runs" / "sample")
-    assert spec.models[0]._source == str(REPO / "configs" / "models" / "smollm2-135m.yaml")
+    assert spec.models[0].config_file == str(REPO / "configs" / "models" / "smollm2-135m.yaml")
     # The weights are not there: the CLI names the config file and the folder, exit 1.
     result = gamut("run", "--config", REPO / "configs" / "runs" / "sample.yaml")
     assert result.exit_code == 1

@@ -58,7 +58,7 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
                 "role": role, "name": m.name, "path": m.path, "local_path": local,
                 # A hub snapshot folder is named by its commit: that is the revision used.
                 "revision": Path(local).name if local and is_hub_id(m.path) else None,
-                "config_file": m._source,  # None for a model written inline in the run config "backend": m.backend, "backend_used": pick_backend(m, local),
+                "config_file": m.config_file, "backend": m.backend, "backend_used": pick_backend(m, local),
                 # The hash the records carry: answers the model's; verdicts also the prompt's.
                 "settings_hash": judge_settings_hash(m) if role == "judge" else m.settings_hash(),
                 "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
