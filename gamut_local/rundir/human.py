@@ -1,0 +1,48 @@
+"""Human verdicts: who may write them, where, and how a later one replaces an earlier one.
+
+An annotator `NAME` is the judge `human-NAME`; the viewer appends each verdict at once to
+`verdicts/human-NAME/<model>.<variant>.jsonl`, so every stage reads it like any judge's.
+Changing your mind appends a newer record for the same (question, model, variant, check):
+the file keeps the history and readers keep the LAST record per key (one annotator writes
+one file, so file order is time order). Model judges' files never repeat a key; for them a
+repeat stays an error. `revises` is that rule, called by `data.records.load_records`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gamut_local.errors import InputError, Problem
+
+HUMAN_PREFIX = "human-"
+# Becomes part of a directory name: short, lower-case, no dots (no `..`), no separators.
+_ANNOTATOR = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
+
+
+def check_annotator(name: str, source: str = "--annotator") -> str:
+    """The annotator name, or an InputError saying which names are allowed."""
+    if not isinstance(name, str) or not _ANNOTATOR.fullmatch(name):
+        raise InputError([Problem(source, None, "", f"{name!r} is not an annotator name: use 1-40 "
+                                  "lower-case letters, digits, _ or -, starting with a letter or digit")])
+    return name
+
+
+def human_judge(annotator: str) -> str:
+    return HUMAN_PREFIX + check_annotator(annotator)
+
+
+def is_human(judge: str) -> bool:
+    return judge.startswith(HUMAN_PREFIX)
+
+
+def revises(record: dict) -> bool:
+    """Whether a record with an already-seen key replaces the earlier one (human verdicts)."""
+    return is_human(record.get("judge", ""))
+
+
+def newest_wins(records):
+    """The last record per verdict key, in first-seen key order (history dropped)."""
+    last: dict[tuple, dict] = {}
+    for r in records:
+        last[(r["question_id"], r["model"], r.get("variant", "multimodal"), r["judge"], r["check_id"])] = r
+    return list(last.values())

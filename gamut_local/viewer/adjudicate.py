@@ -1,0 +1,68 @@
+"""Writing a human verdict: checked against the run, appended at once, newest wins.
+
+Each verdict is one atomic append (`rundir.store.append_jsonl`: one write + fsync) to
+`verdicts/human-<annotator>/<model>.<variant>.jsonl`, an ordinary verdict record of judge
+`human-<annotator>` plus `note`, `annotated_at` and `revision` (1 for a cell's first verdict by
+this annotator, +1 each time they change their mind; the file keeps every revision).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+
+from pydantic import ValidationError
+
+from gamut_local.data.records import Verdict
+from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.rundir.human import human_judge
+from gamut_local.rundir.layout import check_name, verdicts_path
+from gamut_local.rundir.store import append_jsonl
+from gamut_local.viewer.index import RunIndex
+from gamut_local.vocab import JUDGE_LABELS, TIERS
+
+NOTE_MAX = 2000
+_LOCK = threading.Lock()  # one append at a time, so file order is time order
+
+
+def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
+    """Validate a verdict from the queue and append it; returns the record written."""
+    judge = human_judge(annotator)
+    fields = {k: body.get(k) for k in ("question_id", "model", "variant", "check_id", "verdict")}
+    problems = [Problem("request", None, k, "required (a string)") for k, v in fields.items()
+                if not isinstance(v, str) or not v]
+    note = body.get("note") or None
+    if note is not None and (not isinstance(note, str) or len(note) > NOTE_MAX):
+        problems.append(Problem("request", None, "note", f"a string of at most {NOTE_MAX} characters"))
+    if problems:
+        raise InputError(problems)
+    if fields["verdict"] not in JUDGE_LABELS:
+        raise InputError([Problem("request", None, "verdict", f"one of {', '.join(JUDGE_LABELS)}")])
+    cell = index.cell_of(fields["question_id"], fields["model"], fields["variant"], fields["check_id"])
+    if cell is None:
+        raise LookupError("no judged (response, check) cell with these names in this run")
+    qid, model, variant, check_id = index.cell_names(cell)  # names as the run spells them
+    check_name(model, "model", "request")
+    key = (qid, model, variant, check_id)
+    with _LOCK:
+        mine = index.humans.setdefault(judge, {})
+        rec = {"question_id": qid, "model": model, "variant": variant, "judge": judge,
+               "check_id": check_id, "tier": TIERS[int(index.cells.tier[cell])],
+               "verdict": fields["verdict"], "raw": None, "probs": None, "note": note,
+               "annotated_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+               "revision": int(mine[key].get("revision") or 1) + 1 if key in mine else 1}
+        try:
+            Verdict.model_validate(rec)
+        except ValidationError as e:
+            raise InputError(pydantic_problems(e, "request", None))
+        append_jsonl(verdicts_path(index.run_dir, judge, model, variant), [rec])
+        mine[key] = rec
+    return rec
+
+
+def annotated_cells(index: RunIndex, judge: str):
+    """Cell indices this human judge has a verdict on (unknown cells left out)."""
+    import numpy as np
+
+    cells = [index.cell_of(*k) for k in index.humans.get(judge, {})]
+    return np.array(sorted(c for c in cells if c is not None), dtype=np.int64)

@@ -1,0 +1,191 @@
+"""The Starlette app: routes, the local-only guard, and `serve` for the command line.
+
+Safe by default: `serve` binds 127.0.0.1 only; every request whose Host (or Origin, when sent)
+is not this machine's loopback name is refused, so a web page elsewhere cannot reach the app
+through DNS rebinding; writes need a JSON body (a cross-site form cannot send one without a
+preflight we never answer). No request path reaches the file system: images are looked up by
+question id in the dataset, figures by name among the run's `figures/*.png`, static files by
+name in a fixed list.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from gamut_local.data.records import resolve_image
+from gamut_local.errors import InputError
+from gamut_local.rundir.human import check_annotator, human_judge
+from gamut_local.viewer import pages
+from gamut_local.viewer.adjudicate import record_verdict
+from gamut_local.viewer.index import RunIndex, open_run
+
+HERE = Path(__file__).parent
+LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+               ".webp": "image/webp", ".bmp": "image/bmp"}
+
+
+def _hostname(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):  # [::1]:8765
+        return host[1:host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+class LocalOnly:
+    """ASGI guard: refuse requests addressed to any name but this machine's loopback."""
+
+    def __init__(self, app, names=LOCAL_NAMES):
+        self.app, self.names = app, frozenset(names)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            origin = headers.get("origin")
+            bad_origin = origin is not None and not (
+                origin.startswith("http://") and _hostname(origin[len("http://"):]) in self.names)
+            if _hostname(headers.get("host", "")) not in self.names or bad_origin:
+                await PlainTextResponse("refused: this app answers only requests to localhost", 403)(
+                    scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _templates():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(HERE / "templates")),
+                             autoescape=jinja2.select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True)
+    env.filters["pct"] = lambda x: "—" if x is None else f"{100 * x:.1f}%"
+    env.filters["num"] = lambda x, d=1: "—" if x is None else f"{x:.{d}f}"
+    return env
+
+
+def _flag(request: Request, name: str, default: bool = False) -> bool:
+    v = request.query_params.get(name)
+    return default if v is None else v not in ("", "0", "false", "off")
+
+
+def _int(request: Request, name: str, default: int = 0) -> int:
+    try:
+        return max(int(request.query_params.get(name, default)), 0)
+    except ValueError:
+        return default
+
+
+def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool = False) -> Starlette:
+    """The app over an opened run. Without an annotator (or with read_only) nothing is written."""
+    judge = human_judge(check_annotator(annotator)) if annotator is not None else None
+    writable = judge is not None and not read_only
+    env = _templates()
+    base = {"run": index.run_dir.name, "annotator": annotator, "judge": judge, "writable": writable,
+            "read_only": read_only}
+
+    def render(name: str, **ctx) -> HTMLResponse:
+        return HTMLResponse(env.get_template(name).render(**base, **ctx))
+
+    def overview(request):
+        data = pages.overview(index)
+        return JSONResponse(data) if request.url.path.startswith("/api") else render("overview.html", o=data)
+
+    def questions(request):
+        p = request.query_params
+        filters = {"domain": p.get("domain") or None, "model": p.get("model") or None,
+                   "variant": p.get("variant") or None, "disagree": _flag(request, "disagree"),
+                   "invalid": _flag(request, "invalid"), "unannotated": _flag(request, "unannotated"),
+                   "sort": p.get("sort", "disagreement"), "offset": _int(request, "offset")}
+        data = pages.questions_list(index, judge=judge, **filters)
+        if request.url.path.startswith("/api"):
+            return JSONResponse(data)
+        return render("questions.html", d=data, f=filters)
+
+    def question(request):
+        qid = request.path_params["qid"]
+        if qid not in index.questions:
+            return PlainTextResponse("no such question in this run's dataset", 404)
+        data = pages.question_page(index, qid, judge)
+        return JSONResponse(data) if request.url.path.startswith("/api") else render("question.html", q=data)
+
+    def queue(request):
+        only = "all" if request.query_params.get("only") == "all" else "disagree"
+        data = pages.queue_page(index, _int(request, "pos"), only=only, question=request.query_params.get("q"),
+                                judge=judge, blind=_flag(request, "blind", True))
+        return JSONResponse(data) if request.url.path.startswith("/api") else render("queue.html", c=data)
+
+    async def post_verdict(request):
+        if not writable:
+            why = "read-only" if read_only else "no --annotator given"
+            return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return JSONResponse({"error": "send the verdict as application/json"}, 415)
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            return JSONResponse({"error": "the body is not JSON"}, 400)
+        if not isinstance(body, dict):
+            return JSONResponse({"error": "expected a JSON object"}, 400)
+        try:
+            rec = record_verdict(index, annotator, body)
+        except InputError as e:
+            return JSONResponse({"error": "; ".join(str(p) for p in e.problems)}, 400)
+        except LookupError as e:
+            return JSONResponse({"error": str(e)}, 404)
+        return JSONResponse({"record": rec})
+
+    def image(request):
+        q = index.questions.get(request.path_params["qid"])
+        if q is None or not q.image:
+            return Response(status_code=404)
+        try:
+            path = resolve_image(q.image, index.dataset)
+        except (FileNotFoundError, ValueError):
+            return Response(status_code=404)
+        kind = IMAGE_TYPES.get(path.suffix.lower())
+        if kind is None or not path.is_file():
+            return Response(status_code=404)
+        return FileResponse(path, media_type=kind)
+
+    def figure(request):
+        found = {p.name: p for p in (index.run_dir / "figures").glob("*.png")}
+        path = found.get(request.path_params["name"])
+        if path is None or not path.resolve().is_relative_to(index.run_dir):
+            return Response(status_code=404)
+        return FileResponse(path, media_type="image/png")
+
+    def static(request):
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response(status_code=404)
+        return FileResponse(HERE / "static" / name, media_type=STATIC[name])
+
+    routes = [Route("/", overview), Route("/api/overview", overview),
+              Route("/questions", questions), Route("/api/questions", questions),
+              Route("/question/{qid}", question), Route("/api/question/{qid}", question),
+              Route("/queue", queue), Route("/api/queue", queue),
+              Route("/api/verdicts", post_verdict, methods=["POST"]),
+              Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
+    return Starlette(routes=routes, middleware=[Middleware(LocalOnly)])
+
+
+def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read_only: bool = False,
+          dataset: Path | None = None, echo=print) -> None:
+    """Open the run, print the URL and serve on 127.0.0.1 until interrupted."""
+    import uvicorn
+
+    if annotator is not None:
+        check_annotator(annotator)
+    index = open_run(run_dir, dataset)
+    app = create_app(index, annotator=annotator, read_only=read_only)
+    mode = "read-only" if read_only or annotator is None else f"annotating as human-{annotator}"
+    echo(f"{len(index.cells.key):,} (response, check) cells, {int(index.cells.disagree.sum()):,} with "
+         f"judges disagreeing; {mode}")
+    echo(f"http://127.0.0.1:{port}/")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

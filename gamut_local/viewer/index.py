@@ -1,0 +1,327 @@
+"""The run as the viewer holds it in memory.
+
+Model judges' verdicts are read column-wise (pyarrow's JSON reader, no Python dict per verdict)
+into integer-coded arrays sorted by (question, system, check, judge), so a question page is one
+slice and the adjudication queue one sort over (response, check) cells. A file the fast reader
+cannot take as it is goes through the strict record loader, whose messages name FILE:LINE.
+Human verdicts (few, and rewritten while the app runs) stay records, newest per cell.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
+from gamut_local.errors import InputError, Problem
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rundir.human import is_human
+from gamut_local.rundir.layout import scores_path
+from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
+
+INVALID = VERDICTS.index("invalid")
+_COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
+
+
+@dataclass
+class Verdicts:
+    """Model judges' verdicts, one row each, sorted by (question, system, check, judge)."""
+
+    judges: list[str]
+    systems: list[tuple[str, str]]  # (model, variant)
+    checks: list[str]  # check ids (a dictionary shared by all questions)
+    q: np.ndarray  # int32 index into RunIndex.question_ids
+    s: np.ndarray  # int32 index into systems
+    c: np.ndarray  # int32 index into checks
+    j: np.ndarray  # int32 index into judges
+    code: np.ndarray  # int8 verdict code (vocab.VERDICTS)
+    tier: np.ndarray  # int8 tier code
+    probs: np.ndarray  # float64 (n, 4) label probabilities, NaN where the judge gave none
+
+
+@dataclass
+class Cells:
+    """(response, check) cells: where each starts in the verdict rows and what the queue ranks."""
+
+    key: np.ndarray  # int64 (q * S + s) * C + c, ascending
+    start: np.ndarray  # int64 (n_cells + 1,) row offsets
+    q: np.ndarray
+    s: np.ndarray
+    c: np.ndarray
+    tier: np.ndarray  # int8
+    disagree: np.ndarray  # bool: two judges gave different (valid) labels
+    invalid: np.ndarray  # bool: some judge's output could not be read
+    entropy: np.ndarray  # float32: highest label entropy of a judge (nats), -1 without probs
+    queue: np.ndarray  # int64 cell indices, disagreements first, then least certain
+
+
+@dataclass
+class RunIndex:
+    run_dir: Path
+    dataset: Path
+    questions: dict  # question_id -> Question, in dataset order
+    question_ids: list[str]
+    answers: dict  # (question_id, model, variant) -> answer dict
+    verdicts: Verdicts
+    cells: Cells
+    humans: dict = field(default_factory=dict)  # judge -> {(qid, model, variant, check_id): record}
+    scores: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @cached_property
+    def q_index(self) -> dict[str, int]:
+        return {q: i for i, q in enumerate(self.question_ids)}
+
+    @cached_property
+    def s_index(self) -> dict[tuple[str, str], int]:
+        return {s: i for i, s in enumerate(self.verdicts.systems)}
+
+    @cached_property
+    def c_index(self) -> dict[str, int]:
+        return {c: i for i, c in enumerate(self.verdicts.checks)}
+
+    @cached_property
+    def _answers_by_question(self) -> dict[str, list[tuple[str, str]]]:
+        out: dict[str, list] = {}
+        for qid, model, variant in self.answers:
+            out.setdefault(qid, []).append((model, variant))
+        return out
+
+    def answered(self, question_id: str) -> list[tuple[str, str]]:
+        """The (model, variant) pairs with an answer to this question."""
+        return self._answers_by_question.get(question_id, [])
+
+    def checks(self, question_id: str) -> list:
+        q = self.questions.get(question_id)
+        return [] if q is None else _checks(q)
+
+    def cell_of(self, question_id: str, model: str, variant: str, check_id: str) -> int | None:
+        """The cell index of a (response, check), or None when no judge graded it."""
+        try:
+            qi, si, ci = self.q_index[question_id], self.s_index[(model, variant)], self.c_index[check_id]
+        except KeyError:
+            return None
+        v = self.verdicts
+        key = (qi * len(v.systems) + si) * len(v.checks) + ci
+        pos = int(np.searchsorted(self.cells.key, key))
+        return pos if pos < len(self.cells.key) and self.cells.key[pos] == key else None
+
+    def cell_names(self, cell: int) -> tuple[str, str, str, str]:
+        c = self.cells
+        model, variant = self.verdicts.systems[c.s[cell]]
+        return self.question_ids[c.q[cell]], model, variant, self.verdicts.checks[c.c[cell]]
+
+    def question_rows(self, question_id: str) -> slice:
+        """The verdict rows of one question (rows are sorted by question first)."""
+        qi = self.q_index.get(question_id)
+        if qi is None:
+            return slice(0, 0)
+        lo, hi = np.searchsorted(self.verdicts.q, [qi, qi + 1])
+        return slice(int(lo), int(hi))
+
+
+_CHECKS_CACHE: dict[int, list] = {}
+
+
+def _checks(question) -> list:
+    # Questions are frozen pydantic models that live as long as the app: cache by identity.
+    got = _CHECKS_CACHE.get(id(question))
+    if got is None or got[0] is not question:
+        got = _CHECKS_CACHE[id(question)] = (question, checks_for(question))
+    return got[1]
+
+
+# ---------------------------------------------------------------- the run directory
+
+def _manifest_config(run_dir: Path) -> dict:
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError([Problem(str(path), None, "", f"not valid JSON: {e}")])
+    cfg = data.get("config") if isinstance(data, dict) else None
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def _locate(ref, run_dir: Path) -> Path | None:
+    for cand in (Path(str(ref)), run_dir / str(ref), Path.cwd() / str(ref)):
+        if cand.is_file():
+            return cand.resolve()
+    return None
+
+
+def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
+    out = []
+    for ref in cfg.get(key) or []:
+        path = _locate(ref, run_dir)
+        if path is None:
+            notes.append(f"manifest.json lists {key} file {ref}, which is not readable from here")
+        else:
+            out.append(path)
+    return out
+
+
+def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
+    """Read a run directory (and the dataset its manifest names) for the viewer."""
+    run_dir = Path(run_dir).resolve()
+    if not run_dir.is_dir():
+        raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
+    cfg, notes = _manifest_config(run_dir), []
+    if dataset is None:
+        dataset = _locate(cfg["dataset"], run_dir) if isinstance(cfg.get("dataset"), str) else None
+        if dataset is None:
+            raise InputError([Problem(str(run_dir / "manifest.json"), None, "config.dataset",
+                                      "no readable dataset named; pass --dataset")])
+    questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
+    answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
+    answers = {answer_key(a): a for a in load_records(answer_files, Answer, answer_key)} if answer_files else {}
+    files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
+    files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
+    model_files = [p for p in files if not is_human(p.parent.name)]
+    question_ids = list(questions)
+    verdicts, question_ids = read_verdicts(model_files, question_ids)
+    index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
+                     build_cells(verdicts, len(question_ids)), notes=notes)
+    for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
+        index.humans[judge] = records
+    sp = scores_path(run_dir)
+    if sp.is_file():
+        index.scores = json.loads(sp.read_text(encoding="utf-8"))
+    else:
+        notes.append(f"no {sp.relative_to(run_dir)}: run `gamut-local score-run` for the leaderboard")
+    return index
+
+
+def read_humans(files: list[Path]) -> dict[str, dict]:
+    """Human verdicts per judge, the newest record per cell (the loader applies rundir.human)."""
+    out: dict[str, dict] = {}
+    for r in load_records(files, Verdict, verdict_key) if files else []:
+        out.setdefault(r["judge"], {})[(r["question_id"], r["model"], r["variant"], r["check_id"])] = r
+    return out
+
+
+# ---------------------------------------------------------------- column-wise verdicts
+
+def _arrow_file(path: Path):
+    """One verdict file as an arrow table, or None when only the strict loader can tell why not."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    schema = pa.schema([(name, pa.string()) for name in _COLUMNS]
+                       + [("probs", pa.struct([(lab, pa.float64()) for lab in JUDGE_LABELS]))])
+    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    try:
+        t = pj.read_json(path, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 24))
+    except (pa.ArrowInvalid, OSError):
+        return None
+    t = t.set_column(2, "variant", pc.fill_null(t["variant"], "multimodal"))
+    required_ok = all(t[name].null_count == 0 for name in _COLUMNS)
+    labels_ok = pc.all(pc.is_in(t["verdict"], value_set=pa.array(VERDICTS))).as_py() is not False
+    tiers_ok = pc.all(pc.is_in(t["tier"], value_set=pa.array(TIERS))).as_py() is not False
+    return t if t.num_rows and required_ok and labels_ok and tiers_ok else None
+
+
+def _strict_table(path: Path):
+    """The file through the strict loader (raises with FILE:LINE), as an arrow table."""
+    import pyarrow as pa
+
+    records = load_records([path], Verdict, verdict_key)
+    cols = {name: [r.get(name) for r in records] for name in _COLUMNS}
+    cols["probs"] = [({lab: (r["probs"] or {}).get(lab) for lab in JUDGE_LABELS} if r.get("probs") else None)
+                     for r in records]
+    return pa.table(cols)
+
+
+def _codes(column, names: list[str] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Integer codes of a string column and its dictionary (or codes into the given names)."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(column.combine_chunks() if hasattr(column, "combine_chunks") else column)
+    found = enc.dictionary.to_pylist()
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    if names is None:
+        return idx, found
+    pos = {n: i for i, n in enumerate(names)}
+    remap = np.array([pos[f] for f in found], dtype=np.int32)
+    return remap[idx], names
+
+
+def read_verdicts(files: list[Path], question_ids: list[str]) -> tuple[Verdicts, list[str]]:
+    """Model judges' verdict files as sorted integer-coded arrays.
+
+    Questions the dataset lacks are added after its own (shown as not in the dataset)."""
+    import pyarrow as pa
+
+    tables = [t if (t := _arrow_file(p)) is not None else _strict_table(p) for p in files]
+    if not tables:
+        empty = np.zeros(0, dtype=np.int32)
+        return Verdicts([], [], [], empty, empty, empty, empty, empty.astype(np.int8),
+                        empty.astype(np.int8), np.zeros((0, 4), np.float64)), question_ids
+    t = pa.concat_tables(tables)
+    q_raw, q_found = _codes(t["question_id"])
+    known = set(question_ids)
+    question_ids = question_ids + sorted(set(q_found) - known)
+    q = _codes(t["question_id"], question_ids)[0] if q_found else q_raw
+    m, models = _codes(t["model"])
+    var, variants = _codes(t["variant"])
+    sys_code = m.astype(np.int64) * len(variants) + var
+    sys_used, s = np.unique(sys_code, return_inverse=True)
+    systems = [(models[k // len(variants)], variants[k % len(variants)]) for k in sys_used.tolist()]
+    order_sys = sorted(range(len(systems)), key=lambda i: systems[i])
+    rank = np.empty(len(systems), dtype=np.int32)
+    rank[order_sys] = np.arange(len(systems), dtype=np.int32)
+    j, judges = _codes(t["judge"])
+    c, checks = _codes(t["check_id"])
+    code = _codes(t["verdict"], list(VERDICTS))[0].astype(np.int8)
+    tier = _codes(t["tier"], list(TIERS))[0].astype(np.int8)
+    probs = np.column_stack([t["probs"].combine_chunks().field(lab).to_numpy(zero_copy_only=False)
+                             for lab in JUDGE_LABELS]).astype(np.float64)
+    v = Verdicts(judges, [systems[i] for i in order_sys], checks, q, rank[s.astype(np.int32)], c, j,
+                 code, tier, probs)
+    _refuse_duplicates(v, files)
+    order = np.lexsort((v.j, v.c, v.s, v.q))
+    for name in ("q", "s", "c", "j", "code", "tier", "probs"):
+        setattr(v, name, getattr(v, name)[order])
+    return v, question_ids
+
+
+def _refuse_duplicates(v: Verdicts, files: list[Path]) -> None:
+    """A model judge repeating a (question, model, variant, check): the strict loader names the lines."""
+    key = ((v.q.astype(np.int64) * len(v.systems) + v.s) * len(v.checks) + v.c) * len(v.judges) + v.j
+    if len(np.unique(key)) == len(key):
+        return
+    load_records(files, Verdict, verdict_key)  # raises with FILE:LINE for every repeat
+    raise InputError([Problem(", ".join(map(str, files)), None, "", "duplicate verdict keys")])
+
+
+def build_cells(v: Verdicts, n_questions: int) -> Cells:
+    """Group the sorted verdict rows into (response, check) cells and rank them for the queue."""
+    S, C = max(len(v.systems), 1), max(len(v.checks), 1)
+    key = (v.q.astype(np.int64) * S + v.s) * C + v.c
+    if len(key) == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return Cells(z, np.zeros(1, np.int64), z, z, z, z.astype(np.int8), z.astype(bool), z.astype(bool),
+                     z.astype(np.float32), z)
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    start = np.r_[first, len(key)].astype(np.int64)
+    valid = v.code != INVALID
+    lo = np.minimum.reduceat(np.where(valid, v.code, 99), first)
+    hi = np.maximum.reduceat(np.where(valid, v.code, -1), first)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = v.probs.astype(np.float64)
+        h = -np.nansum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
+    h = np.where(np.isnan(p).all(axis=1), -1.0, h).astype(np.float32)
+    entropy = np.maximum.reduceat(h, first)
+    disagree = (lo < 99) & (hi >= 0) & (lo != hi)
+    cell = np.arange(len(first))
+    queue = np.lexsort((cell, -entropy, ~disagree))
+    return Cells(key[first], start, v.q[first], v.s[first], v.c[first], v.tier[first], disagree,
+                 np.logical_or.reduceat(~valid, first), entropy, queue)

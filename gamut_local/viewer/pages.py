@@ -1,0 +1,209 @@
+"""What each page shows, as plain dicts (the templates only lay them out; the JSON API returns
+the same dicts). Numbers on the overview come from the run's scores file as written."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import numpy as np
+
+from gamut_local.rundir.human import is_human
+from gamut_local.viewer.adjudicate import annotated_cells
+from gamut_local.viewer.index import RunIndex
+from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
+
+PAGE_SIZE = 200
+# Words of the compiler's check templates: never worth highlighting in a response.
+_TEMPLATE_WORDS = set("""the response states following about mentions one covers least possibilities
+for describing includes this step presents these steps order identifies explains how they relate
+with respect relating addresses conveys overall insight required elements valid options process
+that which from into their there than then have been were also only other""".split())
+
+
+def overview(index: RunIndex) -> dict:
+    """Leaderboard per judge (the scores file's numbers and CIs), verdict rates, run counts."""
+    by_judge: dict[str, list] = {}
+    for m in (index.scores or {}).get("models", []):
+        by_judge.setdefault(m["judge"], []).append({
+            "model": m["model"], "variant": m["variant"], "gamut_score": m.get("gamut_score"),
+            "ci95": m.get("ci95"), "n_responses": m.get("n_responses"),
+            "verdict_rates": m.get("verdict_rates") or {}})
+    for rows in by_judge.values():
+        rows.sort(key=lambda r: (-(r["gamut_score"] if r["gamut_score"] is not None else -1e9), r["model"]))
+    v, c = index.verdicts, index.cells
+    return {
+        "run": index.run_dir.name, "n_questions": len(index.questions), "n_answers": len(index.answers),
+        "n_verdicts": {j: int(n) for j, n in zip(v.judges, np.bincount(v.j, minlength=len(v.judges)))},
+        "n_cells": int(len(c.key)), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
+        "humans": {j: len(r) for j, r in index.humans.items()},
+        "leaderboard": by_judge, "labels": list(VERDICTS),
+        "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
+        "notes": index.notes,
+    }
+
+
+def _system_mask(index: RunIndex, model: str | None, variant: str | None) -> np.ndarray:
+    keep = np.array([(not model or m == model) and (not variant or va == variant)
+                     for m, va in index.verdicts.systems], dtype=bool)
+    return keep[index.cells.s] if len(keep) else np.zeros(len(index.cells.key), dtype=bool)
+
+
+def questions_list(index: RunIndex, *, domain=None, model=None, variant=None, disagree=False,
+                   invalid=False, unannotated=False, judge=None, sort="disagreement", offset=0) -> dict:
+    """One row per question with its cell counts under the filters."""
+    c, Q = index.cells, len(index.question_ids)
+    mask = _system_mask(index, model, variant)
+    mine = np.zeros(len(c.key), dtype=bool)
+    if judge:
+        mine[annotated_cells(index, judge)] = True
+    counts = {name: np.bincount(c.q[mask & flag], minlength=Q) for name, flag in
+              (("cells", np.ones_like(mask)), ("disagree", c.disagree), ("invalid", c.invalid),
+               ("annotated", mine))}
+    rows = []
+    for qi, qid in enumerate(index.question_ids):
+        q = index.questions.get(qid)
+        row = {"question_id": qid, "domain": q.domain if q else "(not in dataset)",
+               "question": q.question if q else "", **{k: int(v[qi]) for k, v in counts.items()}}
+        if ((domain and row["domain"] != domain) or (disagree and not row["disagree"])
+                or (invalid and not row["invalid"]) or (unannotated and row["annotated"] >= row["cells"])
+                or not row["cells"] and (model or variant)):
+            continue
+        rows.append(row)
+    if sort == "disagreement":
+        rows.sort(key=lambda r: (-r["disagree"], -r["invalid"], r["question_id"]))
+    total = len(rows)
+    return {"rows": rows[offset: offset + PAGE_SIZE], "total": total, "offset": offset, "page_size": PAGE_SIZE,
+            "domains": sorted({q.domain for q in index.questions.values()}),
+            "models": sorted({m for m, _ in index.verdicts.systems}),
+            "variants": sorted({va for _, va in index.verdicts.systems})}
+
+
+def _probs(row: np.ndarray) -> dict | None:
+    return None if np.isnan(row).all() else {lab: float(p) for lab, p in zip(JUDGE_LABELS, row)}
+
+
+def rubric_tree(index: RunIndex, qid: str) -> dict:
+    """Items by tier with their type's fields, the checks each compiled into, and evidence."""
+    q = index.questions[qid]
+    checks = [ch.model_dump() for ch in index.checks(qid)]
+    if q.meta_rubric is None:
+        return {"tiers": [], "given_checks": checks, "snippets": {}}
+    snippets = {s.id: s.model_dump() for s in q.meta_rubric.snippets}
+    tiers = []
+    for tier in TIERS:
+        items = []
+        for item in q.meta_rubric.items:
+            if item.tier != tier:
+                continue
+            d = item.model_dump()
+            d["checks"] = [ch for ch in checks if ch["source_item"] == item.id]
+            items.append(d)
+        tiers.append({"tier": tier, "items": items})
+    return {"tiers": tiers, "given_checks": [], "snippets": snippets}
+
+
+def question_page(index: RunIndex, qid: str, annotator_judge: str | None = None) -> dict:
+    """The question, its rubric tree, every response and every judge's verdict per check."""
+    q = index.questions[qid]
+    v, rows = index.verdicts, index.question_rows(qid)
+    checks = index.checks(qid)
+    grid: dict[tuple[int, int], list] = {}
+    for s, c, j, code, p in zip(v.s[rows].tolist(), v.c[rows].tolist(), v.j[rows].tolist(),
+                                v.code[rows].tolist(), v.probs[rows]):
+        grid.setdefault((s, c), []).append({"judge": v.judges[j], "verdict": VERDICTS[code], "probs": _probs(p)})
+    answered = index.answered(qid)
+    systems = sorted({s for s, _ in grid} | {index.s_index[a] for a in answered if a in index.s_index})
+    extra = sorted(a for a in answered if a not in index.s_index)
+    responses = []
+    for name in [v.systems[s] for s in systems] + extra:
+        s = index.s_index.get(name)
+        per_check = []
+        for ch in checks:
+            ci = index.c_index.get(ch.check_id)
+            verdicts = grid.get((s, ci), []) if s is not None and ci is not None else []
+            humans = [{"judge": h, "verdict": r[(qid, *name, ch.check_id)]["verdict"],
+                       "note": r[(qid, *name, ch.check_id)].get("note")}
+                      for h, r in index.humans.items() if (qid, *name, ch.check_id) in r]
+            labels = {x["verdict"] for x in verdicts if x["verdict"] != "invalid"}
+            per_check.append({"check_id": ch.check_id, "tier": ch.tier, "kind": ch.kind, "text": ch.text,
+                              "verdicts": verdicts, "humans": humans, "disagree": len(labels) > 1,
+                              "invalid": any(x["verdict"] == "invalid" for x in verdicts)})
+        answer = index.answers.get((qid, *name))
+        responses.append({"model": name[0], "variant": name[1], "checks": per_check,
+                          "response": answer["response"] if answer else None,
+                          "n_disagree": sum(x["disagree"] for x in per_check)})
+    return {"question_id": qid, "domain": q.domain, "question": q.question,
+            "question_text_only": q.question_text_only, "has_image": q.image is not None,
+            "rubric": rubric_tree(index, qid), "responses": responses, "judges": v.judges}
+
+
+def queue_cells(index: RunIndex, only: str = "disagree", question: str | None = None) -> np.ndarray:
+    """The queue's cells in order: disagreements first, then the least certain judge first."""
+    c = index.cells
+    order = c.queue
+    if only == "disagree":
+        order = order[c.disagree[order]]
+    if question:
+        qi = index.q_index.get(question, -1)
+        order = order[c.q[order] == qi]
+    return order
+
+
+def highlight(text: str, terms: list[str]) -> str:
+    """HTML of `text` with each term wrapped in <mark> (escaped first, so nothing else is HTML)."""
+    safe = html.escape(text)
+    words = sorted({w for w in terms if len(w) >= 4}, key=len, reverse=True)
+    if not words:
+        return safe
+    pattern = re.compile(r"\b(" + "|".join(re.escape(html.escape(w)) for w in words) + r")", re.IGNORECASE)
+    return pattern.sub(r"<mark>\1</mark>", safe)
+
+
+def subject_terms(check_text: str) -> list[str]:
+    """The check's content words (its subject, element, step...), template words left out."""
+    return [w for w in re.findall(r"[^\W\d_][\w'-]*", check_text.lower()) if w not in _TEMPLATE_WORDS]
+
+
+def queue_page(index: RunIndex, pos: int, *, only="disagree", question=None, judge=None, blind=True) -> dict:
+    """One cell of the queue with everything needed to adjudicate it, and the progress."""
+    order = queue_cells(index, only, question)
+    mine = annotated_cells(index, judge) if judge else np.zeros(0, dtype=np.int64)
+    done = int(np.isin(order, mine).sum())
+    page = {"total": int(len(order)), "done": done, "only": only, "question_filter": question or "",
+            "blind": blind, "pos": 0, "cell": None}
+    if not len(order):
+        return page
+    pos = min(max(int(pos), 0), len(order) - 1)
+    cell = int(order[pos])
+    qid, model, variant, check_id = index.cell_names(cell)
+    q = index.questions.get(qid)
+    check = next((ch for ch in index.checks(qid) if ch.check_id == check_id), None)
+    answer = index.answers.get((qid, model, variant))
+    c, v = index.cells, index.verdicts
+    rows = slice(int(c.start[cell]), int(c.start[cell + 1]))
+    snippets = {s.id: s for s in (q.meta_rubric.snippets if q is not None and q.meta_rubric else [])}
+    text = check.text if check else check_id
+    later = order[pos + 1:]
+    todo = later[~np.isin(later, mine)]
+    current = index.humans.get(judge, {}).get((qid, model, variant, check_id)) if judge else None
+    page.update({
+        "pos": pos, "cell": cell, "question_id": qid, "model": model, "variant": variant, "check_id": check_id,
+        "domain": q.domain if q else "", "question": q.question if q else "",
+        "question_text_only": q.question_text_only if q else None, "has_image": bool(q and q.image),
+        "check": text, "tier": TIERS[int(c.tier[cell])], "kind": check.kind if check else "given",
+        "evidence": [snippets[e].model_dump() for e in (check.evidence if check else []) if e in snippets],
+        "response_html": highlight(answer["response"], subject_terms(text)) if answer else None,
+        "judges": [] if blind else [{"judge": v.judges[j], "verdict": VERDICTS[code], "probs": _probs(p)}
+                                    for j, code, p in zip(v.j[rows].tolist(), v.code[rows].tolist(), v.probs[rows])],
+        "disagree": bool(c.disagree[cell]), "entropy": float(c.entropy[cell]),
+        "mine": None if current is None else {"verdict": current["verdict"], "note": current.get("note"),
+                                              "revision": current.get("revision")},
+        "next_todo": None if not len(todo) else int(pos + 1 + np.flatnonzero(~np.isin(later, mine))[0]),
+        "labels": list(JUDGE_LABELS),
+    })
+    return page
+
+
+def human_judges(index: RunIndex) -> list[str]:
+    return sorted(j for j in index.humans if is_human(j))

@@ -1,0 +1,32 @@
+"""The viewer's run directory: the bundled sample with its gold verdicts and a seeded synthetic
+second judge (no model), scored by the real score stage."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def sample_run(tmp_path):
+    from gamut_local.rundir.layout import scores_path, verdict_files
+    from gamut_local.rundir.store import write_json
+    from gamut_local.stages.score import score_files
+    from gamut_local.testing.sample_run import build_sample_run
+
+    run = build_sample_run(tmp_path / "run", seed=0)
+    write_json(scores_path(run), score_files(verdict_files(run), seed=0))
+    return run
+
+
+@pytest.fixture
+def client_for():
+    """A test client over a run, addressed to 127.0.0.1 as the browser would address it."""
+    from starlette.testclient import TestClient
+
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import open_run
+
+    def make(run, **kwargs):
+        return TestClient(create_app(open_run(run), **kwargs), base_url="http://127.0.0.1:8765")
+
+    return make
