@@ -22,18 +22,98 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
+_OPTIONS = {"debug": False}
+
+
+@app.callback()
+def _global_options(debug: bool = typer.Option(False, "--debug", help="On an internal error, print the "
+                                               "full traceback (give it before the command).")):
+    _OPTIONS["debug"] = debug
+
+
+def _os_problem(e: OSError) -> str:
+    where = e.filename or "<file system>"
+    extra = f" -> {e.filename2}" if getattr(e, "filename2", None) else ""
+    return f"{where}{extra}: <file system>: {e.strerror or e}"
+
+
+def _fail(lines: list[str], footer: str, code: int):
+    from gamut_local.rundir.store import JOURNAL
+
+    for line in lines:
+        err.print(line, markup=False)
+    err.print(f"{footer}; {JOURNAL.summary()}.", style="red", markup=False)
+    raise typer.Exit(code)
+
+
 def user_errors(fn):
-    """Print InputError problems one per line and exit 1; never a traceback for bad input."""
+    """Every command's error handling: bad input (InputError), file-system and resource
+    errors are one line per problem and exit 1; Ctrl-C exits 130; an unexpected internal
+    error is one line and exit 2 (`--debug` prints the traceback). Each failure says what
+    was written before it (rundir.store.JOURNAL) and that nothing else was changed."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        import click
+
+        from gamut_local.rundir.store import JOURNAL
+
+        JOURNAL.reset()
         try:
             return fn(*args, **kwargs)
         except InputError as e:
-            for p in e.problems:
-                err.print(str(p), markup=False)
-            err.print(f"{len(e.problems)} problem(s); nothing was written.", style="red")
-            raise typer.Exit(1)
+            _fail([str(p) for p in e.problems], f"{len(e.problems)} problem(s)", 1)
+        except KeyboardInterrupt:
+            _fail([], "interrupted; rerun the same command to resume", 130)
+        except OSError as e:
+            _fail([_os_problem(e)], "1 problem", 1)
+        except RecursionError:
+            _fail(["<input>: <record>: nested too deeply to read"], "1 problem", 1)
+        except MemoryError:
+            _fail(["<input>: <record>: out of memory reading the input"], "1 problem", 1)
+        except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as e:  # a bug, not bad input: short message, traceback on request
+            if _OPTIONS["debug"]:
+                import traceback
+
+                err.print(traceback.format_exc(), markup=False)
+            hint = "" if _OPTIONS["debug"] else " (run `gamut-local --debug ...` to print the full traceback)"
+            _fail([f"internal error: {type(e).__name__}: {e}{hint}"], "this is a bug, please report it", 2)
+        finally:
+            for note in JOURNAL.notices:
+                err.print(f"note: {note}", markup=False, style="yellow")
+
+    return wrapper
+
+
+STRICT_HELP = ("Treat every warning about the dataset (the GAMUT release tolerates bad parts of rows "
+               "and leaves unusable rows out) as an error.")
+
+
+def _print_warnings(warnings) -> None:
+    from gamut_local.data.dataset import warning_lines
+
+    for line in warning_lines(warnings):
+        err.print(f"warning: {line}", markup=False, style="yellow")
+    if warnings:
+        err.print(f"{len(warnings)} warning(s) about the dataset: each says what was kept or left out; "
+                  "--strict makes them errors.", markup=False, style="yellow")
+
+
+def reads_dataset(fn):
+    """For commands that read a dataset (they take `strict`): print the dataset's warnings at
+    the end, each once however often it was read; with --strict every warning is an error."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from gamut_local.data.dataset import collecting_warnings
+
+        with collecting_warnings(strict=kwargs.get("strict", False)) as warnings:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _print_warnings(warnings)
 
     return wrapper
 
@@ -71,8 +151,10 @@ def compile_cmd(
 def score(
     verdicts: List[Path] = typer.Argument(..., help="Verdict JSONL files (judges and models may be mixed)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the scores JSON."),
+    from gamut_local.rundir.paths import check_outputs
     dataset: Optional[Path] = typer.Option(None, help="Dataset, for the per-domain breakdown."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    check_outputs({"--out": out_path}, [dataset])
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
     from gamut_local.stages.score import score_files
@@ -88,8 +170,10 @@ def score(
 
 def _run_config(config: Path):
     from gamut_local.config import load_run_config
+    from gamut_local.rundir.paths import check_outputs
 
     return load_run_config(config)
+    check_outputs({"--out": out_path}, [*verdicts, dataset])
 
 
 @app.command()
@@ -193,9 +277,11 @@ def agree(
 @app.command()
 @user_errors
 def report(
+    from gamut_local.rundir.paths import check_outputs
     run_dir: Path = typer.Argument(..., help="Run directory (needs verdicts/<judge>/*.jsonl)."),
     dataset: Optional[Path] = typer.Option(None, help="Dataset for per-domain scores (default: the manifest's)."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    check_outputs({"--out": out_path}, verdicts)
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
     from gamut_local.stages.report import write_report
@@ -217,8 +303,11 @@ def view(
     adjudication queue that writes human verdicts to verdicts/human-NAME/ (needs the `view` extra)."""
     try:
         from gamut_local.viewer.app import serve
+    from gamut_local.rundir.paths import check_outputs
     except ImportError as e:
         from gamut_local.errors import Problem
+    check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures",
+                   "tables": run_dir / "tables"}, [dataset], folders=("figures", "tables"))
 
         raise InputError([Problem("gamut-local view", None, "", f"needs the `view` extra ({e.name} is "
                                   "missing): pip install -e '.[view]'")])
@@ -252,9 +341,11 @@ def compare(
             out.print(f"  {m['model']:<28} multimodal {m['multimodal']:6.1f}  text_only {m['text_only']:6.1f}  "
                       f"gain {m['gain']:+6.1f}")
 
+    from gamut_local.rundir.paths import check_outputs
 
 @app.command("slurm")
 @user_errors
+    check_outputs({"--out": out_path}, [scores_path])
 def slurm_cmd(
     config: Path = typer.Argument(..., help="Run YAML."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every job script and sbatch command; submit nothing."),

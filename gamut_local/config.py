@@ -18,13 +18,18 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
-from gamut_local.vocab import DEFAULT_VARIANT, VARIANTS, Variant
+from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
+
+# A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
+SLURM_TIME = r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})"
+SLURM_MEM = r"\d+[KMGT]?"  # sbatch --mem: a number with an optional K/M/G/T unit
+SafeName = Field(min_length=1, pattern=f"^{NAME_PATTERN}$")
 
 
 class _Config(BaseModel):
@@ -34,41 +39,41 @@ class _Config(BaseModel):
 class EngineArgs(_Config):
     """Passed to the engine; None means the engine's default."""
 
-    tensor_parallel_size: int = 1
-    max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    max_model_len: int | None = Field(default=None, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     enforce_eager: bool = False
     dtype: str = "auto"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     enable_prefix_caching: bool = True
-    kv_cache_memory_bytes: int | None = None
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
     limit_mm_per_prompt: dict[str, int] = {"image": 1, "video": 0}
-    min_pixels: int | None = None  # image pixel caps (Qwen-VL style: multiples of 32*32)
-    max_pixels: int | None = 1280 * 32 * 32
-    max_num_seqs: int | None = None
+    min_pixels: int | None = Field(default=None, ge=1)  # image pixel caps (Qwen-VL style: multiples of 32*32)
+    max_pixels: int | None = Field(default=1280 * 32 * 32, ge=1)
+    max_num_seqs: int | None = Field(default=None, ge=1)
     extra: dict = {}  # anything else, passed to the engine constructor as is
 
 
 class Sampling(_Config):
-    max_tokens: int = 1024
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
+    max_tokens: int = Field(default=1024, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    seed: int = Field(default=0, ge=0)
     # Constrain the output to this JSON schema (set by `draft`, never needed in a model YAML).
     # It changes outputs, so it is part of the settings hash whenever it is set.
     json_schema: dict | None = None
 
 
 class ModelSpec(_Config):
-    name: str = Field(min_length=1)  # the `model` / `judge` field of records
+    name: str = SafeName  # the `model` / `judge` field of records; becomes file names
     path: str = Field(min_length=1)  # local folder, or a hub id resolved offline from the HF cache
     backend: Literal["vllm", "transformers", "auto"] = "auto"
     vision: bool = True  # False: the model cannot take images (text_only variant only)
     engine: EngineArgs = EngineArgs()
     sampling: Sampling = Sampling()
     system_prompt: str | None = None
-    gpus: int | None = None  # per task; defaults to tensor_parallel_size
-    nodes: int = 1  # > 1: runs through Ray across nodes (see slurm/)
+    gpus: int | None = Field(default=None, ge=1)  # per task; defaults to tensor_parallel_size
+    nodes: int = Field(default=1, ge=1)  # > 1: runs through Ray across nodes (see slurm/)
     # The YAML file this spec came from (for error messages); set by load_run_config.
     _source: str | None = PrivateAttr(default=None)
 
@@ -103,7 +108,7 @@ class ModelSpec(_Config):
 
 class JudgeSpec(ModelSpec):
     sees_image: bool = False  # judge_sees_image: the judge gets the question's image too
-    max_retries: int = 2  # for output that cannot be read, then `invalid`
+    max_retries: int = Field(default=2, ge=0)  # for output that cannot be read, then `invalid`
     sampling: Sampling = Sampling(max_tokens=16)
 
 
@@ -111,19 +116,19 @@ class SlurmSpec(_Config):
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    time_generate: str = "12:00:00"
-    time_judge: str = "24:00:00"
-    time_score: str = "01:00:00"
-    cpus_per_gpu: int = 8
-    mem_per_gpu: str = "64G"
-    gpus_per_node: int = 8
+    time_generate: str = Field(default="12:00:00", pattern=f"^{SLURM_TIME}$")
+    time_judge: str = Field(default="24:00:00", pattern=f"^{SLURM_TIME}$")
+    time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$")
+    cpus_per_gpu: int = Field(default=8, ge=1)
+    mem_per_gpu: str = Field(default="64G", pattern=f"^{SLURM_MEM}$")
+    gpus_per_node: int = Field(default=8, ge=1)
     shards_generate: int = Field(default=1, ge=1)
     shards_judge: int = Field(default=1, ge=1)
     extra_sbatch: list[str] = []  # extra "#SBATCH ..." lines, verbatim
     setup: list[str] = []  # shell lines run before each task (module load, venv activate)
-    cpus_score: int = 8  # score and report jobs (CPU only)
-    mem_score: str = "32G"
-    max_concurrent: int | None = None  # array throttle: at most this many tasks of one array at once
+    cpus_score: int = Field(default=8, ge=1)  # score and report jobs (CPU only)
+    mem_score: str = Field(default="32G", pattern=f"^{SLURM_MEM}$")
+    max_concurrent: int | None = Field(default=None, ge=1)  # array throttle: at most this many tasks of one array at once
     launcher: str = "gamut-local"  # how job scripts call the CLI (e.g. "python -m gamut_local.cli")
     templates: str | None = None  # a folder of your own sbatch templates (default: the project's slurm/)
 
@@ -131,21 +136,21 @@ class SlurmSpec(_Config):
 class PlanSpec(_Config):
     """Throughput assumptions for `gamut-local plan` (tokens per second per GPU)."""
 
-    prefill_tokens_per_s_per_gpu: float = 20000.0
-    decode_tokens_per_s_per_gpu: float = 2000.0
-    mean_answer_tokens: int = 600
-    mean_question_tokens: int | None = None  # None: measured on the dataset (chars / chars_per_token)
-    image_tokens: int = 640
-    judge_instruction_tokens: int = 400
-    mean_check_tokens: int | None = None  # None: measured on the dataset's checks
-    chars_per_token: float = 4.0
-    judge_output_tokens: int = 5  # a constrained label is a few tokens
+    prefill_tokens_per_s_per_gpu: float = Field(default=20000.0, gt=0)
+    decode_tokens_per_s_per_gpu: float = Field(default=2000.0, gt=0)
+    mean_answer_tokens: int = Field(default=600, ge=0)
+    mean_question_tokens: int | None = Field(default=None, ge=0)  # None: measured (chars / chars_per_token)
+    image_tokens: int = Field(default=640, ge=0)
+    judge_instruction_tokens: int = Field(default=400, ge=0)
+    mean_check_tokens: int | None = Field(default=None, ge=0)  # None: measured on the dataset's checks
+    chars_per_token: float = Field(default=4.0, gt=0)
+    judge_output_tokens: int = Field(default=5, ge=0)  # a constrained label is a few tokens
     # Per model/judge name: multiplies both throughputs (e.g. 0.1 for a 235B model, 3 for a 2B).
-    throughput_scale: dict[str, float] = {}
+    throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = {}
 
 
 class RunSpec(_Config):
-    name: str = Field(min_length=1)
+    name: str = SafeName
     dataset: str = Field(min_length=1)
     output_dir: str = Field(min_length=1)
     models: list[ModelSpec] = []
@@ -155,7 +160,7 @@ class RunSpec(_Config):
     extra_answers: list[str] = []
     # Verdict files scored beside the judged ones (e.g. the sample's gold verdicts).
     extra_verdicts: list[str] = []
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     # Requests per engine call and per atomic append: a killed job loses at most one chunk.
     # Large enough to keep the engine's batch full; small enough to lose little on a kill.
     chunk_size: int = Field(default=1024, ge=1)
@@ -194,11 +199,72 @@ class RunSpec(_Config):
         return [variant]
 
 
+MAX_YAML_NODES = 100_000  # a config expanded through its aliases; far above any real one
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """Safe YAML with a key given twice refused (PyYAML keeps the last silently) and aliases
+    bounded: a cyclic alias, or an alias bomb that would expand to gigabytes, is an error."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} appears twice (first on line {seen[key]})", key_node.start_mark)
+                seen[key] = key_node.start_mark.line + 1
+            except TypeError:  # an unhashable key: PyYAML reports it below
+                continue
+        return super().construct_mapping(node, deep=deep)
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, {}, set())
+        return self.construct_document(node)
+
+
+def _expanded_size(node, memo: dict, stack: set) -> int:
+    """Nodes in the document with every alias expanded; raises on a cycle or past the bound."""
+    if id(node) in stack:
+        raise yaml.composer.ComposerError(None, None, "an alias refers to itself (a cycle)", node.start_mark)
+    if id(node) in memo:
+        return memo[id(node)]
+    stack.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(n, memo, stack) for n in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo, stack) + _expanded_size(v, memo, stack) for k, v in node.value)
+    else:
+        size = 1
+    stack.discard(id(node))
+    if size > MAX_YAML_NODES:
+        raise yaml.composer.ComposerError(None, None, f"expands to more than {MAX_YAML_NODES} values "
+                                          "through its aliases", node.start_mark)
+    memo[id(node)] = size
+    return size
+
+
+def load_yaml_text(text: str):
+    """YAML as our configs are read: safe, no repeated keys, aliases bounded."""
+    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+
+
 def _read_yaml(path: Path) -> dict:
-    if not path.is_file():
-        raise InputError([Problem(str(path), None, "", "config file not found")])
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not path.is_file():
+            why = "not a file" if path.exists() else "config file not found"
+            raise InputError([Problem(str(path), None, "", why)])
+        data = load_yaml_text(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError([Problem(str(path), None, "", f"cannot read: {e.strerror or e}")]) from None
+    except RecursionError:
+        raise InputError([Problem(str(path), None, "", "not valid YAML: nested too deeply")]) from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         line = getattr(getattr(e, "problem_mark", None), "line", None)
         raise InputError([Problem(str(path), None if line is None else line + 1, "",
@@ -236,6 +302,11 @@ def _resolve_ref(ref, kind: str, run_path: Path, problems: list[Problem], field:
         return ref, run_path
     if not isinstance(ref, str):
         problems.append(Problem(str(run_path), None, field, "expected a name or a mapping"))
+        return None
+    if not re.fullmatch(NAME_PATTERN, ref):
+        # A reference is a plain name under configs/<kind>/, never a path (`../../x`).
+        problems.append(Problem(str(run_path), None, field, f"{ref!r} is not a config name (letters, digits, "
+                                "_ . + -, starting with a letter or digit); write the settings inline instead"))
         return None
     roots = _config_roots(run_path)
     for root in roots:

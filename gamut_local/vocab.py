@@ -19,6 +19,10 @@ VARIANTS: tuple[str, ...] = get_args(Variant)
 # A record or run that names no variant is about the image + generic question.
 DEFAULT_VARIANT: Variant = "multimodal"
 
+# Model, judge and run names become file and folder names: no separators, no leading dot
+# (so never `..`), short enough for any file system. The one pattern every name is held to.
+NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}"
+
 TIER_CODE = {name: i for i, name in enumerate(TIERS)}
 VERDICT_CODE = {name: i for i, name in enumerate(VERDICTS)}
 

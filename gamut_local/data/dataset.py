@@ -16,13 +16,13 @@ def _image_problem(ref: str, dataset_path: Path) -> str | None:
 
     try:
         path = resolve_image(ref, dataset_path)
-    except (FileNotFoundError, ModuleNotFoundError, ValueError) as e:
+    except (OSError, ModuleNotFoundError, ValueError, RuntimeError) as e:  # RuntimeError: a symlink loop
         return str(e)
     if not path.is_file():
         return f"image file not found: {path}"
     try:
         with Image.open(path) as im:
-            im.verify()
+            im.load()  # a full decode: a truncated JPEG passes verify() and fails in generate
     except Exception as e:  # PIL raises many types for a broken file
         return f"image cannot be opened: {path} ({type(e).__name__}: {e})"
     return None
@@ -37,7 +37,7 @@ def load_questions(path: str | Path, *, check_images: bool = True) -> list[Quest
     if path.suffix == ".parquet":
         return load_release(path)
     problems: list[Problem] = []
-    rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems))
+    rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False))
     questions = []
     for q, file, line in validate_questions(rows, problems):
         if check_images and q.image is not None:

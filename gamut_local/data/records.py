@@ -17,10 +17,12 @@ from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rubric.schema import Check, MetaRubric
 from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.vocab import DEFAULT_VARIANT, Tier, Variant, VerdictLabel
+from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, Tier, Variant, VerdictLabel
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 PKG_PREFIX = "pkg:"
+# Model and judge names in records become result file names (rundir.layout): same rule as configs.
+SafeName = Annotated[str, Field(min_length=1, pattern=f"^{NAME_PATTERN}$")]
 
 
 class _Record(BaseModel):
@@ -62,7 +64,7 @@ class Question(_Record):
 class Answer(_Record):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
     question_id: NonEmpty
-    model: NonEmpty
+    model: SafeName
     variant: Variant
     response: str
     finish_reason: str | None = None
@@ -74,9 +76,9 @@ class Answer(_Record):
 class Verdict(_Record):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
     question_id: NonEmpty
-    model: NonEmpty
+    model: SafeName
     variant: Variant = DEFAULT_VARIANT
-    judge: NonEmpty
+    judge: SafeName
     check_id: NonEmpty
     tier: Tier
     verdict: VerdictLabel

@@ -99,7 +99,11 @@ class MetaRubric(_Strict):
         dupes = sorted({i for i in ids if ids.count(i) > 1})
         if dupes:
             raise ValueError(f"item ids must be unique; repeated: {', '.join(dupes)}")
-        known = {s.id for s in self.snippets}
+        sids = [s.id for s in self.snippets]
+        repeated = sorted({i for i in sids if sids.count(i) > 1})
+        if repeated:  # evidence cites snippets by id: two with one id make a citation ambiguous
+            raise ValueError(f"snippet ids must be unique; repeated: {', '.join(repeated)}")
+        known = set(sids)
         for item in self.items:
             missing = [e for e in item.evidence if e not in known]
             if missing:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.vocab import NAME_PATTERN
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+_NAME = re.compile(NAME_PATTERN)
 
 
 @dataclass(frozen=True)
@@ -43,18 +44,36 @@ def parse_shard(text: str | None) -> Shard:
     return Shard(int(m.group(1)), int(m.group(2)))
 
 
+def name_problem(name, what: str, source: str, line: int | None = None) -> Problem | None:
+    """The one guard for names that become paths (model, judge, run names, from any source)."""
+    if isinstance(name, str) and _NAME.fullmatch(name):
+        return None
+    return Problem(source, line, what, f"{name!r} cannot be used in a file name (1-128 letters, digits, "
+                                       "_ . + -, starting with a letter or digit)")
+
+
 def check_name(name: str, what: str, source: str) -> None:
     """Model and judge names become file names: keep them to a safe alphabet."""
-    if not _NAME.fullmatch(name):
-        raise InputError([Problem(source, None, what,
-                                  f"{name!r} cannot be used in a file name (letters, digits, _ . + - only)")])
+    problem = name_problem(name, what, source)
+    if problem:
+        raise InputError([problem])
+
+
+def _safe(**names: str) -> None:
+    # Every result path is built here, so no name from any source (config, an extra answers
+    # file, the command line) can make a path that leaves the run directory.
+    problems = [p for what, n in names.items() if (p := name_problem(n, what, "<result file name>"))]
+    if problems:
+        raise InputError(problems)
 
 
 def answers_path(run_dir: Path, model: str, variant: str, shard: Shard = Shard()) -> Path:
+    _safe(model=model, variant=variant)
     return Path(run_dir) / "answers" / f"{model}.{variant}{shard.suffix}.jsonl"
 
 
 def verdicts_path(run_dir: Path, judge: str, model: str, variant: str, shard: Shard = Shard()) -> Path:
+    _safe(judge=judge, model=model, variant=variant)
     return Path(run_dir) / "verdicts" / judge / f"{model}.{variant}{shard.suffix}.jsonl"
 
 
