@@ -1,0 +1,31 @@
+"""`agree --gold`'s files: calibration.json and the reliability diagram, from the sample run with
+a human's verdicts (newest revision wins)."""
+
+from __future__ import annotations
+
+import json
+
+from gamut_local.reporting.calibration import calibration_files, markdown
+from gamut_local.rundir.layout import verdict_files
+from gamut_local.rundir.store import append_jsonl
+from gamut_local.testing.sample_run import build_sample_run
+
+
+def test_calibration_files_from_a_run_with_human_verdicts(tmp_path):
+    run = build_sample_run(tmp_path / "run")
+    gold = [json.loads(x) for p in sorted((run / "verdicts" / "gold").glob("*.jsonl"))
+            for x in p.read_text().splitlines()]
+    human = [{**r, "judge": "human-ann", "revision": 1} for r in gold[:40]]
+    path = run / "verdicts" / "human-ann" / "mixed.jsonl"
+    append_jsonl(path, human)
+    # A change of mind on the first cell: the newer record must win.
+    changed = "contradicts" if human[0]["verdict"] != "contradicts" else "meets"
+    append_jsonl(path, [{**human[0], "verdict": changed, "revision": 2}])
+    cal = calibration_files(verdict_files(run), "human-*", tmp_path / "calibration.json", tmp_path / "rel.png")
+    assert cal["n_gold_cells"] == 40 and cal["model_judges"] == ["gold", "synthetic-judge"]
+    # gold agrees with the human everywhere but the changed cell.
+    assert cal["judges"]["gold"]["vs_gold"]["accuracy"] == 39 / 40
+    assert json.loads((tmp_path / "calibration.json").read_text()) == json.loads(json.dumps(cal))
+    assert (tmp_path / "rel.png").read_bytes()[:4] == b"\x89PNG"
+    text = "\n".join(markdown(cal, "rel.png"))
+    assert "| `synthetic-judge` |" in text and "![reliability diagram](rel.png)" in text
