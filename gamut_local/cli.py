@@ -207,9 +207,8 @@ def generate(
     from gamut_local.stages.generate import generate as generate_stage
 
     spec = _run_config(config)
-    ensure_manifest(spec, config)
     for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard),
-                            chunk_size=chunk_size, console=err):
+                            chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
         out.print(f"{s['model']}: {s['written']} answers written, {s['already_done']} already done "
                   f"({', '.join(s['variants'])})")
 
@@ -230,9 +229,8 @@ def judge(
     from gamut_local.stages.judge import judge as judge_stage
 
     spec = _run_config(config)
-    ensure_manifest(spec, config)
     for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard),
-                         chunk_size=chunk_size, console=err):
+                         chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
         out.print(f"{s['judge']}: {s['written']} verdicts written ({s['invalid']} invalid), "
                   f"{s['already_done']} already done, {s['answers']} answers")
 
@@ -284,8 +282,11 @@ def report(
     check_outputs({"--out": out_path}, verdicts)
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
+    from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.report import write_report
 
+    check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures",
+                   "tables": run_dir / "tables"}, [dataset], folders=("figures", "tables"))
     path = write_report(run_dir, dataset, seed=seed)
     out.print(f"{path}")
 

@@ -27,10 +27,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config
+from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
 from gamut_local.data.records import answered_systems, load_answers
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.layout import check_name
+from gamut_local.rundir.paths import inside, run_dir_problems
 from gamut_local.rundir.store import write_json, write_text_atomic
 
 TEMPLATES = PROJECT_ROOT / "slurm"  # the project checkout's slurm/
@@ -260,18 +261,57 @@ class Plan:
     run_dir: Path
     scripts_dir: Path
     dataset: str = ""
+    spec: RunSpec | None = None
 
 
-def prepare(config_path: str | Path) -> Plan:
+def check_run_inputs(spec: RunSpec, *, images: bool = False, models: bool = False) -> list[Problem]:
+    """What the jobs will read, checked now, not after hours in the queue: the dataset (its
+    images too with `images`), the extra answers and where the run writes; with `models`,
+    every model and judge folder (a submission needs them; a dry run on a laptop may not)."""
+    from gamut_local.data.dataset import load_questions
+
+    problems = run_dir_problems(spec.output_dir, {"dataset": [spec.dataset], "extra_answers": spec.extra_answers,
+                                                  "extra_verdicts": spec.extra_verdicts}, spec.source)
+    questions = None
+    try:
+        questions = {q.question_id for q in load_questions(spec.dataset, check_images=images)}
+    except InputError as e:
+        problems += e.problems
+    try:
+        answers = load_answers(spec.extra_answers) if spec.extra_answers else []
+    except InputError as e:
+        problems += e.problems
+        answers = []
+    unknown = sorted({a["question_id"] for a in answers} - questions) if questions is not None else []
+    if unknown:
+        problems.append(Problem(spec.source, None, "extra_answers", f"{len(unknown)} answers are to questions "
+                                f"not in the dataset (e.g. {', '.join(unknown[:3])})"))
+    for m in [*spec.models, *spec.judges] if models else []:
+        problem = resolve_model_path(m)[1]
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Plan:
+    """The job graph with its scripts rendered. `check_inputs=False` skips reading the dataset
+    and extra answers (only to render the scripts of a config whose data is elsewhere)."""
     config_path = Path(config_path)
     spec = load_run_config(config_path)
+    problems = check_graph_inputs(spec) + (check_run_inputs(spec) if check_inputs else [])
+    if problems:
+        raise InputError(problems)
     jobs = build_graph(spec, config_path)
     for j in jobs:
         j.throttle = spec.slurm.max_concurrent
     render_jobs(jobs, templates_dir(spec, config_path))
     run_dir = Path(spec.output_dir)
+    scripts = run_dir / "slurm" / "scripts"
+    outside = [j.key for j in jobs if not inside(scripts / f"{j.key}.sbatch", scripts)]
+    if outside:  # names are checked, so this is a bug if it ever fires
+        raise InputError([Problem(spec.source, None, "", f"job script paths outside {scripts}: {outside}")])
     mark_pending(jobs, run_dir / "slurm" / "done")
-    return Plan(jobs, [j for j in jobs if j.pending], run_dir, run_dir / "slurm" / "scripts", spec.dataset)
+    return Plan(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec)
 
 
 def dry_run_text(plan: Plan) -> str:
@@ -316,11 +356,11 @@ def submit(plan: Plan, *, force: bool = False, echo=print) -> list[dict]:
     if shutil.which("sbatch") is None:
         raise InputError([Problem("sbatch", None, "", "sbatch is not on PATH: run this on a SLURM login node "
                                   "(or use --dry-run to see the job graph)")])
-    if plan.dataset and any(j.stage in ("generate", "judge") for j in plan.todo):
-        from gamut_local.data.dataset import load_questions
-
-        # A typo in the dataset path or a broken record fails here, not after hours in the queue.
-        load_questions(plan.dataset)
+    if plan.spec is not None and any(j.stage in ("generate", "judge") for j in plan.todo):
+        # A missing model folder, a broken image or record fails here, not after hours in the queue.
+        problems = check_run_inputs(plan.spec, images=True, models=True)
+        if problems:
+            raise InputError(problems)
     plan.scripts_dir.mkdir(parents=True, exist_ok=True)
     (plan.run_dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
     ids: dict[str, str] = {}

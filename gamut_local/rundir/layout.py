@@ -101,3 +101,9 @@ def verdict_files(run_dir: Path, judge: str | None = None) -> list[Path]:
 
 def verdict_siblings(run_dir: Path, judge: str, model: str, variant: str) -> list[Path]:
     return _siblings(verdicts_path(run_dir, judge, model, variant))
+
+
+def check_chunk_size(n: int | None, source: str = "--chunk-size") -> None:
+    """A chunk is requests per engine call and per atomic append: at least one."""
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+        raise InputError([Problem(source, None, "", f"must be a whole number >= 1, got {n!r}")])

@@ -25,7 +25,8 @@ from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.candidate import candidate_conversation
 from gamut_local.reporting.progress import progress_bars
-from gamut_local.rundir.layout import Shard, answer_files, answers_path, check_name
+from gamut_local.rundir.layout import Shard, answer_files, answers_path, check_chunk_size, check_name
+from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.rundir.resume import done_keys_checked
 from gamut_local.rundir.store import append_jsonl
 
@@ -53,7 +54,7 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
     """What is left to generate, per model; checks every model path before any loads."""
     variants = spec.select_variants(variant)
     models = spec.pick("models", model)
-    problems = []
+    problems = run_dir_problems(spec.output_dir, {"dataset": [spec.dataset]}, spec.source)
     for m in models:
         check_name(m.name, "models", m.source)
         _, problem = resolve_model_path(m)
@@ -143,15 +144,21 @@ def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chu
 
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
              shard: Shard = Shard(), chunk_size: int | None = None,
-             console: Console | None = None, progress=None, open_engine=load_and_close) -> list[dict]:
+             console: Console | None = None, progress=None, open_engine=load_and_close,
+             on_ready=None) -> list[dict]:
     """Generate every missing answer of the run (or of one model / variant / shard).
 
-    Returns one summary per model: name, variants, written, already done.
+    `on_ready` is called once everything is checked, before any model loads or any answer
+    is written (the CLI writes the manifest there). Returns one summary per model: name,
+    variants, written, already done.
     """
     console = console or Console(stderr=True, highlight=False)
+    check_chunk_size(chunk_size)
     dataset = Path(spec.dataset)
     questions = load_questions(dataset)  # validates records and images before any model loads
     work = pending_answers(spec, questions, model=model, variant=variant, shard=shard, console=console)
+    if on_ready is not None:
+        on_ready()
     summary = []
     with progress_bars(console, progress) as bars:
         for w in work:

@@ -36,10 +36,12 @@ from gamut_local.rundir.layout import (
     Shard,
     answer_files,
     answers_path,
+    check_chunk_size,
     check_name,
     verdict_siblings,
     verdicts_path,
 )
+from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.rundir.resume import (
     answer_hash,
     done_keys_checked,
@@ -65,6 +67,25 @@ def build_requests(item: ResponseChecks, image, system_prompt: str | None) -> li
                                [c.text for c in item.checks], image, system_prompt)
 
 
+def extra_answer_problems(spec: RunSpec, answers: list[dict], questions) -> list[Problem]:
+    """What is wrong with the answers judged beside the generated ones: a model name a
+    generated model also uses, or a question the dataset lacks. `run` calls this before the
+    candidate loads, so a stray answers file costs a second, not a generation pass."""
+    generated = {(m.name, v) for m in spec.models for v in m.variants(spec.variants)}
+    problems = []
+    extra_models = {a["model"] for a in answers if (a["model"], a["variant"]) not in generated}
+    clash = extra_models & {m.name for m in spec.models}
+    for name in sorted(clash):
+        problems.append(Problem(spec.source, None, "extra_answers",
+                                f"model name {name!r} is used by both a generated model and an extra answers file"))
+    unknown = sorted({a["question_id"] for a in answers if a["question_id"] not in questions})
+    if unknown:
+        problems.append(Problem(spec.source, None, "extra_answers",
+                                f"{len(unknown)} answers are to questions not in the dataset "
+                                f"(e.g. {', '.join(unknown[:3])})"))
+    return problems
+
+
 def answers_to_judge(spec: RunSpec, questions: dict[str, Question], shard: Shard, *,
                      model: str | None, variant: str | None) -> list[dict]:
     """Every answer to judge in this shard, validated; missing generated answers are an error."""
@@ -74,23 +95,14 @@ def answers_to_judge(spec: RunSpec, questions: dict[str, Question], shard: Shard
     generated = {(m.name, v) for m in spec.models for v in m.variants(spec.variants)}
     paths = [p for (m, v) in sorted(generated) for p in answer_files(out_dir, m, v)]
     answers = load_answers(paths + list(spec.extra_answers))
-    problems = []
+    problems = extra_answer_problems(spec, answers, questions)
     extra_models = {a["model"] for a in answers if (a["model"], a["variant"]) not in generated}
-    clash = extra_models & {m.name for m in spec.models}
-    for name in sorted(clash):
-        problems.append(Problem(spec.source, None, "extra_answers",
-                                f"model name {name!r} is used by both a generated model and an extra answers file"))
     known_models = {m.name for m in spec.models} | extra_models
     if model is not None and model not in known_models:
         problems.append(Problem(spec.source, None, "models",
                                 f"no answers of a model named {model!r} (known: {', '.join(sorted(known_models))})"))
     in_shard = shard.select(list(questions))
     mine = []
-    unknown = sorted({a["question_id"] for a in answers if a["question_id"] not in questions})
-    if unknown:
-        problems.append(Problem(spec.source, None, "extra_answers",
-                                f"{len(unknown)} answers are to questions not in the dataset "
-                                f"(e.g. {', '.join(unknown[:3])})"))
     have = {answer_key(a) for a in answers}
     for m, v in sorted(generated):
         if (model and m != model) or (variant and v != variant):
@@ -222,14 +234,19 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
           variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
           console: Console | None = None, progress=None,
-          open_engine=load_and_close) -> list[dict]:
-    """Grade every answer of the run (or of one judge / model / variant / shard) on its checks."""
+          open_engine=load_and_close, on_ready=None) -> list[dict]:
+    """Grade every answer of the run (or of one judge / model / variant / shard) on its checks.
+
+    `on_ready` is called once everything is checked, before any judge loads or any verdict
+    is written (the CLI writes the manifest there)."""
     console = console or Console(stderr=True, highlight=False)
     dataset = Path(spec.dataset)
+    check_chunk_size(chunk_size)
     out_dir = Path(spec.output_dir)
     questions = {q.question_id: q for q in load_questions(dataset)}
     judges = spec.pick("judges", judge)
-    problems = []
+    problems = run_dir_problems(spec.output_dir, {"dataset": [spec.dataset], "extra_answers": spec.extra_answers},
+                                spec.source)
     for j in judges:
         check_name(j.name, "judges", j.source)
         if j.sees_image and not j.vision:
@@ -243,6 +260,8 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     answers = answers_to_judge(spec, questions, shard, model=model, variant=variant)
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     summary = []
+    if on_ready is not None:
+        on_ready()
     with progress_bars(console, progress) as bars:
         for j in judges:
             items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard)

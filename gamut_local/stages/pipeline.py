@@ -20,33 +20,58 @@ from pathlib import Path
 from rich.console import Console
 
 from gamut_local.config import RunSpec, load_run_config, resolve_model_path
+from gamut_local.data.consistency import verdict_problems
 from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
+from gamut_local.data.records import Verdict, load_answers, load_records, verdict_key
 from gamut_local.engines import load_engine, pick_backend
-from gamut_local.errors import InputError
+from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.progress import progress_bars
+from gamut_local.rundir.layout import check_chunk_size
 from gamut_local.rundir.manifest import write_manifest
+from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.stages.compile import compile_rubric
 from gamut_local.stages.generate import generate
-from gamut_local.stages.judge import judge
+from gamut_local.stages.judge import extra_answer_problems, judge
 from gamut_local.stages.report import write_report
 from gamut_local.stages.score import score_run
 
 
-def preflight(spec: RunSpec) -> None:
-    """Every input problem at once, before a model loads: a bad path costs a second, not a GPU hour."""
-    problems = []
-    for stage in (lambda: load_questions(spec.dataset),
-                  lambda: spec.extra_answers and load_records(spec.extra_answers, Answer, answer_key),
-                  lambda: spec.extra_verdicts and load_records(spec.extra_verdicts, Verdict, verdict_key)):
-        try:
-            stage()
-        except InputError as e:
-            problems += e.problems
+def _collect(fn, problems: list):
+    try:
+        return fn()
+    except InputError as e:
+        problems += e.problems
+        return None
+
+
+def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
+    """Every input problem at once, before a model loads: a bad path costs a second, not a GPU hour.
+
+    The dataset (images fully decoded), the extra answers (against the dataset and the
+    generated models' names) and extra verdicts (against the dataset's checks and tiers),
+    every model folder, the judges' image settings, the output directory and the chunk size.
+    """
+    problems = run_dir_problems(spec.output_dir, {"dataset": [spec.dataset], "extra_answers": spec.extra_answers,
+                                                  "extra_verdicts": spec.extra_verdicts}, spec.source)
+    _collect(lambda: check_chunk_size(chunk_size), problems)
+    questions = _collect(lambda: load_questions(spec.dataset), problems)
+    answers = _collect(lambda: load_answers(spec.extra_answers), problems) if spec.extra_answers else []
+    verdicts = _collect(lambda: load_records(spec.extra_verdicts, Verdict, verdict_key),
+                        problems) if spec.extra_verdicts else []
+    if questions is not None:
+        by_id = {q.question_id: q for q in questions}
+        if answers:
+            problems += extra_answer_problems(spec, answers, by_id)
+        if verdicts:
+            problems += verdict_problems(verdicts, spec.extra_verdicts, questions)
     for m in [*spec.models, *spec.judges]:
         _, problem = resolve_model_path(m)
         if problem:
             problems.append(problem)
+    for j in spec.judges:
+        if j.sees_image and not j.vision:
+            problems.append(Problem(j.source, None, "sees_image",
+                                    f"judge {j.name!r} has vision: false, so it cannot see the image"))
     if problems:
         raise InputError(problems)
 
@@ -81,7 +106,7 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     console = console or Console(stderr=True, highlight=False)
     config_path = Path(config_path)
     spec = load_run_config(config_path)
-    preflight(spec)
+    preflight(spec, chunk_size)
     write_manifest(spec, config_path)
     stages: dict[str, dict] = {}
 
