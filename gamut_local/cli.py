@@ -389,6 +389,106 @@ def plan_cmd(
         render_table(result, out)
 
 
+# -- authoring rubrics: draft -> audit -> lint -> export / import / diff -----------------------
+
+
+@app.command()
+@user_errors
+def draft(
+    questions: Path = typer.Argument(..., help="Question JSONL (rubrics, if any, are redrafted)."),
+    evidence: Path = typer.Option(..., "--evidence", help="Snippet JSONL, or a folder with one subfolder of .txt/.md files per question id."),
+    config: Path = typer.Option(..., "--config", help="DRAFT.yaml (model, retries, size bounds)."),
+    out_path: Path = typer.Option(..., "--out", help="Where to write the drafted question JSONL."),
+    chunk_size: Optional[int] = typer.Option(None, help="Questions per engine call and atomic append."),
+):
+    """Draft a meta-rubric per question from its evidence with an open model (resumes)."""
+    from gamut_local.stages.draft import draft as draft_stage
+
+    s = draft_stage(questions, evidence, config, out_path, chunk_size=chunk_size, console=err)
+    out.print(f"{s['out']}: {s['valid']} of {s['questions']} questions drafted and valid "
+              f"({s['drafted']} drafted now, {s['already_done']} already done); every draft in {s['log']}")
+    if s["failed"]:
+        out.print(f"{len(s['failed'])} failed validation, kept with their errors in the log: "
+                  f"{', '.join(s['failed'][:10])}", markup=False)
+
+
+@app.command()
+@user_errors
+def audit(
+    dataset: Path = typer.Argument(..., help="Drafted question JSONL."),
+    config: Path = typer.Option(..., "--config", help="AUDIT.yaml (model, ungrounded: keep|demote|drop)."),
+    out_path: Path = typer.Option(..., "--out", help="Where to write the audited question JSONL."),
+):
+    """Check every item against each snippet it cites; act on ungrounded items; write a report."""
+    from gamut_local.stages.audit import audit as audit_stage
+
+    s = audit_stage(dataset, config, out_path, console=err)
+    out.print(f"{s['out']}: {s['questions']} questions, {s['requests']} (item, snippet) pairs graded "
+              f"({s['already_done']} already done), {s['ungrounded']} ungrounded items, "
+              f"{len(s['poorly_covered'])} poorly covered questions; report {s['report']}")
+
+
+@app.command()
+@user_errors
+def lint(
+    dataset: Path = typer.Argument(..., help="Question JSONL or GAMUT parquet."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings count as errors too."),
+):
+    """Deterministic rubric checks before any judge runs; exit 1 on errors."""
+    from gamut_local.stages.lint import count_errors, lint_file
+
+    findings = lint_file(dataset)
+    for f in findings:
+        out.print(str(f), markup=False)
+    errors = count_errors(findings)
+    warnings = len(findings) - errors
+    out.print(f"{dataset}: {errors} error(s), {warnings} warning(s)", markup=False)
+    if errors or (strict and warnings):
+        raise SystemExit(1)  # findings printed above are the message; not an internal error
+
+
+@app.command("export")
+@user_errors
+def export_cmd(
+    dataset: Path = typer.Argument(..., help="Question JSONL or GAMUT parquet."),
+    out_dir: Path = typer.Option(..., "--out", help="A new folder for one YAML per question."),
+):
+    """Write one editable, commented YAML per question (meta-rubric and the checks it compiles to)."""
+    from gamut_local.stages.revise import export_dataset
+
+    paths = export_dataset(dataset, out_dir)
+    out.print(f"{out_dir}: {len(paths)} question files")
+
+
+@app.command("import")
+@user_errors
+def import_cmd(
+    folder: Path = typer.Argument(..., help="A folder written by `export` (and edited)."),
+    out_path: Path = typer.Option(..., "--out", help="Where to write the revised question JSONL."),
+    by: Optional[str] = typer.Option(None, "--by", help="Who revised them (provenance.revised_by)."),
+):
+    """Validate the YAML files and read them back; edited records get provenance.revised_on."""
+    from gamut_local.stages.revise import import_dir
+
+    s = import_dir(folder, out_path, revised_by=by)
+    out.print(f"{s['out']}: {s['questions']} questions, {len(s['revised'])} revised")
+
+
+@app.command()
+@user_errors
+def diff(
+    a: Path = typer.Argument(..., help="The earlier dataset."),
+    b: Path = typer.Argument(..., help="The later dataset."),
+):
+    """Per question: items and checks added, removed, re-tiered and reworded from A to B."""
+    from gamut_local.stages.revise import diff_files
+
+    changes, lines = diff_files(a, b)
+    for line in lines:
+        out.print(line, markup=False)
+    out.print(f"{len(changes)} question(s) differ", markup=False)
+
+
 def main():  # pragma: no cover - console entry for `python -m gamut_local.cli`
     app()
 

@@ -29,6 +29,24 @@ class _Record(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
 
+class Authorship(_Record):
+    """Which model wrote (or audited) a rubric, under which settings and prompt template."""
+
+    model: NonEmpty
+    settings_hash: NonEmpty
+    template_hash: NonEmpty
+
+
+class Provenance(_Record):
+    """How a rubric was made (`draft`, `audit`, `import` of human edits), so a benchmark
+    built that way stays auditable. Absent on hand-written records."""
+
+    drafted_by: Authorship | None = None
+    audited_by: Authorship | None = None
+    revised_on: str | None = None  # ISO date of the last `import` that found human edits
+    revised_by: str | None = None
+
+
 class Question(_Record):
     question_id: NonEmpty
     domain: NonEmpty
@@ -37,6 +55,7 @@ class Question(_Record):
     image: str | None = None
     meta_rubric: MetaRubric | None = None
     checks: list[Check] | None = None
+    provenance: Provenance | None = None
 
     @model_validator(mode="after")
     def _rubric(self):

@@ -9,6 +9,7 @@ where it imports (it needs torchvision) and always capped by the model's min/max
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Sequence
 
@@ -185,7 +186,7 @@ class TransformersEngine:
         for idx in self._batches(rendered):
             enc = self._tensors([rendered[i][0] for i in idx], [im for i in idx for im in rendered[i][1]])
             with torch.inference_mode():
-                gen = self.model.generate(**enc, **kwargs)
+                gen = self.model.generate(**enc, **kwargs, **self._json_constraint(sampling))
             new = gen[:, enc["input_ids"].shape[1]:].tolist()
             prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
             for row, i in enumerate(idx):
@@ -199,6 +200,25 @@ class TransformersEngine:
                     completion_tokens=len(ids) if stop is None else stop + 1,
                     num_cached_tokens=None)
         return out  # type: ignore[return-value]
+
+    def _json_constraint(self, sampling: Sampling) -> dict:
+        """`generate` keywords that hold the output to `sampling.json_schema`: xgrammar's
+        logits processor (installed with vLLM) where it imports. Without it the output is
+        free and the caller validates it (`draft` re-asks with the errors)."""
+        if sampling.json_schema is None:
+            return {}
+        try:
+            import xgrammar as xgr
+            from xgrammar.contrib.hf import LogitsProcessor
+        except ImportError:
+            return {}
+        key = json.dumps(sampling.json_schema, sort_keys=True)
+        cache = self.__dict__.setdefault("_grammars", {})
+        if key not in cache:
+            info = xgr.TokenizerInfo.from_huggingface(self.tokenizer,
+                                                      vocab_size=self.model.config.get_text_config().vocab_size)
+            cache[key] = xgr.GrammarCompiler(info).compile_json_schema(key, any_whitespace=False)
+        return {"logits_processor": [LogitsProcessor(cache[key])]}  # one per generate call
 
     def label_plan(self, labels: Sequence[str]) -> LabelPlan:
         return cached_plan(self._plans, self.tokenizer, labels)

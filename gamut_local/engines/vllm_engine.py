@@ -77,6 +77,10 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
         seed=e.seed, gpu_memory_utilization=e.gpu_memory_utilization,
         enforce_eager=e.enforce_eager, enable_prefix_caching=e.enable_prefix_caching,
         logprobs_mode="processed_logprobs",
+        # JSON-schema output (draft) without free whitespace: vLLM reads this flag per engine
+        # (and only for an explicit xgrammar or guidance backend), not per request, and
+        # a small model otherwise spends its token budget on blanks.
+        structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
     )
     if e.max_model_len is not None:
         kw["max_model_len"] = e.max_model_len
@@ -93,6 +97,15 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
             kw["mm_processor_kwargs"] = pixels
     kw.update(e.extra)
     return kw
+
+
+def _json_constraint(sampling: Sampling) -> dict:
+    """`SamplingParams` keywords that hold the output to `sampling.json_schema`, if set."""
+    if sampling.json_schema is None:
+        return {}
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return {"structured_outputs": StructuredOutputsParams(json=sampling.json_schema)}
 
 
 class VllmEngine:
@@ -130,7 +143,8 @@ class VllmEngine:
 
         params = SamplingParams(max_tokens=sampling.max_tokens, temperature=sampling.temperature,
                                 top_p=sampling.top_p,
-                                seed=sampling.seed if sampling.temperature > 0 else None)
+                                seed=sampling.seed if sampling.temperature > 0 else None,
+                                **_json_constraint(sampling))
         outs = self.llm.chat(conversations, params, use_tqdm=True)
         return [Completion(text=o.outputs[0].text, finish_reason=o.outputs[0].finish_reason,
                            prompt_tokens=len(o.prompt_token_ids or ()),

@@ -1,0 +1,222 @@
+"""Deterministic rubric checks, run before any judge compute is spent (`gamut-local lint`).
+
+Each rule is one function of a question (or of the whole dataset) that returns findings;
+`RULES` lists them. A finding prints as `FILE:LINE: field: severity: message [rule]`.
+Errors make `lint` exit 1; warnings are the paper's guidance, worth a look.
+
+The numbers the balance rules compare with are the paper's: about 15.2 checks per question,
+5.9 answer-critical, 5.8 valuable and 3.5 context.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
+from gamut_local.vocab import TIERS
+
+PAPER_CHECKS = 15.2
+PAPER_TIER_CHECKS = {"answer_critical": 5.9, "valuable": 5.8, "context": 3.5}
+FAR = 2.5  # a question's check count outside [mean / FAR, mean * FAR] is "far" from the paper's
+FAR_DATASET = 2.0  # the dataset's per-tier means, likewise
+NEAR_DUPLICATE = 0.85  # content-word Jaccard at or above which two checks say the same
+ERROR, WARNING = "error", "warning"
+_STOP = set("a an the of to in on at for by with and or as is are was were be been it its this that "
+            "these those their his her from into about one response mentions states following "
+            "covers least".split())
+_PRONOUN_START = re.compile(r"^(it|this|that|they|these|those|he|she)\b", re.I)
+_SENTENCES = re.compile(r"[.!?]\s+[A-Z]")
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    line: int | None
+    field: str
+    severity: str
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.field or '<record>'}: {self.severity}: {self.message} [{self.rule}]"
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP}
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def _check_fields(q) -> dict[str, str]:
+    """check_id -> the field a finding about it points at (its source item, or its place)."""
+    if q.checks:
+        return {c.check_id: f"checks.{i}" for i, c in enumerate(q.checks)}
+    index = {item.id: i for i, item in enumerate(q.meta_rubric.items)}
+    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks_for(q)}
+
+
+def duplicate_checks(q):
+    """Two checks with the same text (error), or with nearly the same words (warning). Checks
+    compiled from one item are alike by design ("mentions X as one of ..."), so near-duplicates
+    are only sought between items."""
+    checks, fields, seen = checks_for(q), _check_fields(q), {}
+    words = [_words(c.text) for c in checks]
+    for j, c in enumerate(checks):
+        norm = " ".join(c.text.lower().split())
+        if norm in seen:
+            yield fields[c.check_id], ERROR, f"check {c.check_id!r} repeats check {seen[norm]!r} word for word"
+            continue
+        seen[norm] = c.check_id
+        for i in range(j):
+            other = checks[i]
+            same_item = c.source_item is not None and c.source_item == other.source_item
+            if not same_item and _jaccard(words[i], words[j]) >= NEAR_DUPLICATE:
+                yield fields[c.check_id], WARNING, f"check {c.check_id!r} nearly repeats check {other.check_id!r}"
+                break
+
+
+def no_subject(q):
+    """Checks must be self-contained: an item without `subject` compiles to checks that say
+    "the required elements" or "the process" and name nothing a judge can place."""
+    if q.meta_rubric is not None:
+        for i, item in enumerate(q.meta_rubric.items):
+            if not isinstance(item, Relationship) and not (item.subject or "").strip():
+                yield f"meta_rubric.items.{i}.subject", WARNING, \
+                    f"item {item.id!r} has no subject, so its checks name no subject"
+    for i, c in enumerate(q.checks or []):
+        if _PRONOUN_START.match(c.text.strip()):
+            yield f"checks.{i}.text", WARNING, f"check {c.check_id!r} starts with a pronoun and names no subject"
+
+
+def _joins_facts(text: str) -> bool:
+    return ";" in text or " as well as " in text or bool(_SENTENCES.search(text.strip()))
+
+
+def joined_facts(q):
+    """One check, one fact: a fact, element or step with several sentences, a semicolon or
+    "as well as" makes a judge grade two things as one."""
+    if q.meta_rubric is not None:
+        for i, item in enumerate(q.meta_rubric.items):
+            parts = []
+            if isinstance(item, Simple):
+                parts = [("fact", item.fact)]
+            elif isinstance(item, StrictList):
+                parts = [(f"elements.{k}", e) for k, e in enumerate(item.elements)]
+            elif isinstance(item, Process):
+                parts = [(f"steps.{k}.text", s.text) for k, s in enumerate(item.steps)]
+            for where, text in parts:
+                if _joins_facts(text):
+                    yield f"meta_rubric.items.{i}.{where}", WARNING, \
+                        f"item {item.id!r} joins several facts in one; split them into separate items"
+    for i, c in enumerate(q.checks or []):
+        if c.kind == "given" and _joins_facts(c.text):
+            yield f"checks.{i}.text", WARNING, f"check {c.check_id!r} joins several facts; split it"
+
+
+def redundant_options(q):
+    """A flexible list that requires every option is a strict list: its per-option checks
+    (one tier down) repeat what the coverage check already demands."""
+    for i, item in enumerate(q.meta_rubric.items if q.meta_rubric else []):
+        if isinstance(item, FlexibleList) and item.min_required == len(item.options):
+            yield f"meta_rubric.items.{i}.min_required", WARNING, \
+                (f"item {item.id!r} requires all {len(item.options)} options, so its per-option checks "
+                 f"are redundant; make it a strict_list or lower min_required")
+
+
+def one_step_process(q):
+    for i, item in enumerate(q.meta_rubric.items if q.meta_rubric else []):
+        if isinstance(item, Process) and len(item.steps) == 1:
+            yield f"meta_rubric.items.{i}.steps", WARNING, \
+                f"item {item.id!r} is a process with one step, which orders nothing; make it a simple item"
+
+
+def no_evidence(q):
+    """The paper grounds every item in web evidence; an uncited item cannot be audited."""
+    for i, item in enumerate(q.meta_rubric.items if q.meta_rubric else []):
+        if not item.evidence:
+            yield f"meta_rubric.items.{i}.evidence", WARNING, f"item {item.id!r} cites no evidence"
+    for i, c in enumerate(q.checks or []):
+        if not c.evidence:
+            yield f"checks.{i}.evidence", WARNING, f"check {c.check_id!r} cites no evidence"
+
+
+def _entity_names(q) -> list[str]:
+    """What the image shows, by name: the heads of the snippet titles ("Espresso" of
+    "Espresso (encyclopedia article)") and the capitalised names the text-only question uses."""
+    names = []
+    for s in (q.meta_rubric.snippets if q.meta_rubric else []):
+        head = re.split(r"\s[(\[]|:|\s[-–—]\s", s.title)[0].strip()
+        if len(head) >= 4 and not head.lower().startswith("list of"):
+            names.append(head)
+    if q.question_text_only:
+        # Capitalised runs not at the start of a sentence: proper names ("Golden Gate Bridge").
+        for m in re.finditer(r"(?<![.?!]\s)(?<!^)\b([A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*)", q.question_text_only):
+            if len(m.group(1)) >= 4:
+                names.append(m.group(1))
+    return names
+
+
+def stranger_test(q):
+    """The paper's stranger test: a multimodal question refers to the image generically
+    ("this drink"); a question that names the entity can be answered without looking."""
+    if q.image is None and q.question_text_only is None:
+        return
+    if q.question_text_only and q.question.strip() == q.question_text_only.strip():
+        yield "question", ERROR, "question is the same as question_text_only; refer to the image generically"
+        return
+    for name in _entity_names(q):
+        if re.search(rf"\b{re.escape(name)}\b", q.question, flags=re.I):
+            yield "question", ERROR, (f"question names {name!r}, which the image should show (stranger test): "
+                                      f"refer to it generically, e.g. 'this ...'")
+            return
+
+
+def check_count(q):
+    """Per question: a check count far from the paper's 15.2, or no answer-critical check."""
+    checks = checks_for(q)
+    n = len(checks)
+    if not PAPER_CHECKS / FAR <= n <= PAPER_CHECKS * FAR:
+        yield "", WARNING, f"{n} checks, far from the paper's mean of {PAPER_CHECKS}"
+    if not any(c.tier == "answer_critical" for c in checks):
+        yield "", WARNING, "no answer_critical check: the rubric names nothing an answer must have"
+
+
+RULES = (duplicate_checks, no_subject, joined_facts, redundant_options, one_step_process, no_evidence,
+         stranger_test, check_count)
+
+
+def lint_question(q, file: str, line: int | None) -> list[Finding]:
+    out = []
+    for rule in RULES:
+        for field, severity, message in rule(q):
+            out.append(Finding(file, line, field, severity, rule.__name__, message))
+    return out
+
+
+def tier_balance(questions, file: str) -> list[Finding]:
+    """Dataset level: mean checks per tier far from the paper's 5.9 / 5.8 / 3.5."""
+    if not questions:
+        return []
+    counts = {t: 0 for t in TIERS}
+    for q in questions:
+        for c in checks_for(q):
+            counts[c.tier] += 1
+    out = []
+    for t in TIERS:
+        mean = counts[t] / len(questions)
+        want = PAPER_TIER_CHECKS[t]
+        if not want / FAR_DATASET <= mean <= want * FAR_DATASET:
+            out.append(Finding(file, None, "<dataset>", WARNING, "tier_balance",
+                               f"{mean:.1f} {t} checks per question, far from the paper's {want}"))
+    return out
+
+
+def lint_questions(entries, file: str) -> list[Finding]:
+    """`entries`: (question, line) pairs of one dataset file."""
+    findings = [f for q, line in entries for f in lint_question(q, file, line)]
+    return findings + tier_balance([q for q, _ in entries], file)

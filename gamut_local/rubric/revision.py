@@ -1,0 +1,160 @@
+"""Human revision: one editable YAML per question, read back with precise errors, and diffs.
+
+`export_text` writes a question record as YAML with comments: a header that says how to
+read it back (and the hash of the record as exported), and under each meta-rubric item the
+checks it compiles to now. `import_text` parses it back to the record dict; nothing is
+normalised on the way, so a file nobody edited reads back to the same record, and written
+with the same JSON Lines writer, to the same bytes. `diff_records` compares two versions
+per question: items and checks added, removed, re-tiered and reworded.
+
+Plain functions of dicts and rubric objects: this module knows nothing of files or records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+import yaml
+
+from gamut_local.errors import Problem
+from gamut_local.rubric.compiler import checks_for, compile_item
+
+HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.M)
+ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
+RECORD_KEY_ORDER = ("question_id", "domain", "question", "question_text_only", "image")
+WIDTH = 100
+
+
+def record_hash(record: dict) -> str:
+    text = json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def _dump(value, indent: int) -> str:
+    text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, width=WIDTH, default_flow_style=False)
+    pad = " " * indent
+    return "".join(pad + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+def _ordered(d: dict, first: tuple[str, ...], last: tuple[str, ...] = ()) -> dict:
+    """Keys in reading order; JSON Lines records are written with sorted keys, so order is
+    presentation only and never changes what is read back."""
+    head = {k: d[k] for k in first if k in d}
+    tail = {k: d[k] for k in last if k in d and k not in head}
+    return {**head, **{k: v for k, v in d.items() if k not in head and k not in tail}, **tail}
+
+
+def _readable(item: dict) -> dict:
+    item = _ordered(item, ITEM_KEY_ORDER, ("evidence",))
+    if isinstance(item.get("steps"), list):
+        item["steps"] = [_ordered(s, ("text",)) if isinstance(s, dict) else s for s in item["steps"]]
+    return item
+
+
+def _compiled_comments(item_obj, indent: int) -> str:
+    pad = " " * indent
+    lines = [f"{pad}# compiles to:"]
+    for c in compile_item(item_obj):
+        lines.append(f"{pad}#   {c.check_id} [{c.tier}]: {c.text}")
+    return "\n".join(lines) + "\n"
+
+
+def _meta_rubric_text(meta: dict, meta_obj) -> str:
+    out = "meta_rubric:\n  items:\n"
+    for item, obj in zip(meta["items"], meta_obj.items):
+        out += _dump([_readable(item)], 2) + _compiled_comments(obj, 4)
+    rest = {k: v for k, v in meta.items() if k != "items"}
+    return out + (_dump(rest, 2) if rest else "")
+
+
+def export_text(record: dict, question, source: str) -> str:
+    """One question as commented YAML. `question` is the validated record (for compiling)."""
+    header = (f"# {record['question_id']}: exported by `gamut-local export` from {source}.\n"
+              "# Edit it, then `gamut-local import DIR --out REVISED.jsonl` validates and reads it back.\n"
+              "# Comment lines are not read: the checks under each item show what it compiles to as exported.\n"
+              f"# source-hash: {record_hash(record)}\n")
+    body = ""
+    for key, value in _ordered(record, RECORD_KEY_ORDER, ("provenance",)).items():
+        if key == "meta_rubric" and value is not None:
+            body += _meta_rubric_text(value, question.meta_rubric)
+        else:
+            body += _dump({key: value}, 0)
+    if record.get("meta_rubric") is None and question.checks:
+        body += "# judged as given: these checks are the rubric.\n"
+    return header + body
+
+
+def line_of(node, loc: tuple) -> int | None:
+    """The 1-based line of the YAML node at a pydantic error location (deepest one found)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        nxt = None
+        if isinstance(node, yaml.MappingNode):
+            nxt = next((v for k, v in node.value if k.value == str(part)), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            nxt = node.value[part]
+        if nxt is None:  # a union's tag in the path ("flexible_list"), not a key: skip it
+            continue
+        node, line = nxt, nxt.start_mark.line + 1
+    return line
+
+
+def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, list[Problem]]:
+    """(record dict, the source hash its header names, the YAML node tree, problems)."""
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        return None, None, None, [Problem(file, mark.line + 1 if mark else None, "", f"not valid YAML: {e}")]
+    if not isinstance(data, dict):
+        return None, None, None, [Problem(file, None, "", "expected a YAML mapping (one question record)")]
+    m = HASH_LINE.search(text)
+    return data, m.group(1) if m else None, node, []
+
+
+def _item_changes(a, b) -> dict:
+    ia = {i.id: i for i in (a.meta_rubric.items if a and a.meta_rubric else [])}
+    ib = {i.id: i for i in (b.meta_rubric.items if b and b.meta_rubric else [])}
+    return _changes(ia, ib, lambda x: x.model_dump(exclude={"tier"}))
+
+
+def _check_changes(a, b) -> dict:
+    ca = {c.check_id: c for c in (checks_for(a) if a else [])}
+    cb = {c.check_id: c for c in (checks_for(b) if b else [])}
+    return _changes(ca, cb, lambda c: c.text)
+
+
+def _changes(a: dict, b: dict, content) -> dict:
+    both = [k for k in a if k in b]
+    return {"added": [k for k in b if k not in a], "removed": [k for k in a if k not in b],
+            "retiered": [(k, a[k].tier, b[k].tier) for k in both if a[k].tier != b[k].tier],
+            "reworded": [k for k in both if content(a[k]) != content(b[k])]}
+
+
+def diff_records(a: dict, b: dict) -> dict:
+    """question_id -> what changed from A to B (questions only in one side are marked)."""
+    out = {}
+    for qid in list(a) + [q for q in b if q not in a]:
+        qa, qb = a.get(qid), b.get(qid)
+        entry = {"status": "added" if qa is None else "removed" if qb is None else "both",
+                 "items": _item_changes(qa, qb), "checks": _check_changes(qa, qb)}
+        if entry["status"] != "both" or any(entry[k][c] for k in ("items", "checks") for c in entry[k]):
+            out[qid] = entry
+    return out
+
+
+def diff_lines(diff: dict) -> list[str]:
+    lines = []
+    for qid, d in diff.items():
+        lines.append(f"{qid}: {'added' if d['status'] == 'added' else 'removed' if d['status'] == 'removed' else 'changed'}")
+        for kind in ("items", "checks"):
+            c = d[kind]
+            word = kind[:-1]
+            lines += [f"  + {word} {k}" for k in c["added"]]
+            lines += [f"  - {word} {k}" for k in c["removed"]]
+            lines += [f"  ~ {word} {k} re-tiered {t0} -> {t1}" for k, t0, t1 in c["retiered"]]
+            lines += [f"  ~ {word} {k} reworded" for k in c["reworded"]]
+    return lines

@@ -1,0 +1,109 @@
+"""Human revision of rubrics: `export` to one YAML per question, `import` back, `diff`.
+
+Export keeps each JSONL record exactly as written (the parquet's are dumped from the
+validated question), so `import` of an unedited folder writes the same records, byte for
+byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.revised_on`
+(and `revised_by`, when given): the benchmark says which rubrics a human touched.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import Question
+from gamut_local.errors import InputError, Problem
+from gamut_local.rubric.revision import diff_lines, diff_records, export_text, import_text, line_of, record_hash
+from gamut_local.rundir.store import read_jsonl, write_jsonl, write_text_atomic
+
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def _file_name(i: int, question_id: str) -> str:
+    return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
+
+
+def _records(dataset: Path, questions: list[Question]) -> list[dict]:
+    if dataset.suffix == ".parquet":
+        return [q.model_dump(exclude_defaults=True) for q in questions]
+    return [obj for _, obj in read_jsonl(dataset)]
+
+
+def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
+    """One commented YAML per question, numbered in dataset order; the folder must hold none yet."""
+    dataset, out_dir = Path(dataset), Path(out_dir)
+    questions = load_questions(dataset, check_images=False)
+    if out_dir.is_dir() and any(p.suffix in YAML_SUFFIXES for p in out_dir.iterdir()):
+        raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
+                                  "(import reads every YAML file there)")])
+    paths = []
+    for i, (rec, q) in enumerate(zip(_records(dataset, questions), questions), start=1):
+        path = out_dir / _file_name(i, q.question_id)
+        write_text_atomic(path, export_text(rec, q, dataset.name))
+        paths.append(path)
+    return paths
+
+
+def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
+    """(record, edited?) for one YAML file, or None with its problems added."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        problems.append(Problem(str(path), None, "", f"not valid UTF-8 (byte {e.start})"))
+        return None
+    rec, source_hash, node, found = import_text(text, str(path))
+    problems.extend(found)
+    if rec is None:
+        return None
+    try:
+        Question.model_validate(rec)
+    except ValidationError as e:
+        for err in e.errors():
+            loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
+            problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
+        return None
+    return rec, record_hash(rec) != source_hash
+
+
+def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
+               revised_on: str | None = None) -> dict:
+    """Validate every YAML of a folder and write them, in file-name order, as one JSONL."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError([Problem(str(folder), None, "", "not a folder")])
+    files = sorted(p for p in folder.iterdir() if p.suffix in YAML_SUFFIXES)
+    if not files:
+        raise InputError([Problem(str(folder), None, "", "no .yaml files")])
+    problems: list[Problem] = []
+    records, revised, seen = [], [], {}
+    today = revised_on or datetime.now(timezone.utc).date().isoformat()
+    for path in files:
+        got = _read_one(path, problems)
+        if got is None:
+            continue
+        rec, edited = got
+        qid = rec["question_id"]
+        if qid in seen:
+            problems.append(Problem(str(path), None, "question_id", f"duplicate id {qid!r} (also in {seen[qid]})"))
+            continue
+        seen[qid] = path.name
+        if edited:
+            stamp = {"revised_on": today, **({"revised_by": revised_by} if revised_by else {})}
+            rec = {**rec, "provenance": {**(rec.get("provenance") or {}), **stamp}}
+            revised.append(qid)
+        records.append(rec)
+    if problems:
+        raise InputError(problems)
+    write_jsonl(out, records)
+    return {"questions": len(records), "revised": revised, "out": str(out)}
+
+
+def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:
+    qa = {q.question_id: q for q in load_questions(a, check_images=False)}
+    qb = {q.question_id: q for q in load_questions(b, check_images=False)}
+    d = diff_records(qa, qb)
+    return d, diff_lines(d)
