@@ -10,6 +10,8 @@ Human verdicts (few, and rewritten while the app runs) stay records, newest per 
 from __future__ import annotations
 
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -22,7 +24,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import scores_path
-from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
+from gamut_local.vocab import JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -181,7 +183,7 @@ def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
                                       "no readable dataset named; pass --dataset")])
     questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
     answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
-    answers = {answer_key(a): a for a in load_records(answer_files, Answer, answer_key)} if answer_files else {}
+    answers = read_answers(answer_files)
     files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
     model_files = [p for p in files if not is_human(p.parent.name)]
@@ -197,6 +199,36 @@ def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
     else:
         notes.append(f"no {sp.relative_to(run_dir)}: run `gamut-local score-run` for the leaderboard")
     return index
+
+
+def read_answers(files: list[Path]) -> dict[tuple, dict]:
+    """(question_id, model, variant) -> {"response": ...}, column-wise; the strict loader
+    (FILE:LINE messages) for any file with a problem or a repeated key."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.json as pj
+
+    fields = ("question_id", "model", "variant", "response")
+    schema = pa.schema([(f, pa.string()) for f in fields])
+    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    out: dict[tuple, dict] = {}
+    for path in files:
+        try:
+            t = pj.read_json(path, parse_options=opts)
+            ok = t.num_rows > 0 and all(t[f].null_count == 0 for f in fields) and \
+                pc.all(pc.is_in(t["variant"], value_set=pa.array(VARIANTS))).as_py() is not False
+        except (pa.ArrowInvalid, OSError):
+            ok = False
+        if ok:
+            rows = list(zip(*(t[f].to_pylist() for f in fields)))
+        else:  # raises, naming the lines; or reads what the fast reader could not take
+            rows = [tuple(a[f] for f in fields) for a in load_records([path], Answer, answer_key)]
+        before = len(out)
+        for qid, model, variant, response in rows:
+            out[(qid, model, variant)] = {"response": response}
+        if len(out) - before != len(rows):
+            load_records(files, Answer, answer_key)  # raises on the repeated keys
+    return out
 
 
 def read_humans(files: list[Path]) -> dict[str, dict]:
@@ -219,7 +251,8 @@ def _arrow_file(path: Path):
                        + [("probs", pa.struct([(lab, pa.float64()) for lab in JUDGE_LABELS]))])
     opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     try:
-        t = pj.read_json(path, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 24))
+        # One block per file and one file per thread: files are read side by side.
+        t = pj.read_json(path, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 26, use_threads=False))
     except (pa.ArrowInvalid, OSError):
         return None
     t = t.set_column(2, "variant", pc.fill_null(t["variant"], "multimodal"))
@@ -260,7 +293,9 @@ def read_verdicts(files: list[Path], question_ids: list[str]) -> tuple[Verdicts,
     Questions the dataset lacks are added after its own (shown as not in the dataset)."""
     import pyarrow as pa
 
-    tables = [t if (t := _arrow_file(p)) is not None else _strict_table(p) for p in files]
+    with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
+        fast = list(pool.map(_arrow_file, files))
+    tables = [t if t is not None else _strict_table(p) for t, p in zip(fast, files)]
     if not tables:
         empty = np.zeros(0, dtype=np.int32)
         return Verdicts([], [], [], empty, empty, empty, empty, empty.astype(np.int8),
@@ -286,20 +321,17 @@ def read_verdicts(files: list[Path], question_ids: list[str]) -> tuple[Verdicts,
                              for lab in JUDGE_LABELS]).astype(np.float64)
     v = Verdicts(judges, [systems[i] for i in order_sys], checks, q, rank[s.astype(np.int32)], c, j,
                  code, tier, probs)
-    _refuse_duplicates(v, files)
-    order = np.lexsort((v.j, v.c, v.s, v.q))
+    # One int64 key orders the rows by (question, system, check, judge): one sort, and a
+    # repeated key is two equal neighbours.
+    key = ((v.q.astype(np.int64) * len(v.systems) + v.s) * len(v.checks) + v.c) * len(v.judges) + v.j
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    if len(key) > 1 and (key[1:] == key[:-1]).any():
+        load_records(files, Verdict, verdict_key)  # raises with FILE:LINE for every repeat
+        raise InputError([Problem(", ".join(map(str, files)), None, "", "duplicate verdict keys")])
     for name in ("q", "s", "c", "j", "code", "tier", "probs"):
         setattr(v, name, getattr(v, name)[order])
     return v, question_ids
-
-
-def _refuse_duplicates(v: Verdicts, files: list[Path]) -> None:
-    """A model judge repeating a (question, model, variant, check): the strict loader names the lines."""
-    key = ((v.q.astype(np.int64) * len(v.systems) + v.s) * len(v.checks) + v.c) * len(v.judges) + v.j
-    if len(np.unique(key)) == len(key):
-        return
-    load_records(files, Verdict, verdict_key)  # raises with FILE:LINE for every repeat
-    raise InputError([Problem(", ".join(map(str, files)), None, "", "duplicate verdict keys")])
 
 
 def build_cells(v: Verdicts, n_questions: int) -> Cells:

@@ -1,0 +1,75 @@
+"""Reading a run for the viewer: the column-wise reader agrees with the record loader, and bad
+files fail with the record loader's FILE:LINE messages."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.errors import InputError
+from gamut_local.rundir.layout import verdict_files
+from gamut_local.viewer.index import open_run
+from gamut_local.vocab import VERDICTS
+
+
+def test_columns_hold_exactly_the_records(sample_run):
+    index = open_run(sample_run)
+    v = index.verdicts
+    got = {(index.question_ids[q], *v.systems[s], v.judges[j], v.checks[c]): (VERDICTS[code], p)
+           for q, s, c, j, code, p in zip(v.q, v.s, v.c, v.j, v.code, v.probs)}
+    records = load_records(verdict_files(sample_run), Verdict, verdict_key)
+    assert len(got) == len(records)
+    for r in records:
+        verdict, probs = got[verdict_key(r)]
+        assert verdict == r["verdict"]
+        if r["probs"]:
+            assert [probs[i] for i in range(4)] == [r["probs"][k] for k in VERDICTS[:4]]  # full precision
+        else:
+            assert np.isnan(probs).all()
+    key = (index.cells.q.astype(np.int64) * len(v.systems) + index.cells.s) * len(v.checks) + index.cells.c
+    assert (np.diff(key) > 0).all()
+
+
+def _first_file(run):
+    return sorted((run / "verdicts" / "synthetic-judge").glob("*.jsonl"))[0]
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda r: {**r, "verdict": "great"}, "verdict"),
+    (lambda r: {k: v for k, v in r.items() if k != "check_id"}, "check_id"),
+    (lambda r: {**r, "tier": 3}, "tier"),
+])
+def test_a_bad_verdict_names_its_line(sample_run, damage, message):
+    path = _first_file(sample_run)
+    lines = path.read_text().splitlines()
+    lines[4] = json.dumps(damage(json.loads(lines[4])))
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError) as e:
+        open_run(sample_run)
+    assert any(p.file == str(path) and p.line == 5 and message in p.field for p in e.value.problems)
+
+
+def test_a_model_judge_repeating_a_key_is_refused(sample_run):
+    path = _first_file(sample_run)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines + [lines[0]]) + "\n")
+    with pytest.raises(InputError) as e:
+        open_run(sample_run)
+    assert any(p.line == len(lines) + 1 and "duplicate" in p.message for p in e.value.problems)
+
+
+def test_a_torn_last_line_is_skipped_as_every_reader_skips_it(sample_run):
+    before = len(open_run(sample_run).verdicts.code)
+    path = _first_file(sample_run)
+    path.write_text(path.read_text() + '{"question_id": "food-esp')
+    assert len(open_run(sample_run).verdicts.code) == before
+
+
+def test_without_a_dataset_the_error_says_what_to_pass(tmp_path):
+    (tmp_path / "verdicts").mkdir()
+    with pytest.raises(InputError) as e:
+        open_run(tmp_path)
+    assert "--dataset" in str(e.value)
