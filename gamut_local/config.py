@@ -13,6 +13,7 @@ one config serves machines that keep weights in different places. A model `path`
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -97,10 +98,15 @@ class ModelSpec(_Config):
         return self.gpus or self.engine.tensor_parallel_size * pipeline
 
     def settings_hash(self) -> str:
-        """What determines the outputs, hashed; part of every record's resume key."""
-        keep = self.model_dump(include={"path", "engine", "sampling", "system_prompt"})
+        """What determines the outputs, hashed; part of every record's resume key: the
+        weights' identity (not where they lie, so a moved checkout or cache still resumes),
+        the engine settings that change outputs (all of `extra`), sampling, system prompt."""
+        keep = self.model_dump(include={"engine", "sampling", "system_prompt"})
         keep["engine"] = {k: v for k, v in keep["engine"].items()
-                          if k in ("dtype", "seed", "max_model_len", "min_pixels", "max_pixels")}
+                          if k in ("dtype", "seed", "max_model_len", "min_pixels", "max_pixels", "extra")}
+        local, _ = resolve_model_path(self)
+        keep["weights"] = (weights_identity(local, self.path if is_hub_id(self.path) else None)
+                           if local else {"path": self.path})
         if keep["sampling"].get("json_schema") is None:  # unset: the hashes of earlier runs stay valid
             keep["sampling"].pop("json_schema", None)
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:12]
@@ -354,6 +360,33 @@ def _model_path(p: str, base: Path) -> str:
     return p  # a hub id like Qwen/Qwen3-VL-8B-Instruct
 
 
+# What makes a folder a model folder: a Hugging Face config, or Mistral's own format
+# (params.json, no config.json; e.g. mistralai/Pixtral-12B-2409, loaded with tokenizer_mode: mistral).
+MODEL_CONFIG_FILES = ("config.json", "params.json")
+
+
+# Files that fix what a folder's weights do with a prompt: architecture, generation defaults,
+# tokenizer, chat templates, image processor. Hashed by content; the weights themselves are
+# too large to hash on every start, so they count by file name and size (a hub snapshot
+# adds its commit).
+IDENTITY_FILES = (*MODEL_CONFIG_FILES, "generation_config.json", "tokenizer_config.json", "tokenizer.json",
+                  "chat_template.jinja", "chat_template.json", "preprocessor_config.json",
+                  "processor_config.json", "model.safetensors.index.json")
+
+
+@functools.lru_cache(maxsize=64)
+def weights_identity(local: str, hub_id: str | None = None) -> dict:
+    """A model folder's identity, independent of where it lies (see IDENTITY_FILES)."""
+    folder = Path(local)
+    ident: dict = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+                   for name in IDENTITY_FILES if (folder / name).is_file()}
+    ident["weights"] = sorted((f.name, f.stat().st_size) for f in folder.iterdir()
+                              if f.suffix in (".safetensors", ".bin", ".pt", ".gguf"))
+    if hub_id is not None:  # a hub cache snapshot folder is named by its commit
+        ident["hub"] = {"id": hub_id, "revision": folder.name}
+    return ident
+
+
 def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
     """The local folder a model's weights are in, or a Problem naming what is missing.
 
@@ -365,17 +398,19 @@ def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
         path = Path(spec.path)
         if not path.is_dir():
             return None, Problem(source, None, "path", f"model folder not found: {path}")
-        if not (path / "config.json").is_file():
+        if not any((path / name).is_file() for name in MODEL_CONFIG_FILES):
             return None, Problem(source, None, "path",
-                                 f"not a Hugging Face model folder (no config.json): {path}")
+                                 f"not a model folder (no config.json, nor a Mistral-format "
+                                 f"params.json): {path}")
         return str(path), None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None, Problem(source, None, "path",
                              f"{spec.path!r} looks like a hub id, but huggingface_hub is not installed")
-    hit = try_to_load_from_cache(spec.path, "config.json")
-    if not isinstance(hit, str):
+    hits = [try_to_load_from_cache(spec.path, name) for name in MODEL_CONFIG_FILES]
+    hit = next((h for h in hits if isinstance(h, str)), None)
+    if hit is None:
         from huggingface_hub.constants import HF_HUB_CACHE
 
         return None, Problem(source, None, "path",

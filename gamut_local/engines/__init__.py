@@ -63,17 +63,23 @@ def vllm_available() -> bool:
 
 
 def is_multimodal(path: str) -> bool:
-    """Whether a model folder holds a vision-language model (its config has a vision tower)."""
-    try:
-        return "vision_config" in json.loads((Path(path) / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
+    """Whether a model folder holds a vision-language model: its config has a vision tower
+    (`vision_config` in a Hugging Face config.json, `vision_encoder` in the params.json of a
+    Mistral-format folder such as Pixtral's)."""
+    for name, key in (("config.json", "vision_config"), ("params.json", "vision_encoder")):
+        try:
+            config = json.loads((Path(path) / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict) and config.get(key):
+            return True
+    return False
 
 
 def pick_backend(spec: ModelSpec, path: str | None = None) -> str:
-    """`auto`: vLLM when installed, else transformers. vLLM's image path needs torchvision,
-    which the CPU stack removes (its PyPI build is CUDA-only), so there a vision model goes
-    to transformers."""
+    """`auto`: vLLM when installed, else transformers. vLLM's image path needs torchvision;
+    scripts/setup_engines.sh installs one that imports on CPU and GPU alike, so a vision model
+    goes to vLLM too, and to transformers only in an environment without torchvision."""
     if spec.backend != "auto":
         return spec.backend
     if not vllm_available():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 # A probe conversation: only the text the template puts after the last user turn matters.
-_PROBE = [{"role": "user", "content": "Answer with one word."}]
+PROBE = [{"role": "user", "content": "Answer with one word."}]
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,9 @@ class LabelPlan:
 
 
 def assistant_prefix(tokenizer) -> str:
-    """The rendered prompt up to where the assistant's answer starts."""
-    return tokenizer.apply_chat_template(_PROBE, add_generation_prompt=True, tokenize=False)
+    """The rendered prompt up to where the assistant's answer starts, by the tokenizer's
+    template (an engine that renders with another template passes its own prefix)."""
+    return tokenizer.apply_chat_template(PROBE, add_generation_prompt=True, tokenize=False)
 
 
 def first_tokens(tokenizer, prefix: str, labels: Sequence[str], lead: str) -> list[int] | None:
@@ -44,19 +45,21 @@ def first_tokens(tokenizer, prefix: str, labels: Sequence[str], lead: str) -> li
     return out
 
 
-def cached_plan(cache: dict, tokenizer, labels: Sequence[str]) -> LabelPlan:
+def cached_plan(cache: dict, tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelPlan:
     """`plan_labels`, computed once per label set for an engine's tokenizer."""
     key = tuple(labels)
     if key not in cache:
-        cache[key] = plan_labels(tokenizer, key)
+        cache[key] = plan_labels(tokenizer, key, prefix)
     return cache[key]
 
 
-def plan_labels(tokenizer, labels: Sequence[str]) -> LabelPlan:
+def plan_labels(tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelPlan:
+    """How to read `labels` off this tokenizer after `prefix` (default: the tokenizer's own
+    rendering of the assistant turn's start)."""
     labels = tuple(labels)
     if not labels or len(set(labels)) != len(labels):
         raise ValueError(f"labels must be distinct and non-empty, got {labels!r}")
-    prefix = assistant_prefix(tokenizer)
+    prefix = assistant_prefix(tokenizer) if prefix is None else prefix
     # A label may take one token per character at worst (byte fallback), plus end of turn.
     max_tokens = max(len(label.encode("utf-8")) for label in labels) + 1
     for lead in ("", " "):  # the spelling the template's assistant turn invites comes first

