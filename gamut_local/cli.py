@@ -120,26 +120,41 @@ def reads_dataset(fn):
 
 @app.command()
 @user_errors
-def validate(dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT parquet).")):
+def validate(dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT parquet)."),
+             strict: bool = typer.Option(False, "--strict", help=STRICT_HELP)):
     """Check every record of a dataset and what it references; one line per problem."""
-    from gamut_local.data.dataset import load_questions
+    from gamut_local.data.dataset import read_dataset
 
-    questions = load_questions(dataset)
-    out.print(f"{dataset}: {len(questions)} questions, all valid.")
+    loaded = read_dataset(dataset, strict=strict)
+    _print_warnings(loaded.warnings)
+    qs = loaded.questions
+    state = f"{len(loaded.warnings)} warning(s)" if loaded.warnings else "all valid"
+    out.print(f"{dataset}: {len(qs)} questions, {state}.")
+    with_text = [q for q in qs if q.question_text_only]
+    if with_text:  # the text-only variant asks the others their generic question
+        lacking = [q.question_id for q in qs if not q.question_text_only]
+        own = sum(1 for q in qs if q.checks_text_only)
+        out.print(f"text-only form: {len(with_text)} questions ({own} with their own checks); "
+                  f"none for {len(lacking)}{': ' + ', '.join(lacking[:10]) if lacking else ''}"
+                  f"{' ...' if len(lacking) > 10 else ''}")
 
 
 @app.command("compile")
 @user_errors
+@reads_dataset
 def compile_cmd(
     dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT parquet)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the rubric JSONL."),
     small_pool_max: int = typer.Option(6, help="Flexible lists with at most this many options get one check per option."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Compile every question's meta-rubric into checks (deterministic, no model)."""
     from gamut_local.data.dataset import load_questions
     from gamut_local.rubric.compiler import compile_dataset
+    from gamut_local.rundir.paths import check_outputs
     from gamut_local.rundir.store import write_jsonl
 
+    check_outputs({"--out": out_path}, [dataset])
     rows = compile_dataset(load_questions(dataset), small_pool_max=small_pool_max)
     write_jsonl(out_path, rows)
     n = sum(len(r["checks"]) for r in rows)
@@ -151,17 +166,16 @@ def compile_cmd(
 def score(
     verdicts: List[Path] = typer.Argument(..., help="Verdict JSONL files (judges and models may be mixed)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the scores JSON."),
-    from gamut_local.rundir.paths import check_outputs
     dataset: Optional[Path] = typer.Option(None, help="Dataset, for the per-domain breakdown."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
-    check_outputs({"--out": out_path}, [dataset])
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
+    from gamut_local.rundir.paths import check_outputs
+    from gamut_local.rundir.store import write_json
     from gamut_local.stages.score import score_files
 
+    check_outputs({"--out": out_path}, [*verdicts, dataset])
     result = score_files(verdicts, dataset=dataset, seed=seed)
-    from gamut_local.rundir.store import write_json
-
     write_json(out_path, result)
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
@@ -170,17 +184,17 @@ def score(
 
 def _run_config(config: Path):
     from gamut_local.config import load_run_config
-    from gamut_local.rundir.paths import check_outputs
 
     return load_run_config(config)
-    check_outputs({"--out": out_path}, [*verdicts, dataset])
 
 
 @app.command()
 @user_errors
+@reads_dataset
 def run(
     config: Path = typer.Option(..., "--config", help="Run YAML (e.g. configs/runs/sample.yaml)."),
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append (default: the config's chunk_size)."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
     from gamut_local.stages.pipeline import run as run_all
@@ -194,12 +208,14 @@ def run(
 
 @app.command()
 @user_errors
+@reads_dataset
 def generate(
     config: Path = typer.Option(..., "--config", help="Run YAML."),
     model: Optional[str] = typer.Option(None, help="Only this model (its name in the config)."),
     variant: Optional[str] = typer.Option(None, help="Only this variant: multimodal or text_only."),
     shard: Optional[str] = typer.Option(None, help="i/n: only questions whose index in sorted(question_id) % n == i."),
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Generate the answers still missing from the run directory (resumes)."""
     from gamut_local.rundir.layout import parse_shard
@@ -215,6 +231,7 @@ def generate(
 
 @app.command()
 @user_errors
+@reads_dataset
 def judge(
     config: Path = typer.Option(..., "--config", help="Run YAML."),
     judge_name: Optional[str] = typer.Option(None, "--judge", help="Only this judge."),
@@ -222,6 +239,7 @@ def judge(
     variant: Optional[str] = typer.Option(None, help="Only this variant: multimodal or text_only."),
     shard: Optional[str] = typer.Option(None, help="i/n: only questions whose index in sorted(question_id) % n == i."),
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Grade every answer on each of its checks (resumes; one verdict per response and check)."""
     from gamut_local.rundir.layout import parse_shard
@@ -256,9 +274,11 @@ def agree(
     out_path: Path = typer.Option(..., "--out", help="Where to write the agreement JSON."),
 ):
     """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
+    from gamut_local.rundir.paths import check_outputs
     from gamut_local.rundir.store import write_json
     from gamut_local.stages.agree import agree_files
 
+    check_outputs({"--out": out_path}, verdicts)
     result = agree_files(verdicts)
     write_json(out_path, result)
     missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
@@ -275,11 +295,9 @@ def agree(
 @app.command()
 @user_errors
 def report(
-    from gamut_local.rundir.paths import check_outputs
     run_dir: Path = typer.Argument(..., help="Run directory (needs verdicts/<judge>/*.jsonl)."),
     dataset: Optional[Path] = typer.Option(None, help="Dataset for per-domain scores (default: the manifest's)."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
-    check_outputs({"--out": out_path}, verdicts)
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
     from gamut_local.rundir.paths import check_outputs
@@ -304,11 +322,8 @@ def view(
     adjudication queue that writes human verdicts to verdicts/human-NAME/ (needs the `view` extra)."""
     try:
         from gamut_local.viewer.app import serve
-    from gamut_local.rundir.paths import check_outputs
     except ImportError as e:
         from gamut_local.errors import Problem
-    check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures",
-                   "tables": run_dir / "tables"}, [dataset], folders=("figures", "tables"))
 
         raise InputError([Problem("gamut-local view", None, "", f"needs the `view` extra ({e.name} is "
                                   "missing): pip install -e '.[view]'")])
@@ -323,9 +338,11 @@ def compare(
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison JSON here."),
 ):
     """Text-only vs multimodal per judge: gain per model, r(multimodal, gain), Kendall tau of rankings."""
+    from gamut_local.rundir.paths import check_outputs
     from gamut_local.rundir.store import write_json
     from gamut_local.stages.compare import compare_scores_file
 
+    check_outputs({"--out": out_path}, [scores_path])
     result = compare_scores_file(scores_path)
     if out_path is not None:
         write_json(out_path, result)
@@ -342,16 +359,16 @@ def compare(
             out.print(f"  {m['model']:<28} multimodal {m['multimodal']:6.1f}  text_only {m['text_only']:6.1f}  "
                       f"gain {m['gain']:+6.1f}")
 
-    from gamut_local.rundir.paths import check_outputs
 
 @app.command("slurm")
 @user_errors
-    check_outputs({"--out": out_path}, [scores_path])
+@reads_dataset
 def slurm_cmd(
     config: Path = typer.Argument(..., help="Run YAML."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every job script and sbatch command; submit nothing."),
     submit_: bool = typer.Option(False, "--submit", help="Submit (the default when --dry-run is not given)."),
     force: bool = typer.Option(False, "--force", help="Submit even if jobs of an earlier submission are still queued."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Submit the run as a SLURM job graph (generate -> judge -> score -> report); rerun to resume."""
     from gamut_local.cluster.slurm import dry_run_text, prepare, submit
@@ -373,9 +390,11 @@ def slurm_cmd(
 
 @app.command("plan")
 @user_errors
+@reads_dataset
 def plan_cmd(
     config: Path = typer.Argument(..., help="Run YAML."),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON instead of a table."),
+    strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Requests, prompt tokens (with and without prefix sharing) and GPU-hours per stage."""
     import json

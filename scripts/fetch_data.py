@@ -1,12 +1,19 @@
 """Fetch the public GAMUT release and its CRAG-MM images once, on a machine with internet.
 
-    python scripts/fetch_data.py [--out data/gamut]
+    python scripts/fetch_data.py [--out data/gamut] [--image-bound 960x1280|none] [--strict]
 
-Downloads `facebook/GAMUT` (splits `test` and `test_text_only`) and
+Downloads `facebook/GAMUT` (splits `test`, asked with the image, and `test_text_only`, its
+own split with its own wording and possibly its own checks) and
 `crag-mm-2025/crag-mm-single-turn-public` at revision v0.1.2 (splits `validation` and
-`public_test`) through `datasets`, converts them into our question JSONL with the images
-(bounded to 960x1280) beside it, and prints the path to put in a run config's `dataset:`
-(configs/runs/paper-open.yaml reads `${GAMUT_DATA:-data/gamut}/gamut.jsonl`).
+`public_test`; a split the hub lacks is reported, the others are used) through `datasets`,
+converts them into our question JSONL with the images beside it, and prints the path to put in
+a run config's `dataset:` (configs/runs/paper-open.yaml reads `${GAMUT_DATA:-data/gamut}/gamut.jsonl`).
+
+Images are bounded to 960x1280 (short x long side, aspect kept, never enlarged, JPEG q95), the
+size the CRAG-MM kit gives models its egocentric images at; `--image-bound none` keeps the
+original sizes (gamut_local/data/crag_mm.py says exactly what is done and why). Warnings about
+the release (dangling citations, empty snippets, unusable rows left out) are printed at the
+end and kept in source.json; `--strict` makes them errors.
 
 Revisions: CRAG-MM is pinned to its v0.1.2 tag. GAMUT's commit could not be looked up where
 this script was written, so by default it takes the current `main` and records the exact
@@ -24,6 +31,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from gamut_local.data.crag_mm import BOUND, parse_bound  # noqa: E402
 
 GAMUT_REPO = "facebook/GAMUT"
 GAMUT_SPLITS = ("test", "test_text_only")
@@ -43,7 +53,43 @@ def resolve_commit(repo: str, revision: str) -> str | None:
         return None
 
 
-def fetch(out: Path, gamut_revision: str, crag_revision: str, url_images: bool) -> Path:
+def release_parquet(out: Path, revision: str) -> dict[str, Path]:
+    """The release's splits as parquet under out/release; `test` must exist, `test_text_only`
+    is used where it does (without it, text_only answers are asked the generic question)."""
+    import datasets
+
+    release = datasets.load_dataset(GAMUT_REPO, revision=revision)
+    if GAMUT_SPLITS[0] not in release:
+        raise SystemExit(f"error: {GAMUT_REPO} has no split {GAMUT_SPLITS[0]}; found {', '.join(release)}")
+    parquet = {}
+    for split in GAMUT_SPLITS:
+        if split not in release:
+            print(f"note: {GAMUT_REPO} has no split {split}; found {', '.join(release)}", file=sys.stderr)
+            continue
+        parquet[split] = out / "release" / f"{split}.parquet"
+        parquet[split].parent.mkdir(parents=True, exist_ok=True)
+        release[split].to_parquet(str(parquet[split]))
+    return parquet
+
+
+def summary(report: dict, out: Path) -> None:
+    print(f"{report['questions']} questions, {report['with_image']} with an image, "
+          f"{report['with_text_only']} with a text-only wording ({report['with_own_text_only_checks']} "
+          f"with their own text-only checks), {report['checks']} checks; "
+          f"domains: {json.dumps(report['domains'])}", file=sys.stderr)
+    for key in ("no_crag_row", "no_image", "no_domain", "joined_by_interaction_id", "no_text_only_form",
+                "text_only_without_main_question", "text_only_rubric_differs", "missing_crag_splits"):
+        if report.get(key):
+            print(f"{key}: {len(report[key])} (listed in {out / 'source.json'})", file=sys.stderr)
+    for line in report["warnings"][:20]:
+        print(f"warning: {line}", file=sys.stderr)
+    if len(report["warnings"]) > 20:
+        more = len(report["warnings"]) - 20
+        print(f"... {more} more warnings, all in {out / 'source.json'}", file=sys.stderr)
+
+
+def fetch(out: Path, gamut_revision: str, crag_revision: str, url_images: bool,
+          bound: tuple[int, int] | None = BOUND, strict: bool = False) -> Path:
     import datasets
     from rich.progress import (
         BarColumn,
@@ -53,46 +99,39 @@ def fetch(out: Path, gamut_revision: str, crag_revision: str, url_images: bool) 
         TimeElapsedColumn,
     )
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from gamut_local.data.crag_mm import build_dataset, fetch_url
+    from gamut_local.data.crag_mm import build_dataset, fetch_url, load_splits
     from gamut_local.rundir.store import write_json
 
     out.mkdir(parents=True, exist_ok=True)
     gamut_commit = resolve_commit(GAMUT_REPO, gamut_revision)
     crag_commit = resolve_commit(CRAG_REPO, crag_revision)
-    release = datasets.load_dataset(GAMUT_REPO, revision=gamut_commit or gamut_revision)
-    missing = [s for s in GAMUT_SPLITS if s not in release]
-    if missing:
-        raise SystemExit(f"error: {GAMUT_REPO} has no split(s) {', '.join(missing)}; "
-                         f"found {', '.join(release)}")
-    parquet = {}
-    for split in GAMUT_SPLITS:
-        parquet[split] = out / "release" / f"{split}.parquet"
-        parquet[split].parent.mkdir(parents=True, exist_ok=True)
-        release[split].to_parquet(str(parquet[split]))
-    crag = {split: datasets.load_dataset(CRAG_REPO, split=split, revision=crag_commit or crag_revision)
-            for split in CRAG_SPLITS}
+    parquet = release_parquet(out, gamut_commit or gamut_revision)
+    crag, missing = load_splits(lambda split: datasets.load_dataset(
+        CRAG_REPO, split=split, revision=crag_commit or crag_revision), CRAG_SPLITS)
     dataset = out / "gamut.jsonl"
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn()) as progress:
-        report = build_dataset(parquet["test"], parquet["test_text_only"], crag, dataset,
-                               fetch=fetch_url if url_images else None, progress=progress)
+        report = build_dataset(parquet["test"], parquet.get("test_text_only"), crag, dataset,
+                               fetch=fetch_url if url_images else None, bound=bound, strict=strict,
+                               progress=progress)
+    report["missing_crag_splits"] = missing
     write_json(out / "source.json", {
         "gamut": {"repo": GAMUT_REPO, "revision": gamut_revision, "commit": gamut_commit,
-                  "splits": {s: len(release[s]) for s in GAMUT_SPLITS}},
+                  "splits": {s: str(p.relative_to(out)) for s, p in parquet.items()}},
         "crag_mm": {"repo": CRAG_REPO, "revision": crag_revision, "commit": crag_commit,
-                    "splits": {s: len(crag[s]) for s in CRAG_SPLITS}},
+                    "splits": {s: len(crag[s]) for s in crag}, "missing_splits": missing},
         "datasets_version": datasets.__version__,
         "conversion": report,
     })
-    print(f"{report['questions']} questions, {report['with_image']} with an image, "
-          f"{report['with_text_only']} with a text-only wording, {report['checks']} checks; "
-          f"domains: {json.dumps(report['domains'])}", file=sys.stderr)
-    for key in ("no_crag_row", "no_image", "no_domain", "text_only_without_main_question",
-                "text_only_rubric_differs"):
-        if report[key]:
-            print(f"{key}: {len(report[key])} (listed in {out / 'source.json'})", file=sys.stderr)
+    summary(report, out)
     return dataset
+
+
+def _bound(text: str):
+    try:
+        return parse_bound(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,9 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--crag-revision", default=CRAG_REVISION, help=f"CRAG-MM revision (default {CRAG_REVISION})")
     ap.add_argument("--no-url-images", action="store_true",
                     help="do not download images that CRAG-MM gives only as a URL")
+    ap.add_argument("--image-bound", type=_bound, default=BOUND, metavar="WxH|none",
+                    help="bound every image to this (short x long side, aspect kept, never enlarged); default "
+                         "960x1280, the CRAG-MM kit's size for egocentric images; none keeps the originals")
+    ap.add_argument("--strict", action="store_true",
+                    help="treat every warning about the release as an error (default: warn and go on)")
     args = ap.parse_args(argv)
     try:
-        dataset = fetch(args.out, args.gamut_revision, args.crag_revision, not args.no_url_images)
+        dataset = fetch(args.out, args.gamut_revision, args.crag_revision, not args.no_url_images,
+                        args.image_bound, args.strict)
     except ImportError as e:
         print(f"error: {e.name or e} is not installed: pip install datasets huggingface_hub pyarrow",
               file=sys.stderr)

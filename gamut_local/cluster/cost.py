@@ -24,6 +24,7 @@ from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, load_answers
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
+from gamut_local.vocab import VARIANTS
 
 
 @dataclass
@@ -85,9 +86,12 @@ class _Tokens:
     def __init__(self, plan: PlanSpec, questions: list[Question]):
         self.plan = plan
         self.checks = {q.question_id: checks_for(q) for q in questions}
-        self.check_total = {qid: (plan.mean_check_tokens * len(cs) if plan.mean_check_tokens is not None
+        # Per (question, variant): a text-only answer is graded on the text-only split's own checks.
+        self.judged = {(q.question_id, v): q.checks_for_variant(v, self.checks[q.question_id])
+                       for q in questions for v in VARIANTS}
+        self.check_total = {key: (plan.mean_check_tokens * len(cs) if plan.mean_check_tokens is not None
                                   else sum(_tokens(c.text, plan) for c in cs))
-                            for qid, cs in self.checks.items()}
+                            for key, cs in self.judged.items()}
 
     def question(self, q: Question, variant: str) -> int:
         if self.plan.mean_question_tokens is not None:
@@ -138,10 +142,10 @@ def _judge_rows(spec: RunSpec, questions: list[Question], tok: _Tokens) -> list[
         for model, variant, answers in answer_sets:
             full = shared = requests = 0
             for qid, a_tok in answers.items():
-                q, k = by_id[qid], len(tok.checks[qid])
+                q, k = by_id[qid], len(tok.judged[qid, variant])
                 prefix = tok.question(q, variant) + (tok.image(q, variant) if j.sees_image else 0) + a_tok
-                full += k * (instr + prefix) + tok.check_total[qid]
-                shared += prefix + tok.check_total[qid]
+                full += k * (instr + prefix) + tok.check_total[qid, variant]
+                shared += prefix + tok.check_total[qid, variant]
                 requests += k
             shared += instr  # the instructions are the same for every request of the judge
             rows.append(_row("judge", j.name, f"{model}.{variant}", requests, full, shared,

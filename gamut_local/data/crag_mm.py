@@ -1,16 +1,25 @@
 """CRAG-MM images and domains joined to GAMUT questions, written beside a converted dataset.
 
 GAMUT's questions are about CRAG-MM images (`crag-mm-2025/crag-mm-single-turn-public`,
-revision v0.1.2, splits `validation` and `public_test`). Rows there have `session_id`,
-`image` (a PIL image, or None where only `image_url` is given) and `turns`, a dict of lists
-(or a list of dicts, depending on the `datasets` version) whose `domain` is a class label:
-its names are read from the dataset's features at run time, never hard-coded.
+revision v0.1.2, splits `validation` and `public_test`; a split the hub lacks is reported and
+the others are used). Rows there have `session_id`, `image` (a PIL image, or None where only
+`image_url` is given) and `turns`, a dict of lists (or a list of dicts, depending on the
+`datasets` version) with `interaction_id` and `domain`. `domain` is a class label whose names
+are read from the dataset's features at run time, never hard-coded; where it is a plain
+integer with no names, the number is kept as the domain's name and the report says so.
 
-Images are bounded to 960x1280 (long side 1280, short side 960, aspect kept, never enlarged)
-as the CRAG-MM kit does before handing them to a model, and written as
-`images/<session_id>.jpg` next to the converted JSONL, which refers to them by relative path.
-Questions with no CRAG-MM row, or whose row has neither an image nor a fetchable URL, are
-listed in the conversion report and keep `image: null` (the text_only variant still runs).
+A question joins the row whose `session_id` is its id, else the row whose first turn's
+`interaction_id` is (`join_keys`).
+
+Images: the CRAG-MM kit gives models its egocentric images (3:4 photographs from smart
+glasses) at 960x1280, so the paper's candidates saw that resolution. We therefore bound every
+image, egocentric or not, to 960 px on its short side and 1280 on its long side (aspect ratio
+kept, Lanczos, never enlarged: a 3:4 photograph becomes exactly 960x1280), convert it to RGB and
+write it as JPEG quality 95, `images/<session_id>.jpg` next to the converted JSONL, which refers
+to it by relative path. `bound=None` (fetch_data.py `--image-bound none`) keeps every image at
+its original size, still as RGB JPEG quality 95. Questions with no CRAG-MM row, or whose row has
+neither an image nor a fetchable URL, are listed in the conversion report and keep
+`image: null` (the text_only variant still runs).
 """
 
 from __future__ import annotations
@@ -26,10 +35,11 @@ from gamut_local.errors import InputError, Problem
 
 BOUND = (960, 1280)  # (short side, long side) in pixels
 IMAGE_DIR = "images"
+JPEG_QUALITY = 95
 
 
 def domain_names(features) -> list[str] | None:
-    """Class names of `turns.domain` from a dataset's features (None if it is plain text)."""
+    """Class names of `turns.domain` from a dataset's features (None if it has none)."""
     if features is None:
         return None
     turns = features["turns"] if "turns" in features else None
@@ -43,35 +53,59 @@ def domain_names(features) -> list[str] | None:
     return list(dom.names) if dom is not None and hasattr(dom, "names") else None
 
 
-def first_domain(turns, names: list[str] | None) -> str | None:
-    """The first turn's domain name, from a dict of lists or a list of dicts."""
+def _first_turn(turns, key: str):
+    """The first turn's `key`, from a dict of lists or a list of dicts."""
     if isinstance(turns, dict):
-        values = turns.get("domain") or []
+        values = turns.get(key) or []
     elif isinstance(turns, list):
-        values = [t.get("domain") for t in turns if isinstance(t, dict)]
+        values = [t.get(key) for t in turns if isinstance(t, dict)]
     else:
         return None
-    if not values or values[0] is None:
-        return None
-    value = values[0]
+    return values[0] if values else None
+
+
+def first_domain(turns, names: list[str] | None) -> str | None:
+    """The first turn's domain name; a plain integer without class names is kept as its number."""
+    value = _first_turn(turns, "domain")
     if isinstance(value, str):
-        return value
-    if isinstance(value, int) and names is not None and 0 <= value < len(names):
-        return names[value]
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        if names is None:
+            return str(value)
+        return names[value] if 0 <= value < len(names) else None
     return None
 
 
-def bound_image(img):
-    """A copy no larger than 960x1280 (either orientation), aspect ratio kept, RGB."""
+def join_keys(row: dict) -> list[str]:
+    """The ids a CRAG-MM row answers to: its session_id, then its first turn's interaction_id."""
+    keys = [row.get("session_id"), _first_turn(row.get("turns"), "interaction_id")]
+    return [k for k in dict.fromkeys(keys) if isinstance(k, str) and k]
+
+
+def bound_image(img, bound: tuple[int, int] | None = BOUND):
+    """An RGB copy no larger than `bound` (short, long side; either orientation), aspect ratio
+    kept, never enlarged; `bound=None`: the original size."""
     from PIL import Image
 
     img = img.convert("RGB")
+    if bound is None:
+        return img
     w, h = img.size
-    limit = BOUND if w <= h else BOUND[::-1]  # (max width, max height) for this orientation
+    limit = bound if w <= h else bound[::-1]  # (max width, max height) for this orientation
     scale = min(limit[0] / w, limit[1] / h, 1.0)
     if scale < 1.0:
         img = img.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.LANCZOS)
     return img
+
+
+def parse_bound(text: str) -> tuple[int, int] | None:
+    """`960x1280` -> (960, 1280) (short side first, either order given); `none` -> None."""
+    if text.strip().lower() == "none":
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*[xX]\s*(\d+)\s*", text)
+    if not m or min(int(m[1]), int(m[2])) < 1:
+        raise ValueError(f"expected WIDTHxHEIGHT (e.g. 960x1280) or none, got {text!r}")
+    return tuple(sorted((int(m[1]), int(m[2]))))
 
 
 def _as_pil(value):
@@ -97,82 +131,106 @@ def image_name(session_id: str) -> str:
 
 
 def _rows_for(split, wanted: set[str]) -> Iterable[dict]:
-    """Rows of a split whose session_id is wanted, decoding images only for those rows."""
+    """Rows of a split that some wanted id joins, decoding images only for those rows."""
     if hasattr(split, "select_columns") and hasattr(split, "select"):
-        ids = split.select_columns(["session_id"])["session_id"]
-        keep = [i for i, sid in enumerate(ids) if sid in wanted]
+        keys = split.select_columns([c for c in ("session_id", "turns") if c in split.column_names])
+        keep = [i for i, row in enumerate(keys) if wanted.intersection(join_keys(row))]
         return split.select(keep) if keep else []
-    return (r for r in split if r.get("session_id") in wanted)
+    return (r for r in split if wanted.intersection(join_keys(r)))
+
+
+def load_splits(load: Callable[[str], object],
+                names: Iterable[str]) -> tuple[dict[str, object], dict[str, str]]:
+    """Each split `load(name)` gives, and for each that failed why; InputError if none loads."""
+    splits, missing = {}, {}
+    for name in names:
+        try:
+            splits[name] = load(name)
+        except (ValueError, KeyError, FileNotFoundError) as e:  # datasets: unknown split, absent file
+            missing[name] = f"{type(e).__name__}: {e}"
+    if not splits:
+        raise InputError([Problem(f"split {n}", None, "", why) for n, why in missing.items()])
+    return splits, missing
+
+
+def _index(splits: dict[str, object], wanted: set[str]) -> tuple[dict[str, dict], dict]:
+    """Question id -> {split, row, names} for every question some split's row joins (first wins)."""
+    found: dict[str, dict] = {}
+    names_of: dict[str, list[str] | None] = {}
+    for split_name, split in splits.items():
+        names = names_of[split_name] = domain_names(getattr(split, "features", None))
+        for row in _rows_for(split, wanted - set(found)):
+            for key in join_keys(row):
+                if key in wanted and key not in found:
+                    found[key] = {"split": split_name, "row": row, "names": names}
+    return found, {k: {"domain_names": v} for k, v in names_of.items()}
+
+
+def _image(q: Question, row: dict, fetch, report: dict):
+    """The row's image as PIL (downloaded where only a URL is given), or None, noted in `report`."""
+    img = _as_pil(row.get("image"))
+    if img is not None:
+        return img
+    url = row.get("image_url")
+    if fetch is None or not url:
+        report["no_image"].append({"question_id": q.question_id, "url": url})
+        return None
+    try:
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(fetch(url)))
+        report["image_from_url"].append(q.question_id)
+        return img
+    except Exception as e:  # any network or decoding failure: record it, go on
+        report["no_image"].append({"question_id": q.question_id, "url": url,
+                                   "error": f"{type(e).__name__}: {e}"})
+        return None
+
+
+def _joined(q: Question, hit: dict | None, out_dir: Path, fetch, bound, report: dict) -> Question:
+    if hit is None:
+        report["no_crag_row"].append(q.question_id)
+        return q
+    row, update = hit["row"], {}
+    if row.get("session_id") != q.question_id:
+        report["joined_by_interaction_id"].append(q.question_id)
+    domain = first_domain(row.get("turns"), hit["names"])
+    if domain:
+        update["domain"] = domain
+    else:
+        report["no_domain"].append(q.question_id)
+    img = _image(q, row, fetch, report)
+    if img is not None:
+        rel = image_name(q.question_id)
+        bound_image(img, bound).save(out_dir / rel, format="JPEG", quality=JPEG_QUALITY)
+        update["image"] = rel
+    return q.model_copy(update=update) if update else q
 
 
 def join(questions: list[Question], splits: dict[str, object], out_dir: Path, *,
-         fetch: Callable[[str], bytes] | None = None, progress=None) -> tuple[list[Question], dict]:
-    """Questions with CRAG-MM domains and bounded images written under `out_dir`.
+         fetch: Callable[[str], bytes] | None = None, bound: tuple[int, int] | None = BOUND,
+         progress=None) -> tuple[list[Question], dict]:
+    """Questions with CRAG-MM domains and images (bounded to `bound`) written under `out_dir`.
 
     `splits` maps a split name to a `datasets.Dataset` (or any iterable of row dicts; then
     domain names must be strings). `fetch(url) -> bytes` downloads an image given only by URL.
     """
-    wanted = {q.question_id for q in questions}
-    found: dict[str, dict] = {}
-    domains_seen: dict[str, list[str] | None] = {}
-    for split_name, split in splits.items():
-        names = domain_names(getattr(split, "features", None))
-        domains_seen[split_name] = names
-        for row in _rows_for(split, wanted - set(found)):
-            found[row["session_id"]] = {"split": split_name, "row": row, "names": names}
+    found, split_info = _index(splits, {q.question_id for q in questions})
     (out_dir / IMAGE_DIR).mkdir(parents=True, exist_ok=True)
-    out, report = [], {"bound": list(BOUND), "splits": {k: {"domain_names": v} for k, v in domains_seen.items()},
-                       "no_crag_row": [], "no_image": [], "image_from_url": [], "no_domain": []}
+    report = {"bound": list(bound) if bound else None, "jpeg_quality": JPEG_QUALITY, "splits": split_info,
+              "no_crag_row": [], "no_image": [], "image_from_url": [], "no_domain": [],
+              "joined_by_interaction_id": []}
+    for name, info in split_info.items():
+        info["domains_as_numbers"] = info["domain_names"] is None and any(
+            h["split"] == name and isinstance(_first_turn(h["row"].get("turns"), "domain"), int)
+            for h in found.values())
     task = progress.add_task("CRAG-MM images", total=len(questions)) if progress is not None else None
+    out = []
     for q in questions:
-        hit = found.get(q.question_id)
-        update: dict = {}
-        if hit is None:
-            report["no_crag_row"].append(q.question_id)
-        else:
-            row = hit["row"]
-            domain = first_domain(row.get("turns"), hit["names"])
-            if domain:
-                update["domain"] = domain
-            else:
-                report["no_domain"].append(q.question_id)
-            img = _as_pil(row.get("image"))
-            if img is None and fetch is not None and row.get("image_url"):
-                try:
-                    from PIL import Image
-
-                    img = Image.open(io.BytesIO(fetch(row["image_url"])))
-                    report["image_from_url"].append(q.question_id)
-                except Exception as e:  # any network or decoding failure: record it, go on
-                    report["no_image"].append({"question_id": q.question_id, "url": row["image_url"],
-                                               "error": f"{type(e).__name__}: {e}"})
-            elif img is None:
-                report["no_image"].append({"question_id": q.question_id, "url": row.get("image_url")})
-            if img is not None:
-                rel = image_name(q.question_id)
-                bound_image(img).save(out_dir / rel, format="JPEG", quality=95)
-                update["image"] = rel
-        out.append(q.model_copy(update=update) if update else q)
+        out.append(_joined(q, found.get(q.question_id), out_dir, fetch, bound, report))
         if task is not None:
             progress.advance(task)
     return out, report
-
-
-def merge_text_only(questions: list[Question], text_only: list[Question]) -> tuple[list[Question], dict]:
-    """Set question_text_only from the release's text-only split (joined by id).
-
-    Both variants are judged on the main split's checks (one rubric per question). Returns
-    the questions and what did not line up: text-only ids with no main question, and ids
-    whose text-only rubric lists other check texts than the main one.
-    """
-    by_id = {q.question_id: q for q in text_only}
-    merged = [q.model_copy(update={"question_text_only": by_id[q.question_id].question})
-              if q.question_id in by_id else q for q in questions]
-    main = {q.question_id for q in questions}
-    differs = sorted(q.question_id for q in questions if q.question_id in by_id
-                     and [c.text for c in q.checks or []] != [c.text for c in by_id[q.question_id].checks or []])
-    return merged, {"text_only_without_main_question": sorted(set(by_id) - main),
-                    "text_only_rubric_differs": differs}
 
 
 def fetch_url(url: str, timeout: float = 60.0) -> bytes:
@@ -189,22 +247,35 @@ def write_dataset(questions: list[Question], out_path: Path) -> None:
     write_jsonl(out_path, [q.model_dump(mode="json", exclude_none=True) for q in questions])
 
 
+def _release(release: Path, release_text_only: Path | None,
+             strict: bool) -> tuple[list[Question], dict, list]:
+    """The release's questions, merged with the text-only split's, its mismatches and warnings."""
+    from gamut_local.data.gamut_release import load_release, merge_text_only
+
+    main = load_release(release, strict=strict)
+    if release_text_only is None:
+        return main.questions, {"text_only_without_main_question": [], "text_only_rubric_differs": [],
+                                "no_text_only_form": [q.question_id for q in main.questions]}, main.warnings
+    text_only = load_release(release_text_only, strict=strict)
+    questions, mismatch = merge_text_only(main.questions, text_only.questions)
+    return questions, mismatch, main.warnings + text_only.warnings
+
+
 def build_dataset(release: Path, release_text_only: Path | None, crag_splits: dict[str, object],
-                  out_path: Path, *, fetch: Callable[[str], bytes] | None = None, progress=None) -> dict:
-    """Release parquet(s) + CRAG-MM -> our JSONL with images beside it; returns the report.
+                  out_path: Path, *, fetch: Callable[[str], bytes] | None = None,
+                  bound: tuple[int, int] | None = BOUND, strict: bool = False, progress=None) -> dict:
+    """Release parquet(s) + CRAG-MM -> our JSONL with images beside it; returns the report
+    (its `warnings` are the release's, as text).
 
     The written file is read back through the dataset validator (images included) before
     this returns, so a conversion that produced anything unreadable fails here, not in a job.
     """
     from gamut_local.data.dataset import load_questions
-    from gamut_local.data.gamut_release import load_release
 
     out_path = Path(out_path)
-    questions = load_release(release)
-    mismatch = {"text_only_without_main_question": [], "text_only_rubric_differs": []}
-    if release_text_only is not None:
-        questions, mismatch = merge_text_only(questions, load_release(release_text_only))
-    questions, report = join(questions, crag_splits, out_path.parent, fetch=fetch, progress=progress)
+    questions, mismatch, warnings = _release(release, release_text_only, strict)
+    questions, report = join(questions, crag_splits, out_path.parent, fetch=fetch, bound=bound,
+                             progress=progress)
     write_dataset(questions, out_path)
     checked = load_questions(out_path)
     if len(checked) != len(questions):  # pragma: no cover - load_questions raises first
@@ -214,9 +285,11 @@ def build_dataset(release: Path, release_text_only: Path | None, crag_splits: di
         "questions": len(questions),
         "with_image": sum(1 for q in questions if q.image),
         "with_text_only": sum(1 for q in questions if q.question_text_only),
+        "with_own_text_only_checks": sum(1 for q in questions if q.checks_text_only),
         **mismatch,
         "checks": sum(len(q.checks or []) for q in questions),
         "domains": dict(sorted(_count(q.domain for q in questions).items())),
+        "warnings": [str(w) for w in warnings],
     })
     return report
 

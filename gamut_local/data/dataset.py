@@ -1,14 +1,49 @@
 """A dataset file, read and validated whole: our JSON Lines, or the GAMUT release's parquet
-(through `gamut_release`), with every image checked before any model loads."""
+(through `gamut_release`), with every image checked before any model loads.
+
+Our JSONL is all-or-nothing: any bad record is an error. The release parquet tolerates what
+does not make a question unusable and says so in warnings (gamut_release explains which).
+Warnings reach the user through `collecting_warnings`: the CLI opens one per command, every
+`load_questions` inside adds its warnings there (each once, however often the file is read),
+and the command prints them at the end; `strict=True` turns them into errors.
+"""
 
 from __future__ import annotations
 
+import re
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from gamut_local.data.gamut_release import load_release
+from gamut_local.data.gamut_release import Loaded, load_release, merge_text_only
 from gamut_local.data.records import Question, resolve_image, validate_questions
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.store import read_jsonl
+
+TEXT_ONLY_SUFFIX = "_text_only"  # release/test.parquet is read with release/test_text_only.parquet
+
+
+@dataclass
+class _Collecting:
+    strict: bool
+    warnings: list[Problem] = field(default_factory=list)
+    seen: set[Problem] = field(default_factory=set)
+
+
+_collecting: ContextVar[_Collecting | None] = ContextVar("dataset_warnings", default=None)
+
+
+@contextmanager
+def collecting_warnings(strict: bool = False):
+    """Collect the warnings of every dataset read inside, each once; yields their list.
+    With `strict`, every read inside raises InputError instead of warning."""
+    collector = _Collecting(strict)
+    token = _collecting.set(collector)
+    try:
+        yield collector.warnings
+    finally:
+        _collecting.reset(token)
 
 
 def _image_problem(ref: str, dataset_path: Path) -> str | None:
@@ -28,14 +63,7 @@ def _image_problem(ref: str, dataset_path: Path) -> str | None:
     return None
 
 
-def load_questions(path: str | Path, *, check_images: bool = True) -> list[Question]:
-    """Read and validate a dataset; raise InputError listing every problem.
-
-    A `.parquet` file is read through the GAMUT release adapter.
-    """
-    path = Path(path)
-    if path.suffix == ".parquet":
-        return load_release(path)
+def _read_jsonl(path: Path, check_images: bool) -> list[Question]:
     problems: list[Problem] = []
     rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False))
     questions = []
@@ -48,3 +76,54 @@ def load_questions(path: str | Path, *, check_images: bool = True) -> list[Quest
     if problems:
         raise InputError(problems)
     return questions
+
+
+def _read_release(path: Path, strict: bool) -> Loaded:
+    """The release split, merged with its text-only split where that file sits beside it."""
+    loaded = load_release(path, strict=strict)
+    sibling = path.with_name(path.stem + TEXT_ONLY_SUFFIX + path.suffix)
+    if path.stem.endswith(TEXT_ONLY_SUFFIX) or not sibling.is_file():
+        return loaded
+    text_only = load_release(sibling, strict=strict)
+    questions, _ = merge_text_only(loaded.questions, text_only.questions)
+    return Loaded(questions, loaded.warnings + text_only.warnings)
+
+
+def read_dataset(path: str | Path, *, check_images: bool = True, strict: bool = False) -> Loaded:
+    """Read and validate a dataset: its questions and warnings (InputError for every problem).
+
+    A `.parquet` file is read through the GAMUT release adapter (with its `_text_only`
+    sibling, if present); anything else as our JSON Lines, which has no warnings.
+    """
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return _read_release(path, strict)
+    return Loaded(_read_jsonl(path, check_images))
+
+
+def load_questions(path: str | Path, *, check_images: bool = True,
+                   strict: bool | None = None) -> list[Question]:
+    """The questions of a dataset; its warnings go to the open `collecting_warnings`, whose
+    `strict` applies unless `strict` is given here."""
+    collector = _collecting.get()
+    if strict is None:
+        strict = collector is not None and collector.strict
+    loaded = read_dataset(path, check_images=check_images, strict=strict)
+    if collector is not None:
+        for w in loaded.warnings:
+            if w not in collector.seen:
+                collector.seen.add(w)
+                collector.warnings.append(w)
+    return loaded.questions
+
+
+def warning_lines(warnings: list[Problem], limit: int = 20) -> list[str]:
+    """The warnings one per line; more than `limit`, one line per kind (field pattern and
+    message head) with its count and first instance, so 1,800 alike stay readable."""
+    if len(warnings) <= limit:
+        return [str(w) for w in warnings]
+    kinds: dict[tuple[str, str], list[Problem]] = {}
+    for w in warnings:
+        key = (re.sub(r"\.\d+(?=\.|$)", ".N", w.field), re.split(r"[:;]| \d", w.message, maxsplit=1)[0])
+        kinds.setdefault(key, []).append(w)
+    return [f"{len(ws)} x {field_}: {head}... (first: {ws[0]})" for (field_, head), ws in kinds.items()]

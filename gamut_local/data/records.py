@@ -14,7 +14,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
-from gamut_local.rubric.schema import Check, MetaRubric
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rubric.schema import Check, MetaRubric, Snippet
 from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, Tier, Variant, VerdictLabel
@@ -55,18 +56,32 @@ class Question(_Record):
     image: str | None = None
     meta_rubric: MetaRubric | None = None
     checks: list[Check] | None = None
+    # The GAMUT release's evidence (its checks cite these ids) and, where the release's
+    # text-only split grades a question on other checks, those checks (see checks_for_variant).
+    snippets: list[Snippet] | None = None
+    checks_text_only: list[Check] | None = None
     provenance: Provenance | None = None
 
     @model_validator(mode="after")
     def _rubric(self):
         if self.meta_rubric is None and not self.checks:
             raise ValueError("a question needs a meta_rubric or a non-empty checks list")
-        if self.checks:
-            ids = [c.check_id for c in self.checks]
+        for checks in (self.checks, self.checks_text_only):
+            ids = [c.check_id for c in checks or []]
             dupes = sorted({i for i in ids if ids.count(i) > 1})
             if dupes:
                 raise ValueError(f"check ids must be unique; repeated: {', '.join(dupes)}")
+        if self.snippets is not None:
+            _check_citations(self.snippets, [*(self.checks or []), *(self.checks_text_only or [])])
         return self
+
+    def checks_for_variant(self, variant: str, compiled: list[Check] | None = None) -> list[Check]:
+        """The checks a `variant` answer is judged on: for text_only the text-only split's own
+        checks where the release gives ones that differ, else the question's checks (`compiled`
+        when the caller has them already). The judge stage and the cost plan ask here."""
+        if variant == "text_only" and self.checks_text_only:
+            return list(self.checks_text_only)
+        return list(compiled) if compiled is not None else checks_for(self)
 
     def text_for(self, variant: str) -> tuple[str, str]:
         """What a candidate is asked in `variant`, and the field it came from.
@@ -78,6 +93,17 @@ class Question(_Record):
         if variant == "text_only" and self.question_text_only:
             return self.question_text_only, "question_text_only"
         return self.question, "question"
+
+
+def _check_citations(snippets: list[Snippet], checks: list[Check]) -> None:
+    ids = [s.id for s in snippets]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise ValueError(f"snippet ids must be unique; repeated: {', '.join(dupes)}")
+    for c in checks:
+        unknown = [e for e in c.evidence if e not in ids]
+        if unknown:
+            raise ValueError(f"check {c.check_id!r} cites unknown snippet ids: {', '.join(unknown)}")
 
 
 class Answer(_Record):

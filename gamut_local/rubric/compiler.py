@@ -147,7 +147,12 @@ def checks_for(question, small_pool_max: int = SMALL_POOL_MAX) -> list[Check]:
 
 
 def compile_dataset(questions, small_pool_max: int = SMALL_POOL_MAX) -> list[dict]:
-    """One row per question: `question_id` and its checks as plain dicts."""
-    return [{"question_id": q.question_id,
-             "checks": [c.model_dump() for c in checks_for(q, small_pool_max)]}
-            for q in questions]
+    """One row per question: `question_id` and its checks as plain dicts (with evidence), and
+    `checks_text_only` where the question's text-only variant is graded on its own checks."""
+    rows = []
+    for q in questions:
+        row = {"question_id": q.question_id, "checks": [c.model_dump() for c in checks_for(q, small_pool_max)]}
+        if getattr(q, "checks_text_only", None):
+            row["checks_text_only"] = [c.model_dump() for c in q.checks_text_only]
+        rows.append(row)
+    return rows

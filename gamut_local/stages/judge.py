@@ -184,7 +184,8 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
     items, n_done = [], 0
     for a in answers:
         todo = []
-        for c in checks[a["question_id"]]:
+        # A text-only answer is graded on the text-only split's own checks where they differ.
+        for c in questions[a["question_id"]].checks_for_variant(a["variant"], checks[a["question_id"]]):
             if (a["question_id"], a["model"], a["variant"], spec.name, c.check_id) in done:
                 n_done += 1
             else:
