@@ -18,14 +18,11 @@ well under a second: one `np.bincount` builds every (response, tier, verdict) co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gamut_local.vocab import (
     CONTRADICTION_WEIGHT,
     PARTIAL_CREDIT,
-    TIER_CODE,
     TIER_WEIGHTS,
     TIERS,
     VERDICT_CODE,
@@ -128,31 +125,6 @@ def score_responses_reference(verdict, tier, response, n_responses: int, *, part
     return scores, tier_scores
 
 
-@dataclass
-class VerdictTable:
-    """Verdict records as integer arrays. A response is one (judge, model, variant, question)."""
-
-    verdict: np.ndarray  # int8 codes, one per graded check
-    tier: np.ndarray  # int8 codes
-    response: np.ndarray  # int64 index into `responses`
-    responses: list[tuple[str, str, str, str]]  # (judge, model, variant, question_id)
-
-
-def verdict_table(records) -> VerdictTable:
-    """Integer-code verdict dicts (as written by the judge stage)."""
-    index: dict[tuple, int] = {}
-    n = len(records)
-    verdict = np.empty(n, dtype=np.int8)
-    tier = np.empty(n, dtype=np.int8)
-    response = np.empty(n, dtype=np.int64)
-    for i, r in enumerate(records):
-        key = (r["judge"], r["model"], r.get("variant", "multimodal"), r["question_id"])
-        response[i] = index.setdefault(key, len(index))
-        verdict[i] = VERDICT_CODE[r["verdict"]]
-        tier[i] = TIER_CODE[r["tier"]]
-    return VerdictTable(verdict, tier, response, list(index))
-
-
 def bootstrap_weights(n_questions: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
     """(n_boot, n_questions) multiplicities: how often each question is drawn in each resample.
 
@@ -170,83 +142,3 @@ def grouped_means(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.nd
     counts = np.bincount(group[ok], minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
-
-
-def _r(x, digits: int = 4):
-    x = float(x)
-    return None if np.isnan(x) else round(x, digits)
-
-
-def score_table(table: VerdictTable, domains: dict[str, str] | None = None, *, seed: int = 0,
-                n_boot: int = 1000, responses: bool = True, **formula) -> dict:
-    """Scores for every (judge, model, variant) in a verdict table.
-
-    Returns ``{"models": [{judge, model, variant, gamut_score, tier_scores, verdict_rates,
-    n_responses, ci95}], "responses": [{judge, model, variant, question_id, score,
-    tier_scores}]}`` and, given ``domains`` (question_id -> domain), ``"domains"`` with one
-    entry per (judge, model, variant, domain). Scores are in points (x100) except response
-    scores, which are in [-1, 1]. ``responses=False`` leaves out the per-response list (one
-    dict per response is most of the time at GAMUT scale) for callers that only need the
-    per-model tables.
-    """
-    n = len(table.responses)
-    scores, tier_scores = score_responses(table.verdict, table.tier, table.response, n, **formula)
-    systems = sorted({k[:3] for k in table.responses})
-    sys_index = {s: i for i, s in enumerate(systems)}
-    questions = sorted({k[3] for k in table.responses})
-    q_index = {q: i for i, q in enumerate(questions)}
-    g = np.fromiter((sys_index[k[:3]] for k in table.responses), dtype=np.int64, count=n)
-    q = np.fromiter((q_index[k[3]] for k in table.responses), dtype=np.int64, count=n)
-    G, Q = len(systems), len(questions)
-
-    mean = grouped_means(scores, g, G)
-    tier_means = np.stack([grouped_means(tier_scores[:, t], g, G) for t in range(N_TIERS)], axis=1)
-    n_resp = np.bincount(g[~np.isnan(scores)], minlength=G)
-    rates = np.bincount(g[table.response] * N_VERDICTS + table.verdict, minlength=G * N_VERDICTS)
-    rates = rates.reshape(G, N_VERDICTS) / np.maximum(rates.reshape(G, N_VERDICTS).sum(1, keepdims=True), 1)
-
-    # Percentile bootstrap over questions, all systems on the same draws.
-    by_question = np.zeros((G, Q))
-    present = np.zeros((G, Q))
-    ok = ~np.isnan(scores)
-    by_question[g[ok], q[ok]] = scores[ok]
-    present[g[ok], q[ok]] = 1.0
-    w = bootstrap_weights(Q, n_boot, seed).T.astype(np.float64)  # (Q, B)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = (by_question @ w) / (present @ w)
-    lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=1) if G else (np.array([]), np.array([]))
-
-    models = [{
-        "judge": s[0], "model": s[1], "variant": s[2],
-        "gamut_score": _r(100 * mean[i], 2),
-        "tier_scores": {t: _r(100 * tier_means[i, j], 2) for j, t in enumerate(TIERS)},
-        "verdict_rates": {v: _r(rates[i, j]) for j, v in enumerate(VERDICTS)},
-        "n_responses": int(n_resp[i]),
-        "ci95": [_r(100 * lo[i], 2), _r(100 * hi[i], 2)],
-    } for i, s in enumerate(systems)]
-    result = {"models": models}
-    if responses:
-        result["responses"] = [{
-            "judge": k[0], "model": k[1], "variant": k[2], "question_id": k[3],
-            "score": _r(scores[i]), "tier_scores": {t: _r(tier_scores[i, j]) for j, t in enumerate(TIERS)},
-        } for i, k in enumerate(table.responses)]
-    if domains is not None:
-        result["domains"] = _domain_scores(table, scores, g, systems, domains)
-    return result
-
-
-def _domain_scores(table, scores, g, systems, domains) -> list[dict]:
-    names = sorted(set(domains.values()))
-    d_index = {d: i for i, d in enumerate(names)}
-    # Responses whose question is not in the dataset are grouped under "unknown", not dropped.
-    d = np.fromiter((d_index.get(domains.get(k[3]), len(names)) for k in table.responses),
-                    dtype=np.int64, count=len(table.responses))
-    labels = names + ["unknown"]
-    cell = g * len(labels) + d
-    means = grouped_means(scores, cell, len(systems) * len(labels))
-    counts = np.bincount(cell[~np.isnan(scores)], minlength=len(systems) * len(labels))
-    return [{"judge": s[0], "model": s[1], "variant": s[2], "domain": dom,
-             "gamut_score": _r(100 * means[i * len(labels) + j], 2),
-             "n_responses": int(counts[i * len(labels) + j])}
-            for i, s in enumerate(systems) for j, dom in enumerate(labels)
-            if counts[i * len(labels) + j]]

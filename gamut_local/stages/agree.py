@@ -1,27 +1,39 @@
-"""`gamut-local agree`: read verdict files of several judges and compare the judges on the
-same responses (rank agreement, kappa, Krippendorff's alpha, calibration against `gold`);
-the statistics themselves are in `agreement`."""
+"""`gamut-local agree`: read verdict files of several judges into one table and compare the
+judges on the same responses (rank agreement, kappa, Krippendorff's alpha, calibration
+against `gold`); the statistics are in `analysis.agreement`, the response scores they start
+from in `analysis.scoring` (the same ones `score` writes)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gamut_local.analysis.agreement import Panel, agree_panel, panel_from_records
+from rich.console import Console
+
+from gamut_local.analysis.agreement import agree_panel, panel_from_table
+from gamut_local.analysis.outputs import AgreementFile
+from gamut_local.analysis.scoring import Scores, score_table
+from gamut_local.data.verdict_table import VerdictTable, read_verdicts, table_from_records
+from gamut_local.reporting.tables import read_verdict_table, write_model
 
 
-def read_panel(paths: list[Path]) -> Panel:
-    """Read and validate verdict JSONL files into a Panel."""
-    from gamut_local.data.records import Verdict, load_records, verdict_key
+def agreement_document(table: VerdictTable, scores: Scores | None = None) -> AgreementFile:
+    """Agreement of the table's judges; `scores`: the table's response scores, if at hand."""
+    scores = score_table(table) if scores is None else scores
+    result = agree_panel(panel_from_table(table), scores.score)
+    return AgreementFile(inputs=table.inputs, **result)
 
-    records = load_records(list(paths), Verdict, verdict_key)
-    return panel_from_records(records, source=", ".join(str(p) for p in paths))
+
+def write_agreement(out: Path, paths: list[Path], console: Console | None = None) -> AgreementFile:
+    doc = agreement_document(read_verdict_table(paths, console))
+    write_model(Path(out), doc)
+    return doc
 
 
 def agree_records(records: list[dict]) -> dict:
     """Everything `gamut-local agree` writes, from verdict dicts of several judges."""
-    return agree_panel(panel_from_records(records))
+    return agreement_document(table_from_records(records)).model_dump(mode="json")
 
 
 def agree_files(paths: list[Path]) -> dict:
-    """Everything `gamut-local agree` writes, from verdict JSONL files."""
-    return agree_panel(read_panel(paths))
+    """Everything `gamut-local agree` writes, from verdict JSONL files (writes nothing)."""
+    return agreement_document(read_verdicts([Path(p) for p in paths])).model_dump(mode="json")

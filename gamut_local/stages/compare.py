@@ -1,6 +1,6 @@
 """`gamut-local compare SCORES.json`: the text-only versus multimodal comparison of each
 judge's models, read from a `gamut-local score` output file; the statistics are in
-`agreement`."""
+`analysis.comparisons`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.analysis.agreement import variant_comparison
+from gamut_local.analysis.comparisons import variant_comparison
 from gamut_local.errors import InputError, Problem
 
 

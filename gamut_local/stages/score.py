@@ -1,51 +1,73 @@
-"""The score stage: read and validate verdict files (and the dataset, for domains) and score
-them with `analysis.metrics`, where the formula and the arithmetic live.
+"""The score stage: read and validate verdict files into one columnar table
+(`data.verdict_table`), score it once (`analysis.scoring`, the formula in `analysis.metrics`)
+and write `scores.json` plus the per-response file beside it (`reporting.tables`).
 
 `score_run` scores every judge's verdicts of a run plus its `extra_verdicts` (e.g. the
 sample's gold verdicts) together into `scores/scores.json`, one entry per (judge, model,
-variant)."""
+variant), and `scores/scores.responses.parquet`, one row per (judge, model, variant,
+question). docs/outputs.md documents both."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from gamut_local.analysis.metrics import score_table, verdict_table
+from rich.console import Console
+
+from gamut_local.analysis.outputs import ScoresFile
+from gamut_local.analysis.scoring import N_BOOT, Scores, response_columns, score_table
 from gamut_local.config import RunSpec
-from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.data.verdict_table import VerdictTable, question_domains, read_verdicts, table_from_records
 from gamut_local.errors import InputError, Problem
+from gamut_local.reporting.tables import read_verdict_table, scores_document, write_scores_files
 from gamut_local.rundir.layout import scores_path, verdict_files
-from gamut_local.rundir.store import write_json
+from gamut_local.vocab import TIERS
 
 
-def score_records(records, domains: dict[str, str] | None = None, *, seed: int = 0, n_boot: int = 1000,
+def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
+                 console: Console | None = None) -> ScoresFile:
+    """Read, validate and score verdict files; write `out` and the per-response file beside it."""
+    domains, dataset_input = question_domains(dataset)
+    table = read_verdict_table(paths, console)
+    return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
+                              dataset_input)
+
+
+def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
+    """The scores document as a dict, with the per-response rows inline (`responses`)."""
+    out = scores_document(table, scores, dataset, None).model_dump(mode="json")
+    cols = response_columns(scores)
+    out["responses"] = [{
+        "judge": cols["judge"][i], "model": cols["model"][i], "variant": cols["variant"][i],
+        "question_id": cols["question_id"][i], "score": _num(cols["score"][i]),
+        "tier_scores": {t: _num(cols[t][i]) for t in TIERS}} for i in range(len(cols["judge"]))]
+    return out
+
+
+def _num(x) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def score_files(paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT) -> dict:
+    """Scores of verdict files as one dict (models, domains, responses inline); writes nothing."""
+    domains, dataset_input = question_domains(dataset)
+    table = read_verdicts([Path(p) for p in paths])
+    return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot), dataset_input)
+
+
+def score_records(records, domains: dict[str, str] | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
                   **formula) -> dict:
-    """Score verdict dicts of any mix of judges, models and variants.
-
-    Returns ``{"models": [{judge, model, variant, gamut_score, tier_scores, verdict_rates,
-    n_responses, ci95}], "responses": [{judge, model, variant, question_id, score,
-    tier_scores}]}`` and, given ``domains`` (question_id -> domain), ``"domains"`` with one
-    entry per (judge, model, variant, domain). Scores are in points (x100) except response
-    scores, which are in [-1, 1].
-    """
-    return score_table(verdict_table(records), domains, seed=seed, n_boot=n_boot, **formula)
+    """Score verdict dicts of any mix of judges, models and variants (as `score_files`)."""
+    table = table_from_records(list(records))
+    return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot, **formula), None)
 
 
-def score_files(paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = 1000) -> dict:
-    """Read and validate verdict JSONL files (and the dataset, for domains), then score."""
-    records = load_records(list(paths), Verdict, verdict_key)
-    domains = None
-    if dataset is not None:
-        domains = {q.question_id: q.domain for q in load_questions(dataset, check_images=False)}
-    return score_records(records, domains, seed=seed, n_boot=n_boot)
-
-
-def score_run(spec: RunSpec) -> Path:
+def score_run(spec: RunSpec, console: Console | None = None) -> Path:
     """Score every verdict file of the run and its extra_verdicts together."""
     paths = verdict_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_verdicts]
     if not paths:
         raise InputError([Problem(str(Path(spec.output_dir) / "verdicts"), None, "",
                                   "no verdict files and no extra_verdicts: run judge first")])
     out = scores_path(Path(spec.output_dir))
-    write_json(out, score_files(paths, dataset=Path(spec.dataset), seed=spec.seed))
+    write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console)
     return out

@@ -137,13 +137,3 @@ def test_score_command_writes_json_and_reports_bad_files(gamut, tmp_path):
     assert f"{bad}:2: <record>: not valid JSON" in res.output
     assert "Traceback" not in res.output
     assert not (tmp_path / "x.json").exists()
-
-
-def test_score_table_without_responses_is_the_same_minus_responses():
-    from gamut_local.analysis.metrics import score_table, verdict_table
-
-    recs = records("a", ["meets", "missing"], "q1") + records("b", ["contradicts"], "q2")
-    full = score_table(verdict_table(recs))
-    lean = score_table(verdict_table(recs), responses=False)
-    assert "responses" not in lean
-    assert lean == {k: v for k, v in full.items() if k != "responses"}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from gamut_local.analysis.agreement import variant_comparison
+from gamut_local.analysis.comparisons import variant_comparison
 from gamut_local.errors import InputError
 from gamut_local.rundir.store import write_json, write_jsonl
 from gamut_local.stages.compare import compare_scores_file

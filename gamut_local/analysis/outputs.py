@@ -1,0 +1,155 @@
+"""The analysis output files as typed, versioned models: `scores.json`, `agreement.json` and
+the report's `tables/report.json`. Each names the inputs it came from (path, size, mtime and
+sha256 of every verdict file and the dataset), so `report` can tell whether it is current.
+
+Floats are full precision (what the arithmetic gave; JSON writes the shortest repr that
+reads back to the same double); `null` where a value does not exist. Rounding is for display
+only. docs/outputs.md documents every field.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+Num = float | None
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputFile(_Out):
+    path: str
+    bytes: int
+    mtime_ns: int
+    sha256: str
+
+
+class Formula(_Out):
+    partial_credit: float
+    contradiction_weight: float
+    tier_weights: list[float]
+    invalid_as: Literal["missing", "exclude"]
+
+
+class Bootstrap(_Out):
+    n_boot: int
+    seed: int
+    level: float = 0.95
+    over: Literal["questions"] = "questions"
+
+
+class ModelScore(_Out):
+    judge: str
+    model: str
+    variant: str
+    gamut_score: Num
+    ci95: list[Num] = Field(min_length=2, max_length=2)
+    tier_scores: dict[str, Num]
+    verdict_rates: dict[str, float]
+    verdict_counts: dict[str, int]
+    n_responses: int
+
+
+class DomainScore(_Out):
+    judge: str
+    model: str
+    variant: str
+    domain: str
+    gamut_score: Num
+    n_responses: int
+
+
+class ScoresFile(_Out):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["gamut-local scores"] = "gamut-local scores"
+    inputs: list[InputFile]
+    dataset: InputFile | None
+    formula: Formula
+    bootstrap: Bootstrap
+    judges: list[str]
+    responses_file: str | None  # per-response file beside this one (relative name)
+    models: list[ModelScore]
+    domains: list[DomainScore] | None
+
+
+class PairStats(_Out):
+    judge_a: str
+    judge_b: str
+    kendall_tau_b: Num
+    spearman_rho: Num
+    identical_ranking: bool | None
+    adjacent_swaps: int | None
+    max_abs_diff: Num
+    mean_diff: Num
+    cohen_kappa: Num
+    confusion: list[list[int]]
+
+
+class PairScore(_Out):
+    model: str
+    variant: str
+    a: float
+    b: float
+
+
+class PairScores(_Out):
+    judge_a: str
+    judge_b: str
+    models: list[PairScore]
+
+
+class GoldStats(_Out):
+    accuracy: Num
+    cohen_kappa: Num
+    confusion: list[list[int]]
+    score_bias: Num
+
+
+class Keys(_Out):
+    total: int
+    graded_by_all: int
+    missing: dict[str, int]
+    shared_by_pair: dict[str, int]
+
+
+class Agreement(_Out):
+    judges: list[str]
+    verdict_order: list[str]
+    keys: Keys
+    pairs: list[PairStats]
+    pair_scores: list[PairScores]
+    krippendorff_alpha: dict[str, Num]
+    vs_gold: dict[str, GoldStats]
+    notes: dict[str, str]
+
+
+class AgreementFile(Agreement):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["gamut-local agreement"] = "gamut-local agreement"
+    inputs: list[InputFile]
+
+
+class ReportTablesFile(_Out):
+    """`tables/report.json`: every table of the report (rows as in the CSV files)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    kind: Literal["gamut-local report tables"] = "gamut-local report tables"
+    inputs: list[InputFile]
+    dataset: InputFile | None
+    judges: list[str]
+    systems: list[dict]
+    n_questions: int
+    n_verdicts: dict[str, int]
+    leaderboard: list[dict]
+    tiers: list[dict]
+    verdicts: list[dict]
+    neighbours: list[dict]
+    variants: dict[str, dict]
+    judge_scores: list[dict]
+    agreement: Agreement | None
+    domains: list[dict] | None
+    missing: list[str]

@@ -1,0 +1,208 @@
+"""One scoring path: a verdict table -> response scores -> every table that `score`, `agree`
+and `report` write, all from the same arrays.
+
+`score_table` runs the formula (`metrics.score_responses`) once over every verdict and keeps
+the response scores as a dense judges x systems x questions array (a *system* is a (model,
+variant) pair; NaN where a judge graded nothing of that response). Everything else derives
+from it: GAMUT scores, tier scores, verdict rates, per-domain scores, the bootstrap (one
+resampling matrix over questions, shared by every judge and system so differences pair),
+and the judge-agreement panel's full-coverage scores. Full precision throughout; rounding
+is for display only (`reporting`).
+
+The table is a `data.verdict_table.VerdictTable` (analysis does not import `data`: any object
+with its code arrays and dictionaries will do).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gamut_local.analysis.metrics import N_TIERS, N_VERDICTS, bootstrap_weights, score_responses
+from gamut_local.analysis.stats import bootstrap_means
+from gamut_local.vocab import (
+    CONTRADICTION_WEIGHT,
+    PARTIAL_CREDIT,
+    TIER_WEIGHTS,
+    TIERS,
+    VARIANTS,
+    VERDICTS,
+)
+
+UNKNOWN_DOMAIN = "unknown"
+N_BOOT = 1000
+
+
+def formula_settings(partial_credit: float = PARTIAL_CREDIT, contradiction_weight: float = CONTRADICTION_WEIGHT,
+                     tier_weights=TIER_WEIGHTS, invalid_as: str = "missing") -> dict:
+    return {"partial_credit": float(partial_credit), "contradiction_weight": float(contradiction_weight),
+            "tier_weights": [float(w) for w in tier_weights], "invalid_as": invalid_as}
+
+
+@dataclass
+class Scores:
+    """Response scores of every (judge, system, question), dense; see the module docstring."""
+
+    judges: list[str]
+    systems: list[tuple[str, str]]  # (model, variant)
+    questions: list[str]
+    score: np.ndarray  # float64 (J, S, Q) in [-1, 1]
+    tier_scores: np.ndarray  # float64 (J, S, Q, 3)
+    counts: np.ndarray  # int64 (J, S, Q, 5): verdicts of each code; all 0: no such response
+    domains: list[str] | None = None  # per question; None: no dataset given
+    seed: int = 0
+    n_boot: int = N_BOOT
+    formula: dict = field(default_factory=formula_settings)
+
+    @property
+    def present(self) -> np.ndarray:
+        """(J, S, Q) bool: the judge graded at least one check of this response."""
+        return self.counts.sum(axis=-1) > 0
+
+
+def system_index(table) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The (model, variant) pairs present in the table, sorted, and each row's index into them."""
+    code = table.model.astype(np.int64) * len(VARIANTS) + table.variant
+    used = np.bincount(code, minlength=len(table.models) * len(VARIANTS)) > 0
+    remap = np.cumsum(used) - 1
+    systems = [(table.models[c // len(VARIANTS)], VARIANTS[c % len(VARIANTS)]) for c in np.flatnonzero(used)]
+    return systems, remap[code]
+
+
+def score_table(table, domains: dict[str, str] | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
+                **formula) -> Scores:
+    """Score every verdict of the table at once (`metrics.score_responses`)."""
+    settings = formula_settings(**formula)
+    systems, system = system_index(table)
+    J, S, Q = len(table.judges), len(systems), len(table.questions)
+    response = (table.judge.astype(np.int64) * S + system) * Q + table.question
+    score, tiers = score_responses(table.verdict, table.tier, response, J * S * Q, **settings)
+    counts = np.bincount(response * N_VERDICTS + table.verdict, minlength=J * S * Q * N_VERDICTS)
+    return Scores(list(table.judges), systems, list(table.questions), score.reshape(J, S, Q),
+                  tiers.reshape(J, S, Q, N_TIERS), counts.reshape(J, S, Q, N_VERDICTS),
+                  _question_domains(table.questions, domains), seed, n_boot, settings)
+
+
+def _question_domains(questions: list[str], domains: dict[str, str] | None) -> list[str] | None:
+    # A question the dataset does not have is grouped under "unknown", not dropped.
+    return None if domains is None else [domains.get(q, UNKNOWN_DOMAIN) for q in questions]
+
+
+def mean_points(values: np.ndarray) -> np.ndarray:
+    """100 x mean over the last axis, ignoring NaN; NaN where there is no value."""
+    have = np.isfinite(values)
+    n = have.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, 100.0 * np.where(have, values, 0.0).sum(axis=-1) / np.maximum(n, 1), np.nan)
+
+
+def system_scores(scores: Scores) -> np.ndarray:
+    """GAMUT score (points) per (judge, system): 100 x the mean response score."""
+    return mean_points(scores.score)
+
+
+def bootstrap(scores: Scores) -> np.ndarray:
+    """(J, n_boot, S) bootstrap GAMUT scores: every judge and system on the same question draws."""
+    weights = bootstrap_weights(len(scores.questions), scores.n_boot, scores.seed).astype(np.float64)
+    return np.stack([100.0 * bootstrap_means(weights, scores.score[j].T) for j in range(len(scores.judges))]) \
+        if scores.judges else np.zeros((0, scores.n_boot, len(scores.systems)))
+
+
+def _none(x) -> float | None:
+    x = float(x)
+    return None if not np.isfinite(x) else x
+
+
+def model_rows(scores: Scores, boot: np.ndarray | None = None) -> list[dict]:
+    """One row per (judge, model, variant) with a response: GAMUT score, 95% CI, tier scores,
+    verdict rates and counts. Full precision; None where a value does not exist."""
+    boot = bootstrap(scores) if boot is None else boot
+    gamut = system_scores(scores)
+    tier_points = mean_points(np.moveaxis(scores.tier_scores, -1, -2))  # (J, S, 3)
+    counts = scores.counts.sum(axis=2)  # (J, S, 5)
+    n_responses = np.isfinite(scores.score).sum(axis=2)
+    with warnings.catch_warnings():  # a system a judge never scored: all-NaN draws, NaN CI
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=1) if boot.size else (gamut, gamut)
+    rows = []
+    for j, judge in enumerate(scores.judges):
+        for s, (model, variant) in enumerate(scores.systems):
+            if not scores.present[j, s].any():
+                continue
+            total = max(int(counts[j, s].sum()), 1)
+            rows.append({
+                "judge": judge, "model": model, "variant": variant,
+                "gamut_score": _none(gamut[j, s]),
+                "ci95": [_none(lo[j, s]), _none(hi[j, s])],
+                "tier_scores": {t: _none(tier_points[j, s, k]) for k, t in enumerate(TIERS)},
+                "verdict_rates": {v: counts[j, s, k] / total for k, v in enumerate(VERDICTS)},
+                "verdict_counts": {v: int(counts[j, s, k]) for k, v in enumerate(VERDICTS)},
+                "n_responses": int(n_responses[j, s]),
+            })
+    return rows
+
+
+def domain_rows(scores: Scores) -> list[dict] | None:
+    """GAMUT score per (judge, model, variant, domain) with at least one scored response."""
+    if scores.domains is None:
+        return None
+    names = sorted(set(scores.domains) - {UNKNOWN_DOMAIN})
+    names += [UNKNOWN_DOMAIN] if UNKNOWN_DOMAIN in scores.domains else []
+    of_question = np.array([names.index(d) for d in scores.domains], dtype=np.int64)
+    rows = []
+    for k, domain in enumerate(names):
+        sub = scores.score[:, :, of_question == k]
+        points, n = mean_points(sub), np.isfinite(sub).sum(axis=2)
+        rows += [{"judge": judge, "model": m, "variant": v, "domain": domain,
+                  "gamut_score": _none(points[j, s]), "n_responses": int(n[j, s])}
+                 for j, judge in enumerate(scores.judges) for s, (m, v) in enumerate(scores.systems)
+                 if n[j, s]]
+    rows.sort(key=lambda r: (r["judge"], r["model"], r["variant"], names.index(r["domain"])))
+    return rows
+
+
+def response_columns(scores: Scores) -> dict[str, list | np.ndarray]:
+    """Column arrays of the per-response file: one row per (judge, model, variant, question)
+    the judge graded, response and tier scores in [-1, 1] (NaN: nothing graded) and counts."""
+    j, s, q = np.nonzero(scores.present)
+    cols: dict[str, list | np.ndarray] = {
+        "judge": [scores.judges[i] for i in j],
+        "model": [scores.systems[i][0] for i in s],
+        "variant": [scores.systems[i][1] for i in s],
+        "question_id": [scores.questions[i] for i in q],
+        "domain": None if scores.domains is None else [scores.domains[i] for i in q],
+        "score": scores.score[j, s, q],
+    }
+    for k, tier in enumerate(TIERS):
+        cols[tier] = scores.tier_scores[j, s, q, k]
+    for k, verdict in enumerate(VERDICTS):
+        cols[f"n_{verdict}"] = scores.counts[j, s, q, k]
+    return cols
+
+
+def scores_from_columns(cols: dict, judges: list[str], *, seed: int, n_boot: int, formula: dict) -> Scores:
+    """Rebuild Scores from `response_columns` (as read back from the per-response file)."""
+    systems = sorted({(m, v) for m, v in zip(cols["model"], cols["variant"])},
+                     key=lambda mv: (mv[0], VARIANTS.index(mv[1])))
+    questions = sorted(set(cols["question_id"]))
+    J, S, Q = len(judges), len(systems), len(questions)
+    j = np.array([judges.index(x) for x in cols["judge"]], dtype=np.int64) if J else np.zeros(0, np.int64)
+    s_index = {x: i for i, x in enumerate(systems)}
+    s = np.fromiter((s_index[x] for x in zip(cols["model"], cols["variant"])), dtype=np.int64)
+    q_index = {x: i for i, x in enumerate(questions)}
+    q = np.fromiter((q_index[x] for x in cols["question_id"]), dtype=np.int64)
+    score = np.full((J, S, Q), np.nan)
+    tiers = np.full((J, S, Q, N_TIERS), np.nan)
+    counts = np.zeros((J, S, Q, N_VERDICTS), dtype=np.int64)
+    score[j, s, q] = cols["score"]
+    for k, tier in enumerate(TIERS):
+        tiers[j, s, q, k] = cols[tier]
+    for k, verdict in enumerate(VERDICTS):
+        counts[j, s, q, k] = cols[f"n_{verdict}"]
+    domains = None
+    if cols.get("domain") is not None:
+        by_q = dict(zip(cols["question_id"], cols["domain"]))
+        domains = [by_q[x] for x in questions]
+    return Scores(judges, systems, questions, score, tiers, counts, domains, seed, n_boot, formula)

@@ -1,0 +1,193 @@
+"""Writing and reading the analysis files: `scores.json` with its per-response file beside it,
+`agreement.json`, and the report's `tables/*.csv|json`. Full precision in every file (CSV
+cells are Python's shortest round-trip repr of each double); rounding is the Markdown's job.
+
+A scores or agreement file is *current* for a set of inputs when it names the same files
+(paths resolved) with the same content hashes (`data.verdict_table.current_record` rehashes
+only a file whose size or mtime changed) and the same bootstrap settings.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+
+from gamut_local.analysis.outputs import AgreementFile, Bootstrap, ReportTablesFile, ScoresFile
+from gamut_local.analysis.scoring import (
+    Scores,
+    domain_rows,
+    model_rows,
+    response_columns,
+    scores_from_columns,
+)
+from gamut_local.data.verdict_table import VerdictTable, current_record, read_verdicts
+from gamut_local.reporting.progress import progress_bars
+from gamut_local.rundir.store import write_json, write_text_atomic
+from gamut_local.vocab import TIERS, VERDICTS
+
+RESPONSE_INT_COLUMNS = tuple(f"n_{v}" for v in VERDICTS)
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    buf = io.StringIO()
+    if rows:
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    write_text_atomic(path, buf.getvalue())
+
+
+def write_model(path: Path, doc) -> None:
+    write_json(path, doc.model_dump(mode="json"))
+
+
+def read_verdict_table(paths, console=None) -> VerdictTable:
+    """Read and validate verdict files (`data.verdict_table`), a progress bar per file on stderr."""
+    from rich.console import Console
+
+    paths = [Path(p) for p in paths]
+    with progress_bars(console or Console(stderr=True, highlight=False)) as bars:
+        task = bars.add_task("reading verdicts", total=len(paths))
+        return read_verdicts(paths, on_file=lambda _: bars.advance(task))
+
+
+# ---------------------------------------------------------------- scores.json + per-response file
+
+def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
+                    responses_file: str | None) -> ScoresFile:
+    return ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
+                      bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
+                      responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores))
+
+
+def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None) -> ScoresFile:
+    """scores.json and its per-response file, from a scored table."""
+    doc = scores_document(table, scores, dataset, write_responses(out, scores))
+    write_model(out, doc)
+    return doc
+
+
+def responses_name(scores_json: Path, parquet: bool) -> str:
+    """`scores.json` -> `scores.responses.parquet` (JSONL when pyarrow is not installed)."""
+    return f"{Path(scores_json).stem}.responses.{'parquet' if parquet else 'jsonl'}"
+
+
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def write_responses(scores_json: Path, scores: Scores) -> str:
+    """Write the per-response file beside `scores_json`; return its name."""
+    cols = {k: v for k, v in response_columns(scores).items() if v is not None}
+    parquet = _has_pyarrow()
+    path = Path(scores_json).with_name(responses_name(scores_json, parquet))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if parquet:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        tmp = path.with_name(f".{path.name}.tmp")
+        pq.write_table(pa.table(cols), tmp)
+        tmp.replace(path)
+    else:
+        names = list(cols)
+        lines = (json.dumps({k: _cell(cols[k][i]) for k in names}) for i in range(len(cols["judge"])))
+        write_text_atomic(path, "".join(line + "\n" for line in lines))
+    return path.name
+
+
+def _cell(x):
+    if isinstance(x, (np.floating, float)):
+        return None if not np.isfinite(x) else float(x)
+    return int(x) if isinstance(x, np.integer) else x
+
+
+def read_responses(path: Path) -> dict:
+    """Columns of a per-response file (NaN for null scores)."""
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        tab = pq.read_table(path)
+        cols = {name: tab.column(name).to_pylist() if pa.types.is_string(tab.schema.field(name).type)
+                else tab.column(name).to_numpy() for name in tab.column_names}
+    else:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        names = list(rows[0]) if rows else []
+        cols = {k: [r[k] for r in rows] for k in names}
+        for k in ("score", *TIERS):
+            cols[k] = np.array([np.nan if v is None else v for v in cols[k]], dtype=float)
+    cols.setdefault("domain", None)
+    return cols
+
+
+# ---------------------------------------------------------------- currency
+
+def _same_inputs(recorded: list[dict], wanted: list[Path]) -> bool:
+    if {str(Path(r["path"]).resolve()) for r in recorded} != {str(Path(p).resolve()) for p in wanted}:
+        return False
+    for old in recorded:
+        now = current_record(old)
+        if now is None or now["sha256"] != old["sha256"]:
+            return False
+    return True
+
+
+def read_current_scores(scores_json: Path, paths: list[Path], dataset: Path | None, *,
+                        seed: int, n_boot: int) -> tuple[ScoresFile, Scores] | None:
+    """The scores file and its response scores, if current for these inputs; else None."""
+    try:
+        doc = ScoresFile.model_validate_json(Path(scores_json).read_bytes())
+    except (OSError, ValidationError, ValueError):
+        return None
+    if (doc.bootstrap.seed, doc.bootstrap.n_boot) != (seed, n_boot) or doc.responses_file is None:
+        return None
+    want_dataset = [] if dataset is None else [dataset]
+    have_dataset = [] if doc.dataset is None else [doc.dataset.model_dump()]
+    if not _same_inputs([i.model_dump() for i in doc.inputs], paths) or \
+            not _same_inputs(have_dataset, want_dataset):
+        return None
+    responses = Path(scores_json).with_name(doc.responses_file)
+    if not responses.is_file():
+        return None
+    scores = scores_from_columns(read_responses(responses), list(doc.judges), seed=seed, n_boot=n_boot,
+                                 formula=doc.formula.model_dump())
+    return doc, scores
+
+
+def read_current_agreement(path: Path, paths: list[Path]) -> AgreementFile | None:
+    try:
+        doc = AgreementFile.model_validate_json(Path(path).read_bytes())
+    except (OSError, ValidationError, ValueError):
+        return None
+    return doc if _same_inputs([i.model_dump() for i in doc.inputs], paths) else None
+
+
+# ---------------------------------------------------------------- the report's tables
+
+def write_report_tables(tables: Path, doc: ReportTablesFile) -> None:
+    """tables/*.csv and tables/*.json from the report's tables."""
+    t = doc.model_dump(mode="json")
+    write_csv(tables / "leaderboard.csv", t["leaderboard"])
+    write_csv(tables / "tiers.csv", t["tiers"])
+    write_csv(tables / "verdicts.csv", t["verdicts"])
+    write_csv(tables / "neighbours.csv", [
+        {**{k: v for k, v in r.items() if k != "ci95"}, "ci95_low": r["ci95"][0], "ci95_high": r["ci95"][1]}
+        for r in t["neighbours"]])
+    write_csv(tables / "judge_scores.csv", t["judge_scores"])
+    if t["domains"] is not None:
+        write_csv(tables / "domains.csv", t["domains"])
+    write_csv(tables / "variants.csv", [{"judge": j, **m} for j, v in t["variants"].items() for m in v["models"]])
+    write_json(tables / "variants.json", t["variants"])
+    if t["agreement"] is not None:
+        write_json(tables / "agreement.json", t["agreement"])
+    write_json(tables / "report.json", t)
