@@ -171,12 +171,10 @@ def score(
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
     from gamut_local.rundir.paths import check_outputs
-    from gamut_local.rundir.store import write_json
-    from gamut_local.stages.score import score_files
+    from gamut_local.stages.score import write_scores
 
     check_outputs({"--out": out_path}, [*verdicts, dataset])
-    result = score_files(verdicts, dataset=dataset, seed=seed)
-    write_json(out_path, result)
+    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err).model_dump()
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
                   f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]")
@@ -275,12 +273,10 @@ def agree(
 ):
     """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
     from gamut_local.rundir.paths import check_outputs
-    from gamut_local.rundir.store import write_json
-    from gamut_local.stages.agree import agree_files
+    from gamut_local.stages.agree import write_agreement
 
     check_outputs({"--out": out_path}, verdicts)
-    result = agree_files(verdicts)
-    write_json(out_path, result)
+    result = write_agreement(out_path, verdicts, console=err).model_dump()
     missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
     out.print(f"{out_path}: {len(result['judges'])} judges on {result['keys']['total']} keys "
               f"(keys each judge lacks: {missing})")
