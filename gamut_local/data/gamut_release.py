@@ -14,8 +14,8 @@ kind `release`) and its snippets as `snippets`. No meta-rubric is made up: the r
 
 One bad part of a row does not cost the other rows. Warnings keep what they concern: a citation
 of an unknown snippet (dropped from the check's evidence), a snippet without text or id (left
-out), snippet ids and citations of different types (int vs text; matched as text, one warning
-per file). A row that cannot become a usable question (no id, no question, no checks, a check
+out), snippet ids and citations of different types (a number vs text; matched as text, one
+warning per file). A row that cannot become a usable question (no id, no question, no checks, a check
 without text, a duplicate id) is left out and named `FILE[row i]: field: message`; the other
 rows load. With `strict=True` every warning and every such row is an error instead.
 """
@@ -96,13 +96,15 @@ def _shape_problem(path: Path, columns: list[str]) -> Problem | None:
 def _text(value) -> str | None:
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():  # an int column with nulls, read as float
+        return str(int(value))
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     return value.strip() if isinstance(value, str) else None
 
 
 def _type_name(value) -> str:
-    return "integer" if isinstance(value, int) and not isinstance(value, bool) else "text"
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else "text"
 
 
 def _rubrics(row: dict, notes: RowNotes) -> dict | None:
@@ -227,7 +229,7 @@ def row_to_record(row: dict) -> tuple[dict | None, RowNotes]:
 
 def _id_type_warning(path: Path, rows: list[int]) -> Problem:
     return Problem(str(path), None, "rubrics.Snippets.id",
-                   f"{len(rows)} row(s) give snippet ids and citations as different types (integer vs "
+                   f"{len(rows)} row(s) give snippet ids and citations as different types (number vs "
                    f"text), first at row {rows[0]}; matched as text, checks kept")
 
 

@@ -95,6 +95,13 @@ def test_integer_snippet_ids_match_text_citations_with_one_warning(tmp_path):
     with pytest.raises(InputError) as e:
         load_release(path, strict=True)
     assert e.value.problems == [w]
+    # An integer column with nulls arrives as floats (1.0): still snippet "1".
+    rows = int_id_rows()
+    for s in rows[0]["rubrics"]["Snippets"]:
+        s["id"] = float(s["id"])
+    floats = load_release(write_parquet(rows[:1], tmp_path / "float.parquet"))
+    assert [c.evidence for c in floats.questions[0].checks] == [["1"], ["2"], ["1"], ["2"]]
+    assert [w.field for w in floats.warnings] == ["rubrics.Snippets.id"]
 
 
 def test_dangling_citation_and_empty_snippet_keep_the_check_with_warnings(tmp_path):
