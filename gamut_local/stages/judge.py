@@ -67,13 +67,14 @@ def build_requests(item: ResponseChecks, image, system_prompt: str | None) -> li
                                [c.text for c in item.checks], image, system_prompt)
 
 
-def extra_answer_problems(spec: RunSpec, answers: list[dict], questions) -> list[Problem]:
+def extra_answer_problems(spec: RunSpec, answers: list[dict], questions, *, extra_only: bool = False) -> list[Problem]:
     """What is wrong with the answers judged beside the generated ones: a model name a
-    generated model also uses, or a question the dataset lacks. `run` calls this before the
-    candidate loads, so a stray answers file costs a second, not a generation pass."""
+    generated model also uses, or a question the dataset lacks. `run` calls this (with
+    `extra_only`: `answers` are the extra answers alone) before the candidate loads, so a
+    stray answers file costs a second, not a generation pass."""
     generated = {(m.name, v) for m in spec.models for v in m.variants(spec.variants)}
     problems = []
-    extra_models = {a["model"] for a in answers if (a["model"], a["variant"]) not in generated}
+    extra_models = {a["model"] for a in answers if extra_only or (a["model"], a["variant"]) not in generated}
     clash = extra_models & {m.name for m in spec.models}
     for name in sorted(clash):
         problems.append(Problem(spec.source, None, "extra_answers",

@@ -61,7 +61,7 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
     if questions is not None:
         by_id = {q.question_id: q for q in questions}
         if answers:
-            problems += extra_answer_problems(spec, answers, by_id)
+            problems += extra_answer_problems(spec, answers, by_id, extra_only=True)
         if verdicts:
             problems += verdict_problems(verdicts, spec.extra_verdicts, questions)
     for m in [*spec.models, *spec.judges]:

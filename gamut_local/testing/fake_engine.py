@@ -1,0 +1,92 @@
+"""A small deterministic stand-in engine, for tests of everything around the engine (input
+checks, resume, faults), where loading a real model would only cost time.
+
+Answers and labels are a hash of the conversation, so a rerun reproduces them. `FAKE_DELAY`
+(seconds per engine call) gives a test time to kill a process mid-run. `LOADS` lists the
+specs loaded in this process, so a test can assert that bad input failed before any load.
+
+Only tests select it: `install(monkeypatch)` replaces the engine loader that the stages use
+(in-process), and tests/hostile/fake_cli.py does the same in a subprocess. It mirrors the
+result types of `gamut_local.engines` field for field (this layer may not import engines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+LOADS: list[str] = []
+LABELS = ("meets", "partially_meets", "missing", "contradicts")
+
+
+@dataclass
+class FakeCompletion:
+    text: str
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    num_cached_tokens: int | None
+
+
+@dataclass
+class FakeClassification:
+    probs: dict[str, float]
+    label: str | None
+    raw: str
+    method: str
+    prompt_tokens: int
+    num_cached_tokens: int | None
+
+
+def _digest(conversation) -> int:
+    text = json.dumps(conversation, default=lambda o: f"<{type(o).__name__}>", sort_keys=True)
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+@dataclass
+class FakeEngine:
+    name: str
+    backend: str = "fake"
+    delay: float = field(default_factory=lambda: float(os.environ.get("FAKE_DELAY", "0")))
+    calls: int = 0
+
+    def _tick(self):
+        self.calls += 1
+        if self.delay:
+            time.sleep(self.delay)
+
+    def chat(self, conversations, sampling):
+        self._tick()
+        return [FakeCompletion(f"answer {_digest(c) % 997}", "stop", 10, 3, 0) for c in conversations]
+
+    def classify(self, conversations, labels):
+        self._tick()
+        out = []
+        for c in conversations:
+            label = list(labels)[_digest(c) % len(labels)]
+            out.append(FakeClassification({x: float(x == label) for x in labels}, label, label,
+                                          "structured_choice", 20, 10))
+        return out
+
+    def close(self):
+        pass
+
+
+def load_fake(spec) -> FakeEngine:
+    LOADS.append(spec.name)
+    return FakeEngine(spec.name)
+
+
+# Where the stages look the loader up: `engines.load_and_close` and the pipeline's keeper.
+TARGETS = ("gamut_local.engines.load_engine", "gamut_local.stages.pipeline.load_engine")
+
+
+def install(monkeypatch) -> list[str]:
+    """Make every stage (and `gamut-local run`) use the fake engine; returns LOADS, cleared."""
+    LOADS.clear()
+    for target in TARGETS:
+        monkeypatch.setattr(target, load_fake)
+    return LOADS
