@@ -124,6 +124,7 @@ def warning_lines(warnings: list[Problem], limit: int = 20) -> list[str]:
         return [str(w) for w in warnings]
     kinds: dict[tuple[str, str], list[Problem]] = {}
     for w in warnings:
-        key = (re.sub(r"\.\d+(?=\.|$)", ".N", w.field), re.split(r"[:;]| \d", w.message, maxsplit=1)[0])
+        head = re.split(r"[:;]| \d", re.sub(r"'[^']*'", "'...'", w.message), maxsplit=1)[0]
+        key = (re.sub(r"\.\d+(?=\.|$)", ".N", w.field), head)
         kinds.setdefault(key, []).append(w)
     return [f"{len(ws)} x {field_}: {head}... (first: {ws[0]})" for (field_, head), ws in kinds.items()]

@@ -254,10 +254,13 @@ def test_many_warnings_are_summarised_by_kind():
     many = [Problem(f"f[row {i}]", None, f"rubrics.Valuable.{i % 3}.Specifics.0.Citation",
                     f"cites snippet {i}, which is not among the row's snippets with text") for i in range(30)]
     many.append(Problem("f[row 0]", None, "rubrics.Snippets.1.Text", "snippet 2 has no text; snippet left out"))
+    many += [Problem(f"f[row {i}]", None, "session_id", f"duplicate id 'id-{i}' (first at f[row 0])")
+             for i in range(2)]
     lines = warning_lines(many)
     assert lines == [
         f"30 x rubrics.Valuable.N.Specifics.N.Citation: cites snippet... (first: {many[0]})",
         f"1 x rubrics.Snippets.N.Text: snippet... (first: {many[30]})",
+        f"2 x session_id: duplicate id '...' (first at f[row... (first: {many[31]})",
     ]
     assert warning_lines(many[:3]) == [str(p) for p in many[:3]]
 
