@@ -247,20 +247,6 @@ def write_dataset(questions: list[Question], out_path: Path) -> None:
     write_jsonl(out_path, [q.model_dump(mode="json", exclude_none=True) for q in questions])
 
 
-def _release(release: Path, release_text_only: Path | None,
-             strict: bool) -> tuple[list[Question], dict, list]:
-    """The release's questions, merged with the text-only split's, its mismatches and warnings."""
-    from gamut_local.data.gamut_release import load_release, merge_text_only
-
-    main = load_release(release, strict=strict)
-    if release_text_only is None:
-        return main.questions, {"text_only_without_main_question": [], "text_only_rubric_differs": [],
-                                "no_text_only_form": [q.question_id for q in main.questions]}, main.warnings
-    text_only = load_release(release_text_only, strict=strict)
-    questions, mismatch = merge_text_only(main.questions, text_only.questions)
-    return questions, mismatch, main.warnings + text_only.warnings
-
-
 def build_dataset(release: Path, release_text_only: Path | None, crag_splits: dict[str, object],
                   out_path: Path, *, fetch: Callable[[str], bytes] | None = None,
                   bound: tuple[int, int] | None = BOUND, strict: bool = False, progress=None) -> dict:
@@ -271,9 +257,11 @@ def build_dataset(release: Path, release_text_only: Path | None, crag_splits: di
     this returns, so a conversion that produced anything unreadable fails here, not in a job.
     """
     from gamut_local.data.dataset import load_questions
+    from gamut_local.data.gamut_release import load_release_pair
 
     out_path = Path(out_path)
-    questions, mismatch, warnings = _release(release, release_text_only, strict)
+    loaded, mismatch = load_release_pair(release, release_text_only, strict=strict)
+    questions, warnings = loaded.questions, loaded.warnings
     questions, report = join(questions, crag_splits, out_path.parent, fetch=fetch, bound=bound,
                              progress=progress)
     write_dataset(questions, out_path)

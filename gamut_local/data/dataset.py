@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gamut_local.data.gamut_release import Loaded, load_release, merge_text_only
+from gamut_local.data.gamut_release import Loaded, load_release_pair
 from gamut_local.data.records import Question, resolve_image, validate_questions
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.store import read_jsonl
@@ -80,13 +80,10 @@ def _read_jsonl(path: Path, check_images: bool) -> list[Question]:
 
 def _read_release(path: Path, strict: bool) -> Loaded:
     """The release split, merged with its text-only split where that file sits beside it."""
-    loaded = load_release(path, strict=strict)
     sibling = path.with_name(path.stem + TEXT_ONLY_SUFFIX + path.suffix)
     if path.stem.endswith(TEXT_ONLY_SUFFIX) or not sibling.is_file():
-        return loaded
-    text_only = load_release(sibling, strict=strict)
-    questions, _ = merge_text_only(loaded.questions, text_only.questions)
-    return Loaded(questions, loaded.warnings + text_only.warnings)
+        sibling = None
+    return load_release_pair(path, sibling, strict=strict)[0]
 
 
 def read_dataset(path: str | Path, *, check_images: bool = True, strict: bool = False) -> Loaded:

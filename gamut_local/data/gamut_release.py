@@ -298,5 +298,18 @@ def merge_text_only(questions: list[Question], text_only: list[Question]) -> tup
                     "no_text_only_form": sorted(main - set(by_id))}
 
 
+def load_release_pair(path: str | Path, text_only: str | Path | None, *,
+                      strict: bool = False) -> tuple[Loaded, dict]:
+    """The release split merged with its text-only split (None: there is none), and what did
+    not line up between them (merge_text_only's report)."""
+    main = load_release(path, strict=strict)
+    if text_only is None:
+        return main, {"text_only_without_main_question": [], "text_only_rubric_differs": [],
+                      "no_text_only_form": sorted(q.question_id for q in main.questions)}
+    other = load_release(text_only, strict=strict)
+    questions, mismatch = merge_text_only(main.questions, other.questions)
+    return Loaded(questions, main.warnings + other.warnings), mismatch
+
+
 def _dumped(update: dict) -> dict:
     return {k: [x.model_dump() for x in v] if isinstance(v, list) else v for k, v in update.items()}
