@@ -152,7 +152,7 @@ def test_submit_builds_arrays_gpus_and_the_dependency_chain(cluster, tmp_path):
             assert job["opts"].get("--dependency") == want
             assert _gpus(job["script"]) == 4
             if j == "judge-ray":
-                assert "#SBATCH --nodes=2" in job["script"] and "ray start --head" in job["script"]
+                assert "#SBATCH --nodes=2" in job["script"] and "ray start" in job["script"] and " --head " in job["script"]
             else:
                 assert "#SBATCH --nodes=1" in job["script"] and "ray start" not in job["script"]
     score, report = jobs["t.score"], jobs["t.report"]
@@ -345,3 +345,52 @@ def test_the_dry_run_recipe_runs_as_printed(cluster, tmp_path):
     assert len(jobs) == 17
     assert jobs["t.judge.judge-a.big.text_only"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.big']['id']}"
     assert jobs["t.report"]["opts"]["--dependency"] == f"afterok:{jobs['t.score']['id']}"
+
+
+FAKE_SRUN = """#!/bin/bash
+# srun [opts] -w HOST CMD...: runs CMD "on" HOST (FAKE_NODE=HOST), as each node's own step.
+while [[ $# -gt 0 && "$1" != "-w" ]]; do shift; done
+host=$2; shift 2
+FAKE_NODE="$host" exec "$@"
+"""
+FAKE_HOSTNAME = """#!/bin/bash
+case "$FAKE_NODE" in node-a) echo "10.0.0.1 fe80::1";; node-b) echo "10.0.0.2";; *) echo "10.9.9.9";; esac
+"""
+FAKE_RAY = f"""#!{sys.executable}
+import json, os, sys
+with open(os.environ["FAKE_RAY_LOG"], "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "node": os.environ.get("FAKE_NODE"),
+                        "VLLM_HOST_IP": os.environ.get("VLLM_HOST_IP"),
+                        "RAY_TMPDIR": os.environ.get("RAY_TMPDIR")}}) + "\\n")
+"""
+
+
+def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
+    """judge-ray.sbatch run with stand-ins for scontrol, srun, hostname, ray and python: every
+    node's `ray start` gets that node's address as --node-ip-address and VLLM_HOST_IP, Ray a
+    short temp dir, and the judge (on the head) the head's address."""
+    if BASH is None:
+        pytest.skip("bash not installed")
+    job = next(j for j in prepare(cluster).jobs if "ray start" in j.script)
+    script = tmp_path / "judge-ray.sh"
+    script.write_text(job.script)
+    bin_dir = tmp_path / "bin"
+    _exe(bin_dir / "scontrol", "#!/bin/bash\nprintf 'node-a\\nnode-b\\n'\n")
+    _exe(bin_dir / "srun", FAKE_SRUN)
+    _exe(bin_dir / "hostname", FAKE_HOSTNAME)
+    _exe(bin_dir / "ray", FAKE_RAY)
+    _exe(bin_dir / "python", "#!/bin/bash\necho 2\n")  # the Ray cluster's live node count
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "12345",
+           "SLURM_JOB_NODELIST": "node-[a-b]", "TMPDIR": str(tmp_path), "GAMUT_RAY_HEAD_WAIT": "0",
+           "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_NODE": "node-a"}
+    res = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    starts = [json.loads(x) for x in (tmp_path / "ray.log").read_text().splitlines()]
+    starts = sorted((s for s in starts if s["argv"][0] == "start"), key=lambda s: s["node"])
+    assert [(s["node"], s["VLLM_HOST_IP"]) for s in starts] == [("node-a", "10.0.0.1"), ("node-b", "10.0.0.2")]
+    head, worker = starts
+    assert "--head" in head["argv"] and "--node-ip-address=10.0.0.1" in head["argv"]
+    assert "--address=10.0.0.1:32345" in worker["argv"] and "--node-ip-address=10.0.0.2" in worker["argv"]
+    assert all(s["RAY_TMPDIR"] == "/tmp/ray-12345" for s in starts) and "--temp-dir=/tmp/ray-12345" in head["argv"]
+    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    assert call["argv"][:1] == ["judge"] and call["argv"][-2:] == ["--shard", "1/2"]
