@@ -4,9 +4,10 @@
 them column-wise: required fields present and non-empty, strings where strings belong (the
 reader refuses a number in a string column), labels and tiers from the vocabulary, `probs`
 an object of numbers, one record per line, no duplicate (question, model, variant, judge,
-check) key across the files, one settings hash per judge. Only when any of that fails, or the
+check) key across the files (except a human annotator's later verdict, which replaces the
+earlier: `rundir.human`), one settings hash per judge. Only when any of that fails, or the
 file is something the column reader does not take (blank lines, a record without `variant`,
-which defaults to multimodal, an empty file), are the files read again record by record with
+which defaults to multimodal, a torn last line, an empty file), are the files read again record by record with
 `data.records.load_records`, the reference, which names every problem as `FILE:LINE: field:
 message`. So errors are the reference's own, and a good file never pays for a Python dict per
 verdict.
@@ -20,7 +21,9 @@ its SQL. Without pyarrow installed (the core install), the reference path reads 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,14 +31,21 @@ import numpy as np
 
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.vocab import JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 # Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
 BLOCK_SIZE = 4 << 20
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
 # The dictionary each string field is coded against; the vocabularies are fixed.
 FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
+# Names that become file names (`records.SafeName`).
+SAFE_NAMES = ("model", "judge")
+_SAFE = re.compile(NAME_PATTERN)
+# The per-row arrays of a VerdictTable (the rest are dictionaries and file records).
+ROW_FIELDS = ("judge", "model", "variant", "question", "check", "tier", "verdict", "probs", "file", "line",
+              "settings_hash")
 
 
 @dataclass
@@ -156,10 +166,16 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     the records are coded. The fast path must give the same table and the same errors."""
     paths = [Path(p) for p in paths]
     records = load_records(paths, Verdict, verdict_key)
-    file, line = [], []
+    # Where each record came from, replaying load_records' own order: a human's later verdict
+    # on the same key takes the place of the earlier one (rundir.human).
+    file, line, at = [], [], {}
     for k, path in enumerate(paths):
-        # load_records succeeded, so every record read_jsonl yields is in `records`, in order.
-        for no, _ in read_jsonl(path):
+        for no, obj in read_jsonl(path):
+            key = verdict_key(obj)
+            if key in at:
+                file[at[key]], line[at[key]] = k, no
+                continue
+            at[key] = len(file)
             file.append(k)
             line.append(no)
     table = table_from_records(records, [str(p) for p in paths], file, line,
@@ -203,21 +219,50 @@ def _where(table: VerdictTable, row: int) -> str:
     return f"{name}:{table.line[row]}" if table.line[row] else name
 
 
-def has_duplicate_keys(table: VerdictTable) -> bool:
-    """Any (question, model, variant, judge, check) key twice?"""
+def _key_codes(table: VerdictTable) -> np.ndarray:
+    """One int per (question, model, variant, judge, check) key (row codes if they overflow)."""
     key = np.zeros(len(table), dtype=np.int64)
     size = 1
     for codes, n in ((table.question, len(table.questions)), (table.model, len(table.models)),
                      (table.variant, len(VARIANTS)), (table.judge, len(table.judges)),
                      (table.check, len(table.checks))):
-        if size * max(n, 1) >= 2**62:  # too many combinations for one int64: compare rows
+        if size * max(n, 1) >= 2**62:  # too many combinations for one int64
             keys = np.stack([table.question, table.model, table.variant, table.judge, table.check], axis=1)
-            return len(np.unique(keys, axis=0)) < len(table)
+            return np.unique(keys, axis=0, return_inverse=True)[1].ravel()
         key = key * max(n, 1) + codes
         size *= max(n, 1)
-    if size <= 8 * len(table) + 1024:
-        return bool((np.bincount(key, minlength=size) > 1).any())
-    return len(np.unique(key)) < len(table)
+    return key
+
+
+def repeated_keys(table: VerdictTable) -> np.ndarray:
+    """Rows whose key an earlier row already has."""
+    key = _key_codes(table)
+    order = np.argsort(key, kind="stable")
+    again = np.r_[False, key[order][1:] == key[order][:-1]]
+    return np.sort(order[again])
+
+
+def newest_human_verdicts(table: VerdictTable, repeats: np.ndarray) -> VerdictTable | None:
+    """A human's later verdict on a key replaces the earlier one, in the earlier one's place
+    (as `load_records` does); None if a repeat is a model judge's (an error)."""
+    if not all(is_human(table.judges[j]) for j in np.unique(table.judge[repeats])):
+        return None
+    key = _key_codes(table)
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
+    first = order[starts]  # stable sort: the first row of each key, then the later ones
+    last = order[np.r_[starts[1:], len(order)] - 1]
+    keep = np.sort(first)
+    source = np.empty(len(table), dtype=np.int64)
+    source[first] = last
+    rows = source[keep]
+    out = dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
+    used = np.unique(out.settings_hash[out.settings_hash >= 0])  # drop hashes of replaced rows
+    remap = np.full(len(table.settings_hashes) + 1, -1, dtype=np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    out.settings_hashes = [table.settings_hashes[i] for i in used]
+    out.settings_hash = remap[out.settings_hash]
+    return out
 
 
 # ---------------------------------------------------------------- the column path
@@ -273,8 +318,14 @@ def _read_columns(path: Path, pa, pj, options) -> dict | None:
             return None
         tab = pj.read_json(pa.BufferReader(raw), parse_options=options,
                            read_options=pj.ReadOptions(block_size=BLOCK_SIZE))
-    except (OSError, ValueError, pa.ArrowException):  # UnicodeDecodeError is a ValueError
+        return _columns(path, raw, tab, pa)
+    # UnicodeDecodeError (a ValueError) can come late: a bad byte in a key shows when the
+    # schema's names are read.
+    except (OSError, ValueError, pa.ArrowException):
         return None
+
+
+def _columns(path: Path, raw: bytes, tab, pa) -> dict | None:
     # One record per line: pyarrow also takes two objects on one line, the reference does not,
     # and a blank line (which both skip) would shift line numbers.
     if tab.num_rows != raw.count(b"\n") + (not raw.endswith(b"\n")):
@@ -283,6 +334,8 @@ def _read_columns(path: Path, pa, pj, options) -> dict | None:
     for f in STRING_FIELDS:
         cols[f] = _encoded(tab.column(f))
         if cols[f] is None or (f in FIXED and not set(cols[f][1]) <= set(FIXED[f])):
+            return None
+        if f in SAFE_NAMES and not all(_SAFE.fullmatch(v) for v in cols[f][1]):
             return None
     hashes = tab.column("settings_hash").combine_chunks().dictionary_encode()
     probs = _probs(tab, pa)
@@ -348,7 +401,10 @@ def read_verdicts(paths: list[str | Path], on_file=None) -> VerdictTable:
     if not parts:
         return read_verdicts_reference(paths)
     table = _table_from_parts(parts, [str(p) for p in paths])
-    if has_duplicate_keys(table):
-        return read_verdicts_reference(paths)  # names each duplicate and its first line
+    repeats = repeated_keys(table)
+    if len(repeats):
+        table = newest_human_verdicts(table, repeats)
+        if table is None:
+            return read_verdicts_reference(paths)  # names each duplicate and its first line
     check_settings(table)
     return table

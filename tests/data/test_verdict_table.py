@@ -1,0 +1,203 @@
+"""The columnar verdict reader against the record-by-record reference: same table, same scores,
+same agreement and the very same error messages, on the sample, on synthetic multi-judge
+data and on a corpus of bad verdict files."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import gamut_local
+from gamut_local.analysis.agreement import agree_panel, panel_from_table
+from gamut_local.analysis.scoring import score_table
+from gamut_local.data import verdict_table as vt
+from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.errors import InputError
+from gamut_local.rundir.store import write_jsonl
+from gamut_local.testing.synthetic import make_records
+
+GOLD = Path(gamut_local.__file__).parent / "data" / "sample" / "verdicts" / "gold.jsonl"
+GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j", "check_id": "c1",
+        "tier": "answer_critical", "verdict": "meets", "raw": "'meets'=0.9000",
+        "probs": {"meets": 0.9, "partially_meets": 0.05, "missing": 0.03, "contradicts": 0.02},
+        "settings_hash": "abc", "attempts": 1}
+
+
+def assert_same_table(a, b):
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), f.name
+        else:
+            assert x == y, f.name
+
+
+@pytest.fixture
+def fast_only(monkeypatch):
+    """Fail if the column path hands the files to the reference (it must not for good files)."""
+    def refuse(paths):
+        raise AssertionError(f"fell back to the reference for {paths}")
+    monkeypatch.setattr(vt, "read_verdicts_reference", refuse)
+
+
+def test_sample_gold_fast_equals_reference(fast_only):
+    fast = vt.read_verdicts([GOLD])
+    assert len(fast) == 537 and fast.judges == ["gold"]
+    assert fast.inputs[0]["sha256"] and fast.line[-1] == 537
+
+
+def test_sample_gold_tables_are_identical():
+    assert_same_table(vt.read_verdicts([GOLD]), vt.read_verdicts_reference([GOLD]))
+
+
+def _write_judges(tmp_path, records):
+    paths = []
+    for (judge, model), rows in sorted(_group(records).items()):
+        p = tmp_path / "verdicts" / judge / f"{model}.jsonl"
+        write_jsonl(p, rows)
+        paths.append(p)
+    return paths
+
+
+def _group(records):
+    out = {}
+    for r in records:
+        out.setdefault((r["judge"], r["model"]), []).append(
+            {**r, "settings_hash": f"h-{r['judge']}", "probs": {"meets": 0.5, "missing": 0.5,
+                                                               "partially_meets": 0.0, "contradicts": 0}})
+    return out
+
+
+def test_synthetic_multi_judge_fast_equals_reference(tmp_path, monkeypatch):
+    records = make_records(seed=3, models=("m1", "m2", "m3"), variants=("multimodal", "text_only"), questions=12)
+    paths = _write_judges(tmp_path, records)
+    reference = vt.read_verdicts_reference(paths)
+    monkeypatch.setattr(vt, "read_verdicts_reference", lambda p: pytest.fail("fell back"))
+    fast = vt.read_verdicts(paths)
+    assert_same_table(fast, reference)
+    a, b = score_table(fast, seed=5), score_table(reference, seed=5)
+    np.testing.assert_array_equal(a.score, b.score)
+    np.testing.assert_array_equal(a.counts, b.counts)
+    assert agree_panel(panel_from_table(fast), a.score) == agree_panel(panel_from_table(reference), b.score)
+    # Probabilities land in JUDGE_LABELS order, ints read as floats.
+    assert np.array_equal(fast.probs[0], [0.5, 0.0, 0.5, 0.0])
+
+
+def line(**changes) -> str:
+    return json.dumps({k: v for k, v in {**GOOD, **changes}.items() if v is not ...})
+
+
+def lines(*rows) -> bytes:
+    return ("\n".join(rows) + "\n").encode()
+
+
+# name -> (file contents, expected in the messages (None: accepted)); {path} is the file.
+CASES = {
+    "unknown_label": (lines(line(verdict="great")), ["{path}:1: verdict: Input should be"]),
+    "unknown_tier": (lines(line(tier="vital")), ["{path}:1: tier: Input should be"]),
+    "missing_field": (lines(line(check_id=...)), ["{path}:1: check_id: Field required"]),
+    "null_field": (lines(line(judge=None)), ["{path}:1: judge: Input should be a valid string"]),
+    "number_for_string": (lines(line(), line(question_id=17, check_id="c2")),
+                          ["{path}:2: question_id: Input should be a valid string"]),
+    "empty_string": (lines(line(model="")), ["{path}:1: model: String should have at least 1 character"]),
+    "raw_not_text": (lines(line(raw=5)), ["{path}:1: raw: Input should be a valid string"]),
+    "probs_text": (lines(line(probs={"meets": "0.9"})), ["{path}:1: probs.meets: Input should be a valid number"]),
+    "probs_bool": (lines(line(probs={"meets": True})), ["{path}:1: probs.meets: Input should be a valid number"]),
+    "probs_null_value": (lines(line(), line(check_id="c2", probs={"meets": None, "missing": 1.0})),
+                         ["{path}:2: probs.meets: Input should be a valid number"]),
+    "probs_list": (lines(line(probs=[0.5])), ["{path}:1: probs: Input should be a valid dictionary"]),
+    "variant_null": (lines(line(variant=None)), ["{path}:1: variant: Input should be"]),
+    "duplicate_key": (lines(line(), line(verdict="missing")), ["{path}:2: <record>: duplicate record"]),
+    "torn_line_inside": (lines(line()[:-20], line(check_id="c2")), ["{path}:1: <record>: not valid JSON"]),
+    "unsafe_model_name": (lines(line(model="../m")), ["{path}:1: model: String should match pattern"]),
+    "repeated_json_key": (lines(line().replace('"attempts": 1', '"attempts": 1, "attempts": 2')),
+                          ["{path}:1: <record>: key 'attempts' appears twice"]),
+    "not_json": (lines(line(verdict="great"), "not json"),
+                 ["{path}:1: verdict: Input should be", "{path}:2: <record>: not valid JSON"]),
+    "not_utf8": (lines(line()).replace(b'"attempts"', b'"\xff"'), ["{path}:1: <record>: not valid UTF-8"]),
+    "not_object": (b"[1, 2]\n", ["{path}:1: <record>: expected a JSON object, got list"]),
+    "two_objects_on_a_line": (lines(line() + " " + line(check_id="c2")), ["{path}:1: <record>: not valid JSON"]),
+    "empty": (b"", ["{path}: <record>: file is empty"]),
+    "mixed_settings": (lines(line(), line(check_id="c2", settings_hash="xyz")),
+                       ["{path}:2: settings_hash: judge 'j' has verdicts made under other settings: "
+                        "'xyz' here, 'abc' at {path}:1"]),
+    # Accepted by both; the column path hands them to the reference, which reads them right.
+    "variant_absent_defaults_to_multimodal": (lines(line(variant=...)), None),
+    "blank_lines": (lines(line(), "", "   ", line(check_id="c2")), None),
+    "probs_some_labels": (lines(line(probs={"meets": 1.0})), None),
+    "extra_field_changing_type": (lines(line(attempts=1), line(check_id="c2", attempts="two")), None),
+    "torn_last_line_is_skipped": (lines(line(), line(check_id="c2"))[:-20], None),
+    "human_changes_their_mind": (lines(line(judge="human-ann", settings_hash=...),
+                                       line(judge="human-ann", check_id="c2", settings_hash=...),
+                                       line(judge="human-ann", verdict="missing", settings_hash=...)), None),
+    "crlf": (lines(line(), line(check_id="c2")).replace(b"\n", b"\r\n"), None),
+    "no_final_newline": (lines(line(), line(check_id="c2"))[:-1], None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_bad_file_messages_are_the_references(tmp_path, name):
+    content, expected = CASES[name]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(content)
+    try:
+        reference = vt.read_verdicts_reference([path])
+    except InputError as e:
+        reference = e
+    try:
+        fast = vt.read_verdicts([path])
+    except InputError as e:
+        fast = e
+    if expected is None:
+        assert not isinstance(reference, InputError), reference
+        assert_same_table(fast, reference)
+        return
+    assert isinstance(fast, InputError) and isinstance(reference, InputError)
+    assert [str(p) for p in fast.problems] == [str(p) for p in reference.problems]
+    text = str(fast)
+    for want in expected:
+        assert want.format(path=path) in text, text
+
+
+def test_human_revisions_take_the_column_path(tmp_path, fast_only):
+    path = tmp_path / "human-ann.jsonl"
+    path.write_bytes(CASES["human_changes_their_mind"][0])
+    table = vt.read_verdicts([path])
+    # The later verdict on c1 (line 3) takes the earlier one's place, as load_records does.
+    assert [table.checks[c] for c in table.check] == ["c1", "c2"]
+    assert [vt.VERDICTS[v] for v in table.verdict] == ["missing", "meets"] and list(table.line) == [3, 2]
+
+
+def test_duplicates_across_files_and_a_missing_file_name_both_lines(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_bytes(lines(line()))
+    b.write_bytes(lines(line(check_id="c2"), line(verdict="missing")))
+    with pytest.raises(InputError) as e:
+        vt.read_verdicts([a, b])
+    assert f"{b}:2: <record>: duplicate record ('q1', 'm', 'multimodal', 'j', 'c1') (first at {a}:1)" in str(e.value)
+    with pytest.raises(InputError) as e:
+        vt.read_verdicts([a, tmp_path / "gone.jsonl"])
+    assert f"{tmp_path / 'gone.jsonl'}: <record>: file not found" in str(e.value)
+
+
+def test_record_level_messages_are_load_records_own(tmp_path):
+    path = tmp_path / "v.jsonl"
+    path.write_bytes(lines(line(verdict="great"), line(check_id=...), "not json"))
+    with pytest.raises(InputError) as want:
+        load_records([path], Verdict, verdict_key)
+    with pytest.raises(InputError) as got:
+        vt.read_verdicts([path])
+    assert [str(p) for p in got.value.problems] == [str(p) for p in want.value.problems]
+
+
+def test_input_records_say_when_a_file_changed(tmp_path):
+    path = tmp_path / "v.jsonl"
+    path.write_bytes(lines(line()))
+    rec = vt.file_record(path)
+    assert vt.current_record(rec) == rec
+    path.write_bytes(lines(line(verdict="missing")))
+    assert vt.current_record(rec)["sha256"] != rec["sha256"]
+    path.unlink()
+    assert vt.current_record(rec) is None
