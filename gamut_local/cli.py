@@ -34,7 +34,7 @@ def _global_options(debug: bool = typer.Option(False, "--debug", help="On an int
 def _os_problem(e: OSError) -> str:
     where = e.filename or "<file system>"
     extra = f" -> {e.filename2}" if getattr(e, "filename2", None) else ""
-    return f"{where}{extra}: <file system>: {e.strerror or e}"
+    return f"{where}{extra}: <file>: {e.strerror or e}"
 
 
 def _fail(lines: list[str], footer: str, code: int):

@@ -160,11 +160,14 @@ def repair_tail(path: Path) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-def _write_all(fd: int, payload: bytes) -> None:
+def _write_all(fd: int, payload: bytes, path: Path) -> None:
     view = memoryview(payload)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+    try:
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError as e:  # os.write names no file: say which one the disk refused
+        raise OSError(e.errno, e.strerror, str(path)) from None
 
 
 def append_jsonl(path: str | Path, records: Iterable[dict]) -> int:
@@ -183,7 +186,7 @@ def append_jsonl(path: str | Path, records: Iterable[dict]) -> int:
     try:
         size = os.fstat(fd).st_size
         try:
-            _write_all(fd, payload)
+            _write_all(fd, payload, path)
             os.fsync(fd)
         except BaseException:
             os.ftruncate(fd, size)
@@ -205,7 +208,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         try:
-            _write_all(fd, data)
+            _write_all(fd, data, path)
             os.fsync(fd)
         finally:
             os.close(fd)

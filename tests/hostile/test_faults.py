@@ -1,0 +1,270 @@
+"""Faults: a process killed mid-append (sharded and unsharded) then rerun (class 3), Ctrl-C,
+a full disk, a read-only folder, a failed whole-file write, an internal error (class 6), and
+what the messages say was written (class 7). A killed process is real (SIGKILL, SIGINT to
+fake_cli.py); a kill landing mid-`write` is reproduced by appending half a record, since
+one chunk's write is too short to interrupt reliably."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+FAKE_CLI = Path(__file__).with_name("fake_cli.py")
+TORN = b'{"question_id": "q1", "model": "cand", "variant": "text_o'
+
+
+def _start(world, *argv, delay: float = 0.3) -> subprocess.Popen:
+    env = {**os.environ, "FAKE_DELAY": str(delay), "PYTHONPATH": str(Path.cwd())}
+    return subprocess.Popen([sys.executable, str(FAKE_CLI), *map(str, argv)], cwd=world.root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended first:\n{proc.stdout.read().decode()}")
+        time.sleep(0.02)
+    raise AssertionError(f"{path} never reached {n} lines")
+
+
+def _keys(files) -> list[tuple]:
+    out = []
+    for f in files:
+        for line in f.read_text().splitlines():
+            if line.strip() and not f.read_text().endswith(line):  # a torn last line is not a record
+                r = json.loads(line)
+                out.append((r["question_id"], r["model"], r["variant"], r.get("judge"), r.get("check_id")))
+    return out
+
+
+def _complete(world) -> None:
+    """The run finished: one answer per question, one verdict per answer and check, scores."""
+    answers = _keys((world.run_dir / "answers").glob("*.jsonl"))
+    verdicts = _keys((world.run_dir / "verdicts").glob("*/*.jsonl"))
+    assert sorted(answers) == sorted(set(answers)) and len(answers) == 4
+    assert sorted(verdicts) == sorted(set(verdicts)) and len(verdicts) == 4 * 3
+    assert json.loads((world.run_dir / "scores" / "scores.json").read_text())["models"]
+
+
+def test_torn_shard_file_then_an_unsharded_run_completes(world, expect):
+    cfg = world.config(chunk_size=3)
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    expect(0, "judge", "--config", cfg, "--shard", "0/2", inputs_change=True)
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.jsonl"
+    data = shard.read_bytes()
+    shard.write_bytes(data[: data.rfind(b"\n", 0, len(data) - 1) + 1] + TORN)  # last record torn
+    for _ in range(2):  # the torn line is ignored by every reader, every time, never repaired by others
+        out = expect(0, "run", "--config", cfg, named=["torn last line", "shard-0-of-2.jsonl"], inputs_change=True)
+        assert "not valid JSON" not in out
+        _complete(world)
+    assert shard.read_bytes().endswith(TORN)  # not this process's file: left as it was
+
+
+def test_sigkill_mid_judge_shard_then_unsharded_run_completes(world, expect):
+    cfg = world.config(chunk_size=3)
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.jsonl"
+    proc = _start(world, "judge", "--config", cfg, "--shard", "0/2")
+    _wait_for_lines(shard, 3, proc)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    with open(shard, "ab") as f:
+        f.write(TORN)
+    expect(0, "run", "--config", cfg, named=["torn last line"], inputs_change=True)
+    _complete(world)
+
+
+def test_sigkill_mid_sharded_judge_then_the_same_shard_resumes_and_repairs(world, expect):
+    cfg = world.config(chunk_size=3)
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-1-of-2.jsonl"
+    proc = _start(world, "judge", "--config", cfg, "--shard", "1/2")
+    _wait_for_lines(shard, 3, proc)
+    proc.kill()
+    proc.wait(30)
+    with open(shard, "ab") as f:
+        f.write(TORN)
+    expect(0, "judge", "--config", cfg, "--shard", "1/2", inputs_change=True)
+    assert shard.read_bytes().endswith(b"\n")  # its owner cut the torn line before appending
+    expect(0, "judge", "--config", cfg, "--shard", "0/2", inputs_change=True)
+    expect(0, "score-run", "--config", cfg, inputs_change=True)
+    assert len(set(_keys((world.run_dir / "verdicts").glob("*/*.jsonl")))) == 12
+
+
+def test_sigkill_mid_unsharded_generate_then_rerun_completes(world, expect):
+    cfg = world.config(chunk_size=1)
+    answers = world.run_dir / "answers" / "cand.text_only.jsonl"
+    proc = _start(world, "generate", "--config", cfg)
+    _wait_for_lines(answers, 1, proc)
+    proc.kill()
+    proc.wait(30)
+    with open(answers, "ab") as f:
+        f.write(TORN)
+    expect(1, "judge", "--config", cfg, named=["answers missing", "run generate first", "torn last line"],
+           inputs_change=True)
+    expect(0, "run", "--config", cfg, inputs_change=True)
+    _complete(world)
+
+
+def test_sigint_stops_with_a_message_and_the_rerun_resumes(world, expect):
+    cfg = world.config(chunk_size=1)
+    answers = world.run_dir / "answers" / "cand.text_only.jsonl"
+    proc = _start(world, "generate", "--config", cfg)
+    _wait_for_lines(answers, 1, proc)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 130, out
+    assert "Traceback" not in out and "interrupted; rerun the same command to resume" in out
+    assert "cand.text_only.jsonl (+" in out and "nothing else was changed" in out
+    expect(0, "run", "--config", cfg, inputs_change=True)
+    _complete(world)
+
+
+def test_ctrl_c_in_process_says_what_was_written(world, expect, monkeypatch):
+    from gamut_local.testing import fake_engine
+
+    calls = {"n": 0}
+
+    def chat(self, convs, sampling):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return type(self).chat.__wrapped__(self, convs, sampling)
+
+    chat.__wrapped__ = fake_engine.FakeEngine.chat
+    monkeypatch.setattr(fake_engine.FakeEngine, "chat", chat)
+    out = expect(130, "generate", "--config", world.config(chunk_size=2), named=["interrupted"], inputs_change=True)
+    assert "cand.text_only.jsonl (+2 lines)" in out and "manifest.json" in out
+
+
+def test_disk_full_mid_append_leaves_whole_lines_and_a_message(world, expect, monkeypatch):
+    from gamut_local.rundir import store
+
+    real, calls = os.write, {"n": 0}
+
+    def write(fd, data):
+        calls["n"] += b'"response"' in bytes(data)
+        if calls["n"] == 2 and b'"response"' in bytes(data):  # the second chunk: half of it lands, then the disk is full
+            real(fd, bytes(data)[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(store.os, "write", write)
+    cfg = world.config(chunk_size=2)
+    out = expect(1, "generate", "--config", cfg, named=["No space left on device", "(+2 lines)"], inputs_change=True)
+    assert "cand.text_only.jsonl" in out
+    answers = world.run_dir / "answers" / "cand.text_only.jsonl"
+    assert answers.read_bytes().endswith(b"\n") and answers.read_bytes().count(b"\n") == 2
+    monkeypatch.setattr(store.os, "write", real)
+    expect(0, "run", "--config", cfg, inputs_change=True)
+    _complete(world)
+
+
+def _mount(path: Path, options: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+    except OSError:
+        return False
+    return res.returncode == 0
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root only; skipped elsewhere, where the injected ENOSPC case covers it)."""
+    mnt = tmp_path / "full"
+    if not _mount(mnt, "size=64k"):
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    yield mnt
+    subprocess.run(["umount", str(mnt)])
+
+
+def test_a_really_full_disk_is_a_message_and_no_temp_file(world, expect, tiny_tmpfs):
+    (tiny_tmpfs / "filler").write_bytes(b"x" * (60 * 1024))
+    big = [world.question(f"q{i}", question="x" * 2000) for i in range(40)]
+    world.write_jsonl(world.dataset, big)
+    out = tiny_tmpfs / "rubric.jsonl"
+    expect(1, "compile", world.dataset, "--out", out, named=["No space left on device"])
+    assert sorted(p.name for p in tiny_tmpfs.iterdir()) == ["filler"]
+
+
+def test_read_only_output_folder_is_a_message(world, expect, tmp_path):
+    mnt = tmp_path / "ro"
+    if not _mount(mnt, "ro,size=64k"):
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        expect(1, "compile", world.dataset, "--out", mnt / "r.jsonl", named=["Read-only file system"])
+        cfg = world.config(output_dir=str(mnt / "run"))
+        expect(1, "generate", "--config", cfg, named=["Read-only file system"])
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_permission_denied_is_a_message(world, expect, monkeypatch):
+    import tempfile
+
+    def denied(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied", str(world.root / "locked"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    expect(1, "compile", world.dataset, "--out", world.root / "locked" / "r.jsonl", named=["Permission denied", "locked"])
+
+
+def test_failed_rename_keeps_the_old_file_and_leaves_no_temp(world, expect, monkeypatch):
+    from gamut_local.rundir import store
+
+    a = world.verdicts(world.root / "a.jsonl", judge="ja")
+    b = world.verdicts(world.root / "b.jsonl", judge="jb")
+    out = world.root / "out" / "agreement.json"
+    out.parent.mkdir()
+    out.write_text("old agreement\n")
+
+    def replace(src, dst):
+        raise OSError(errno.EIO, "Input/output error", str(dst))
+
+    monkeypatch.setattr(store.os, "replace", replace)
+    expect(1, "agree", a, b, "--out", out, named=["Input/output error", "agreement.json"], inputs_change=True)
+    assert out.read_text() == "old agreement\n"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["agreement.json"]
+
+
+def test_internal_error_is_one_line_exit_2_and_debug_prints_the_traceback(world, expect, monkeypatch):
+    from typer.testing import CliRunner
+
+    from gamut_local.cli import app
+    from gamut_local.rubric import compiler
+
+    def boom(*a, **k):
+        raise ValueError("an invariant broke")
+
+    monkeypatch.setattr(compiler, "compile_dataset", boom)
+    out = expect(2, "compile", world.dataset, "--out", world.root / "r.jsonl",
+                 named=["internal error: ValueError: an invariant broke", "--debug", "nothing was written"])
+    assert out.count("\n") <= 3
+    res = CliRunner().invoke(app, ["--debug", "compile", str(world.dataset), "--out", str(world.root / "r.jsonl")])
+    assert res.exit_code == 2 and "Traceback" in res.output and "an invariant broke" in res.output
+
+
+def test_early_failure_says_nothing_was_written(world, expect):
+    out = expect(1, "judge", "--config", world.config(), named=["run generate first", "nothing was written"])
+    assert not world.run_dir.exists()
+
+
+def test_torn_last_line_of_an_extra_verdicts_file_is_skipped_with_a_note(world, expect):
+    v = world.verdicts(world.root / "gold.jsonl")
+    with open(v, "ab") as f:
+        f.write(b'{"question_id": "q1", "mod')
+    out = expect(0, "score", v, "--out", world.root / "s.json", named=["note:", "gold.jsonl:13", "torn last line"],
+                 inputs_change=True)
+    assert "GAMUT" in out
