@@ -89,6 +89,8 @@ def user_errors(fn):
 
 STRICT_HELP = ("Treat every warning about the dataset (the GAMUT release tolerates bad parts of rows "
                "and leaves unusable rows out) as an error.")
+LIMIT_HELP = ("Pilot: only the first N questions by sorted question_id, to try a config before the "
+              "full array; a later run without it resumes from what the pilot wrote.")
 
 
 def _print_warnings(warnings) -> None:
@@ -192,12 +194,13 @@ def _run_config(config: Path):
 def run(
     config: Path = typer.Option(..., "--config", help="Run YAML (e.g. configs/runs/sample.yaml)."),
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append (default: the config's chunk_size)."),
+    limit: Optional[int] = typer.Option(None, help=LIMIT_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
     from gamut_local.stages.pipeline import run as run_all
 
-    stages = run_all(config, chunk_size=chunk_size, console=err)
+    stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit)
     for name, s in stages.items():
         out.print(f"{name:<9} {s['seconds']:8.1f} s")
     spec = _run_config(config)
@@ -213,6 +216,7 @@ def generate(
     variant: Optional[str] = typer.Option(None, help="Only this variant: multimodal or text_only."),
     shard: Optional[str] = typer.Option(None, help="i/n: only questions whose index in sorted(question_id) % n == i."),
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
+    limit: Optional[int] = typer.Option(None, help=LIMIT_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Generate the answers still missing from the run directory (resumes)."""
@@ -221,7 +225,7 @@ def generate(
     from gamut_local.stages.generate import generate as generate_stage
 
     spec = _run_config(config)
-    for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard),
+    for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard, limit),
                             chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
         out.print(f"{s['model']}: {s['written']} answers written, {s['already_done']} already done "
                   f"({', '.join(s['variants'])})")
@@ -237,6 +241,7 @@ def judge(
     variant: Optional[str] = typer.Option(None, help="Only this variant: multimodal or text_only."),
     shard: Optional[str] = typer.Option(None, help="i/n: only questions whose index in sorted(question_id) % n == i."),
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append."),
+    limit: Optional[int] = typer.Option(None, help=LIMIT_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Grade every answer on each of its checks (resumes; one verdict per response and check)."""
@@ -245,7 +250,7 @@ def judge(
     from gamut_local.stages.judge import judge as judge_stage
 
     spec = _run_config(config)
-    for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard),
+    for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard, limit),
                          chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
         out.print(f"{s['judge']}: {s['written']} verdicts written ({s['invalid']} invalid), "
                   f"{s['already_done']} already done, {s['answers']} answers")
@@ -417,8 +422,11 @@ def draft(
     chunk_size: Optional[int] = typer.Option(None, help="Questions per engine call and atomic append."),
 ):
     """Draft a meta-rubric per question from its evidence with an open model (resumes)."""
-    from gamut_local.stages.draft import draft as draft_stage
+    from gamut_local.rundir.paths import check_outputs
+    from gamut_local.stages.draft import draft as draft_stage, drafts_log_path
 
+    check_outputs({"--out": out_path, "--out (its drafts log)": drafts_log_path(out_path)},
+                  [questions, evidence, config])
     s = draft_stage(questions, evidence, config, out_path, chunk_size=chunk_size, console=err)
     out.print(f"{s['out']}: {s['valid']} of {s['questions']} questions drafted and valid "
               f"({s['drafted']} drafted now, {s['already_done']} already done); every draft in {s['log']}")
@@ -435,8 +443,11 @@ def audit(
     out_path: Path = typer.Option(..., "--out", help="Where to write the audited question JSONL."),
 ):
     """Check every item against each snippet it cites; act on ungrounded items; write a report."""
-    from gamut_local.stages.audit import audit as audit_stage
+    from gamut_local.rundir.paths import check_outputs
+    from gamut_local.stages.audit import audit as audit_stage, side_path
 
+    check_outputs({"--out": out_path, "--out (its grounding log)": side_path(out_path, "grounding"),
+                   "--out (its report)": side_path(out_path, "report", ".md")}, [dataset, config])
     s = audit_stage(dataset, config, out_path, console=err)
     out.print(f"{s['out']}: {s['questions']} questions, {s['requests']} (item, snippet) pairs graded "
               f"({s['already_done']} already done), {s['ungrounded']} ungrounded items, "
@@ -469,8 +480,10 @@ def export_cmd(
     out_dir: Path = typer.Option(..., "--out", help="A new folder for one YAML per question."),
 ):
     """Write one editable, commented YAML per question (meta-rubric and the checks it compiles to)."""
+    from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.revise import export_dataset
 
+    check_outputs({"--out": out_dir}, [dataset], folders=("--out",))
     paths = export_dataset(dataset, out_dir)
     out.print(f"{out_dir}: {len(paths)} question files")
 
@@ -483,8 +496,10 @@ def import_cmd(
     by: Optional[str] = typer.Option(None, "--by", help="Who revised them (provenance.revised_by)."),
 ):
     """Validate the YAML files and read them back; edited records get provenance.revised_on."""
+    from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.revise import import_dir
 
+    check_outputs({"--out": out_path}, [folder])
     s = import_dir(folder, out_path, revised_by=by)
     out.print(f"{s['out']}: {s['questions']} questions, {len(s['revised'])} revised")
 

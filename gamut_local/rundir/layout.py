@@ -1,7 +1,9 @@
 """The run directory's file names and shards, shared by every stage that reads or writes a run.
 
 Shard `i/n` takes the questions whose index in sorted(question_id) is i modulo n: the same
-split on every machine, whatever order the dataset lists them in.
+split on every machine, whatever order the dataset lists them in. A pilot (`--limit N`) keeps
+only the first N of them, before sharding, and writes the same files as the full run, which
+later resumes from what the pilot wrote.
 
 Concurrent SLURM array tasks never append to the same file: shard i of n writes
 `<model>.<variant>.shard-i-of-n.jsonl` beside the unsharded `<model>.<variant>.jsonl`, and
@@ -26,22 +28,27 @@ _NAME = re.compile(NAME_PATTERN)
 class Shard:
     index: int = 0
     count: int = 1
+    limit: int | None = None  # pilot: only the first `limit` questions by sorted question_id
 
     @property
     def suffix(self) -> str:
         return "" if self.count == 1 else f".shard-{self.index}-of-{self.count}"
 
     def select(self, question_ids: list[str]) -> set[str]:
-        return {q for k, q in enumerate(sorted(question_ids)) if k % self.count == self.index}
+        ids = sorted(question_ids)[:self.limit]  # a limit of None keeps them all
+        return {q for k, q in enumerate(ids) if k % self.count == self.index}
 
 
-def parse_shard(text: str | None) -> Shard:
+def parse_shard(text: str | None, limit: int | None = None) -> Shard:
+    """`--shard i/n` and `--limit N` as the Shard both stages select questions by."""
+    if limit is not None and limit < 1:
+        raise InputError([Problem("--limit", None, "", f"expected a number of questions >= 1, got {limit}")])
     if text is None:
-        return Shard()
+        return Shard(limit=limit)
     m = _SHARD.fullmatch(text.strip())
     if not m or not int(m.group(1)) < int(m.group(2)):
         raise InputError([Problem("--shard", None, "", f"expected i/n with 0 <= i < n, got {text!r}")])
-    return Shard(int(m.group(1)), int(m.group(2)))
+    return Shard(int(m.group(1)), int(m.group(2)), limit)
 
 
 def name_problem(name, what: str, source: str, line: int | None = None) -> Problem | None:

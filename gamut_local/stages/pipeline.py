@@ -26,7 +26,7 @@ from gamut_local.data.records import Verdict, load_answers, load_records, verdic
 from gamut_local.engines import load_engine, pick_backend
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.progress import progress_bars
-from gamut_local.rundir.layout import check_chunk_size
+from gamut_local.rundir.layout import check_chunk_size, parse_shard
 from gamut_local.rundir.manifest import write_manifest
 from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.stages.compile import compile_rubric
@@ -98,11 +98,13 @@ class EngineKeeper:
 
 
 def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
-        open_engine=None) -> dict:
+        open_engine=None, limit: int | None = None) -> dict:
     """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest.
 
     `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
+    `limit`: a pilot on the first `limit` questions (rundir.layout.Shard).
     """
+    pilot = parse_shard(None, limit)
     console = console or Console(stderr=True, highlight=False)
     config_path = Path(config_path)
     spec = load_run_config(config_path)
@@ -122,9 +124,9 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     try:
         with progress_bars(console) as bars:
             timed("compile", lambda: str(compile_rubric(spec)))
-            timed("generate", lambda: generate(spec, chunk_size=chunk_size, console=console,
+            timed("generate", lambda: generate(spec, shard=pilot, chunk_size=chunk_size, console=console,
                                                progress=bars, open_engine=open_engine))
-            timed("judge", lambda: judge(spec, chunk_size=chunk_size, console=console,
+            timed("judge", lambda: judge(spec, shard=pilot, chunk_size=chunk_size, console=console,
                                          progress=bars, open_engine=open_engine))
     finally:
         keeper.close()

@@ -30,6 +30,17 @@ def test_shards_partition_the_questions_the_same_way_in_any_order():
             parse_shard(bad)
 
 
+def test_a_pilot_limit_takes_the_first_questions_by_id_then_shards_them():
+    ids = [f"q{k:02d}" for k in range(20)]
+    shuffled = ids[7:] + ids[:7]
+    assert parse_shard(None, 5).select(shuffled) == set(ids[:5])
+    assert parse_shard("1/2", 5).select(shuffled) == {"q01", "q03"}
+    assert parse_shard(None, 50).select(ids) == set(ids) and parse_shard("0/1", None).select(ids) == set(ids)
+    assert parse_shard(None, 5).suffix == ""  # a pilot writes the files the full run resumes from
+    with pytest.raises(InputError, match="--limit: <record>: expected a number of questions >= 1, got 0"):
+        parse_shard(None, 0)
+
+
 def test_paths_follow_the_documented_layout(tmp_path):
     assert answers_path(tmp_path, "m", "text_only") == tmp_path / "answers" / "m.text_only.jsonl"
     assert verdicts_path(tmp_path, "j", "m", "multimodal", Shard(0, 2)) == \
