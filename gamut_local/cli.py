@@ -422,9 +422,11 @@ def draft(
     chunk_size: Optional[int] = typer.Option(None, help="Questions per engine call and atomic append."),
 ):
     """Draft a meta-rubric per question from its evidence with an open model (resumes)."""
+    from gamut_local.rundir.layout import check_chunk_size
     from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.draft import draft as draft_stage, drafts_log_path
 
+    check_chunk_size(chunk_size)
     check_outputs({"--out": out_path, "--out (its drafts log)": drafts_log_path(out_path)},
                   [questions, evidence, config])
     s = draft_stage(questions, evidence, config, out_path, chunk_size=chunk_size, console=err)

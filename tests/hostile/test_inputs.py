@@ -138,8 +138,6 @@ def test_deeply_nested_scores_json_is_a_message(world, expect):
     expect(1, "compare", world.root / "s.json", named=["nested too deeply"])
 
 
-@pytest.mark.skip(reason="pyarrow passes invalid UTF-8 to data.verdict_table's fast path, which then raises "
-                         "UnicodeDecodeError; guard pending (issue 9 owns the file until 09:30)")
 def test_verdict_file_not_utf8(world, expect):
     v = world.verdicts(world.root / "v.jsonl")
     v.write_bytes(v.read_bytes() + b'{"question_id": "\xff"}\n')
