@@ -92,6 +92,9 @@ def _question_domains(questions: list[str], domains: dict[str, str] | None) -> l
 
 def mean_points(values: np.ndarray) -> np.ndarray:
     """100 x mean over the last axis, ignoring NaN; NaN where there is no value."""
+    # Contiguous first: numpy's pairwise sum adds in an order that follows the memory layout,
+    # and the same scores read back from a file must give the very same bits.
+    values = np.ascontiguousarray(values)
     have = np.isfinite(values)
     n = have.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):

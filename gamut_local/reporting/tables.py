@@ -10,6 +10,7 @@ only a file whose size or mtime changed) and the same bootstrap settings.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -173,6 +174,32 @@ def read_current_agreement(path: Path, paths: list[Path]) -> AgreementFile | Non
 
 
 # ---------------------------------------------------------------- the report's tables
+
+FIGURES_STAMP = "figures.json"
+
+
+def tables_digest(t: dict) -> str:
+    """What the figures are drawn from, as one hash (the figures are redrawn when it changes)."""
+    return hashlib.sha256(json.dumps(t, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def current_figures(figures_dir: Path, digest: str) -> dict[str, Path] | None:
+    """The figures drawn from these very tables, if all still there (drawing is the slow part
+    of a report on a current run: seconds of matplotlib for what has not changed)."""
+    try:
+        stamp = json.loads((Path(figures_dir) / FIGURES_STAMP).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stamp, dict) or stamp.get("tables_sha256") != digest:
+        return None
+    figures = {k: Path(figures_dir) / name for k, name in (stamp.get("figures") or {}).items()}
+    return figures if all(p.is_file() for p in figures.values()) else None
+
+
+def record_figures(figures_dir: Path, digest: str, figures: dict[str, Path]) -> None:
+    write_json(Path(figures_dir) / FIGURES_STAMP,
+               {"tables_sha256": digest, "figures": {k: Path(p).name for k, p in figures.items()}})
+
 
 def write_report_tables(tables: Path, doc: ReportTablesFile) -> None:
     """tables/*.csv and tables/*.json from the report's tables."""

@@ -8,7 +8,8 @@ only reads inputs, calls the analysis and the reporting, and writes files:
    same seed), else computed from the verdict table and written (as `score-run` would);
 3. `scores/agreement.json` likewise (two or more judges);
 4. the report's tables (`analysis.summary`), written by `reporting.tables`, the figures
-   (`reporting.figures`) and report.md (`reporting.markdown`).
+   (`reporting.figures`, redrawn only when the tables changed) and report.md
+   (`reporting.markdown`).
 
 Every section that cannot be computed from what is there (one judge only, no model in both
 variants, no dataset for domains) is listed in the report with the reason.
@@ -29,9 +30,12 @@ from gamut_local.data.verdict_table import question_domains
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
+    current_figures,
     read_current_agreement,
     read_current_scores,
     read_verdict_table,
+    record_figures,
+    tables_digest,
     write_model,
     write_report_tables,
     write_scores_files,
@@ -145,15 +149,19 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
 def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
                  console: Console | None = None) -> Path:
     """Write report.md, figures/ and tables/ into the run directory; return report.md's path."""
-    from gamut_local.reporting.figures import draw_all
-
     run_dir = Path(run_dir)
     files, dataset_path, notes = run_inputs(run_dir, dataset)
     doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console)
     t = report_tables(scores, agreement)
     write_report_tables(run_dir / "tables", ReportTablesFile(
         inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
-    figures = draw_all(t, run_dir / "figures")
+    digest = tables_digest(t)
+    figures = current_figures(run_dir / "figures", digest)
+    if figures is None:
+        from gamut_local.reporting.figures import draw_all  # matplotlib: only when drawing
+
+        figures = draw_all(t, run_dir / "figures")
+        record_figures(run_dir / "figures", digest, figures)
     report = run_dir / "report.md"
     write_text_atomic(report, render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
                                      notes, N_BOOT))

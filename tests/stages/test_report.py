@@ -196,3 +196,71 @@ def test_manifest_extra_verdicts_are_read_like_the_run_command_does(tmp_path):
     assert f"extra verdict file {tmp_path / 'gone.jsonl'}, which is not readable" in text
     agreement = json.loads((run / "tables" / "agreement.json").read_text())
     assert agreement["judges"] == ["gold", "small-judge"] and "small-judge" in agreement["vs_gold"]
+
+
+def _mtimes(root):
+    return {p.relative_to(root): p.stat().st_mtime_ns
+            for sub in ("scores", "figures") for p in (root / sub).iterdir()}
+
+
+def test_report_reuses_current_scores_agreement_and_figures(tmp_path, monkeypatch):
+    import gamut_local.stages.report as report_stage
+
+    records = make_records(seed=18, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=8)
+    root = _write_run(tmp_path, records)
+    write_report(root)
+    first = _mtimes(root)
+    assert {"scores/scores.json", "scores/scores.responses.parquet", "scores/agreement.json",
+            "figures/figures.json"} <= {str(p) for p in first}
+    board = (root / "tables" / "leaderboard.csv").read_text()
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("read the verdicts although scores and agreement are current")
+    monkeypatch.setattr(report_stage, "read_verdict_table", no_reading)
+    write_report(root)
+    assert _mtimes(root) == first  # nothing recomputed, no figure redrawn
+    assert (root / "tables" / "leaderboard.csv").read_text() == board
+    monkeypatch.undo()
+
+    # A changed verdict file: same size and mtime would be trusted, so change the content.
+    path = root / "verdicts" / "judge-a" / "m-large.multimodal.jsonl"
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in rows:
+        r["verdict"] = "contradicts"
+    write_jsonl(path, rows)
+    write_report(root)
+    scores = json.loads((root / "scores" / "scores.json").read_text())
+    large = next(m for m in scores["models"] if (m["judge"], m["model"]) == ("judge-a", "m-large"))
+    assert large["gamut_score"] == -100.0
+    assert (root / "tables" / "leaderboard.csv").read_text() != board
+
+
+def test_report_reads_what_score_wrote(gamut, tmp_path, monkeypatch):
+    import gamut_local.stages.report as report_stage
+
+    records = make_records(seed=19, judges=(("judge-a", 0.9),), questions=7)
+    root = _write_run(tmp_path, records)
+    files = sorted(str(p) for p in (root / "verdicts").glob("*/*.jsonl"))
+    res = gamut("score", *files, "--out", root / "scores" / "scores.json", "--dataset", root / "dataset.jsonl")
+    assert res.exit_code == 0, res.output
+    monkeypatch.setattr(report_stage, "read_verdict_table", lambda *a, **k: pytest.fail("re-read the verdicts"))
+    write_report(root)
+    board = _csv(root / "tables" / "leaderboard.csv")
+    want = {(m["model"], m["variant"]): m["gamut_score"] for m in score_records(records)["models"]}
+    assert {(r["model"], r["variant"]): float(r["gamut_score"]) for r in board} == want
+    # A different seed is not the same scores: computed again.
+    with pytest.raises(pytest.fail.Exception):
+        write_report(root, seed=1)
+
+
+def test_data_files_keep_full_precision(full_run):
+    root, records, _ = full_run
+    exact = {(m["judge"], m["model"], m["variant"]): m["gamut_score"] for m in score_records(records)["models"]}
+    for r in _csv(root / "tables" / "leaderboard.csv"):
+        assert float(r["gamut_score"]) == exact[(r["judge"], r["model"], r["variant"])]
+    report = json.loads((root / "tables" / "report.json").read_text())
+    assert report["schema_version"] == 1 and len(report["inputs"]) == len(list((root / "verdicts").glob("*/*")))
+    alpha = json.loads((root / "scores" / "agreement.json").read_text())["krippendorff_alpha"]["ordinal"]
+    assert len(repr(alpha).split(".")[-1]) > 6  # not the 4 or 6 decimals of before
+    text = (root / "report.md").read_text()
+    assert f"{alpha:.3f}" in text and repr(alpha) not in text  # rounded only for people

@@ -1,0 +1,201 @@
+"""Benchmark: `score`, `agree` and `report` at paper scale as whole processes, beside DuckDB.
+
+Builds a run directory in the paper's shape (seeded; size by flags): 1,813 questions x 15
+checks, 14 models x 2 variants, 3 judges = 2.28 million verdict records written as the judge
+stage writes them, plus the dataset (for domains) and a manifest naming it. Then times, each
+as its own process, peak RSS from the kernel (`wait4` rusage of that child):
+
+- `gamut-local score` over all three judges' files (with `--dataset`, as `score-run` does),
+- `gamut-local agree` over the same files,
+- `gamut-local report RUN_DIR` on a run without `scores/` or `agreement.json` (computes both),
+- `gamut-local report RUN_DIR` again, now that both are current (reuses them),
+- DuckDB's SQL of the GAMUT formula (`read_json` + GROUP BYs) over the same files, the
+  reference alternative: one process, same files, same machine, same run.
+
+Prints one JSON object: seconds, peak RSS, the ratios to DuckDB and whether each target is
+met (within 2x DuckDB's time, peak RSS < 1 GB; report on a current run < 3 s). Needs
+`duckdb` (in the `test` extra). Run:
+
+    .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
+        [--variants 2] [--judges 3] [--dir /tmp/gamut-bench-run] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
+           "consumer products", "books", "art", "sports", "text", "other")
+TIERS = ("answer_critical", "valuable", "context")
+LABELS = ("meets", "partially_meets", "missing", "contradicts")
+GAMUT = Path(sys.executable).with_name("gamut-local")
+
+
+def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
+                   settings_hash: str) -> list[str]:
+    """JSON lines exactly as the judge stage writes them (`store.dumps`: sorted keys, compact)."""
+    lines = []
+    for qi, qid in enumerate(qids):
+        for c, check in enumerate(check_ids):
+            code = int(codes[qi, c])
+            verdict = "invalid" if code == 4 else LABELS[code]
+            p = probs[qi, c]
+            probs_json = "null" if code == 4 else (
+                '{"contradicts":%r,"meets":%r,"missing":%r,"partially_meets":%r}'
+                % (float(p[3]), float(p[0]), float(p[2]), float(p[1])))
+            raw = "'%s'=%.4f" % (verdict, p.max()) if code != 4 else "I think so"
+            lines.append(
+                '{"answer_hash":"%012x","attempts":%d,"check_id":"%s","judge":"%s","method":"first_token",'
+                '"model":"%s","num_cached_tokens":%d,"probs":%s,"prompt_tokens":%d,"question_id":"%s",'
+                '"raw":%s,"settings_hash":"%s","tier":"%s","variant":"%s","verdict":"%s"}\n'
+                % (zlib.crc32(f"{model}/{variant}/{qid}".encode()), 1 + (code == 4), check, judge, model,
+                   400 + c * 37, probs_json, 420 + c * 37, qid, json.dumps(raw), settings_hash,
+                   tiers[c], variant, verdict))
+    return lines
+
+
+def build_run(root: Path, *, questions: int, checks: int, models: int, variants: int, judges: int,
+              seed: int = 0) -> dict:
+    """Write verdicts/<judge>/<model>.<variant>.jsonl, dataset.jsonl and manifest.json."""
+    rng = np.random.default_rng(seed)
+    qids = [f"q{i:05d}" for i in range(questions)]
+    check_ids = [f"item{c:02d}.fact" for c in range(checks)]
+    tiers = [TIERS[min(c * 3 // checks, 2)] for c in range(checks)]
+    names = ["gold"] + [f"judge-{j}" for j in range(1, judges)]
+    quality = rng.uniform(0.25, 0.8, size=models)
+    n = 0
+    for m in range(models):
+        for k, variant in enumerate(("multimodal", "text_only")[:variants]):
+            u = rng.random((questions, checks))
+            q = quality[m] + 0.05 * k
+            truth = np.select([u < q, u < q + 0.1, u < 0.95], [0, 1, 2], 3)
+            for j, judge in enumerate(names):
+                reliability = 1.0 if j == 0 else 0.9 - 0.1 * j
+                codes = np.where(rng.random(truth.shape) < reliability, truth,
+                                 rng.integers(0, 4, size=truth.shape))
+                if j:
+                    codes[rng.random(truth.shape) < 0.01] = 4
+                logits = rng.normal(size=(questions, checks, 4))
+                logits[np.arange(questions)[:, None], np.arange(checks)[None, :], np.minimum(codes, 3)] += 3
+                probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+                path = root / "verdicts" / judge / f"model-{m:02d}.{variant}.jsonl"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text("".join(_verdict_lines(judge, f"model-{m:02d}", variant, qids, check_ids,
+                                                       tiers, codes, probs, f"hash{j:08d}")))
+                n += codes.size
+    dataset = root / "dataset.jsonl"
+    dataset.write_text("".join(json.dumps({
+        "question_id": q, "domain": DOMAINS[i % len(DOMAINS)], "question": "What is this?",
+        "checks": [{"check_id": c, "text": "It says so.", "tier": t, "kind": "simple",
+                    "source_item": c.split(".")[0], "evidence": []} for c, t in zip(check_ids, tiers)]}) + "\n"
+        for i, q in enumerate(qids)))
+    (root / "manifest.json").write_text(json.dumps({"config": {"dataset": str(dataset.resolve())}}))
+    return {"verdicts": n, "judges": names}
+
+
+def timed_process(argv: list[str], env: dict | None = None) -> dict:
+    """Wall seconds and peak RSS (MB) of one child process, from its own rusage."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{err}")
+    # ru_maxrss is in kilobytes on Linux.
+    return {"seconds": round(wall, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+DUCKDB_SQL = """
+import sys, duckdb
+files = sys.argv[1:]
+con = duckdb.connect()
+con.execute("SET threads TO 2")
+rows = con.execute('''
+WITH v AS (
+  SELECT judge, model, variant, question_id, tier, verdict
+  FROM read_json(?, format='newline_delimited',
+                 columns={judge: 'VARCHAR', model: 'VARCHAR', variant: 'VARCHAR',
+                          question_id: 'VARCHAR', check_id: 'VARCHAR', tier: 'VARCHAR',
+                          verdict: 'VARCHAR'})),
+t AS (
+  SELECT judge, model, variant, question_id, tier,
+    (count(*) FILTER (verdict = 'meets') + 0.5 * count(*) FILTER (verdict = 'partially_meets')
+     - 2.0 * count(*) FILTER (verdict = 'contradicts'))
+    / nullif(count(*) FILTER (verdict IN ('meets', 'partially_meets', 'missing', 'invalid'))
+             + 2.0 * count(*) FILTER (verdict = 'contradicts'), 0) AS s
+  FROM v GROUP BY ALL),
+r AS (
+  SELECT judge, model, variant, question_id,
+    sum(s * CASE tier WHEN 'answer_critical' THEN 0.6 WHEN 'valuable' THEN 0.3 ELSE 0.1 END)
+    / sum(CASE tier WHEN 'answer_critical' THEN 0.6 WHEN 'valuable' THEN 0.3 ELSE 0.1 END) AS score
+  FROM t WHERE s IS NOT NULL GROUP BY ALL)
+SELECT judge, model, variant, 100 * avg(score) AS gamut FROM r GROUP BY ALL ORDER BY ALL
+''', [files]).fetchall()
+print(len(rows))
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--questions", type=int, default=1813)
+    ap.add_argument("--checks", type=int, default=15)
+    ap.add_argument("--models", type=int, default=14)
+    ap.add_argument("--variants", type=int, choices=(1, 2), default=2)
+    ap.add_argument("--judges", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dir", type=Path, default=Path("/tmp/gamut-bench-run"))
+    ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
+    args = ap.parse_args()
+
+    root = args.dir
+    shutil.rmtree(root, ignore_errors=True)
+    t0 = time.perf_counter()
+    built = build_run(root, questions=args.questions, checks=args.checks, models=args.models,
+                      variants=args.variants, judges=args.judges, seed=args.seed)
+    build_s = time.perf_counter() - t0
+    files = sorted(str(p) for p in (root / "verdicts").glob("*/*.jsonl"))
+    size_mb = sum(Path(f).stat().st_size for f in files) / 2**20
+
+    py, gamut = sys.executable, str(GAMUT)
+    results = {
+        "duckdb_sql_score": timed_process([py, "-c", DUCKDB_SQL, *files]),
+        "score": timed_process([gamut, "score", *files, "--out", str(root / "bench-scores.json"),
+                                "--dataset", str(root / "dataset.jsonl")]),
+        "agree": timed_process([gamut, "agree", *files, "--out", str(root / "bench-agreement.json")]),
+        "report_fresh": timed_process([gamut, "report", str(root)]),
+        "report_current": timed_process([gamut, "report", str(root)]),
+    }
+    duck = results["duckdb_sql_score"]["seconds"]
+    for name in ("score", "agree", "report_fresh"):
+        r = results[name]
+        r["ratio_to_duckdb"] = round(r["seconds"] / duck, 2)
+        r["meets_target"] = r["ratio_to_duckdb"] <= 2.0 and r["peak_rss_mb"] < 1024
+    cur = results["report_current"]
+    cur["meets_target"] = cur["seconds"] < 3.0 and cur["peak_rss_mb"] < 1024
+    print(json.dumps({
+        "shape": {"questions": args.questions, "checks": args.checks, "models": args.models,
+                  "variants": args.variants, "judges": args.judges},
+        "verdicts": built["verdicts"], "files": len(files), "jsonl_mb": round(size_mb, 1),
+        "build_s (not timed work)": round(build_s, 1),
+        "load_average_1min_before": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+        "results": results,
+    }, indent=2))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
