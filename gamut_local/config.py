@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
@@ -118,10 +118,15 @@ class JudgeSpec(ModelSpec):
     sampling: Sampling = Sampling(max_tokens=16)
 
 
+_SBATCH_WORD = r"^[A-Za-z0-9_.,:+=%-]+$"  # a partition, account or QoS name: one word, no newline
+_SBATCH_LINE = re.compile(r"(?:#SBATCH\s+)?(--?[A-Za-z][A-Za-z0-9-]*)(?:[= ](\S.*))?")
+_SBATCH_CHECKED = {"--time": SLURM_TIME, "-t": SLURM_TIME, "--mem": SLURM_MEM}
+
+
 class SlurmSpec(_Config):
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
+    partition: str | None = Field(default=None, pattern=_SBATCH_WORD)
+    account: str | None = Field(default=None, pattern=_SBATCH_WORD)
+    qos: str | None = Field(default=None, pattern=_SBATCH_WORD)
     time_generate: str = Field(default="12:00:00", pattern=f"^{SLURM_TIME}$")
     time_judge: str = Field(default="24:00:00", pattern=f"^{SLURM_TIME}$")
     time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$")
@@ -137,6 +142,20 @@ class SlurmSpec(_Config):
     max_concurrent: int | None = Field(default=None, ge=1)  # array throttle: at most this many tasks of one array at once
     launcher: str = "gamut-local"  # how job scripts call the CLI (e.g. "python -m gamut_local.cli")
     templates: str | None = None  # a folder of your own sbatch templates (default: the project's slurm/)
+
+    @field_validator("extra_sbatch")
+    @classmethod
+    def _sbatch_lines(cls, lines: list[str]) -> list[str]:
+        """Each line one sbatch option (`--name[=value]`); time and memory values checked,
+        so `--time=banana` fails here, not in the queue."""
+        for line in lines:
+            m = _SBATCH_LINE.fullmatch(line.strip())
+            if "\n" in line or not m:
+                raise ValueError(f"{line!r} is not one sbatch option like --constraint=h100")
+            pattern = _SBATCH_CHECKED.get(m.group(1))
+            if pattern and not re.fullmatch(pattern, (m.group(2) or "").strip()):
+                raise ValueError(f"{line!r}: {m.group(2)!r} is not a valid {m.group(1)} value")
+        return lines
 
 
 class PlanSpec(_Config):
