@@ -113,18 +113,15 @@ def reliability(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BIN
     return {"n": n, "ece": ece, "bins": bins}
 
 
-def _grouped(fn, mask_of: dict[str, np.ndarray]) -> dict:
-    return {name: fn(mask, name) for name, mask in mask_of.items() if mask.any()}
-
-
 def _judge_block(judge, codes, probs, gold, humans, groups, n_cells, notes, n_bins) -> dict:
     v = _vector(codes, judge, n_cells)
     block = {"vs_gold": None, "vs_human": {}, "calibration": None}
     if (gold >= 0).any():
         block["vs_gold"] = compare(gold, v, f"{judge}.vs_gold", notes)
         for gname, masks in groups.items():
-            block["vs_gold"][f"by_{gname}"] = _grouped(
-                lambda m, name: compare(np.where(m, gold, -1), v, f"{judge}.vs_gold.{gname}.{name}", notes), masks)
+            block["vs_gold"][f"by_{gname}"] = {
+                name: compare(np.where(m, gold, -1), v, f"{judge}.vs_gold.{gname}.{name}", notes)
+                for name, m in masks.items() if m.any()}
     for h in humans:
         block["vs_human"][h] = compare(_vector(codes, h, n_cells), v, f"{judge}.vs_human.{h}", notes)
     p = np.full(n_cells, np.nan)

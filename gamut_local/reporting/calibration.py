@@ -45,8 +45,8 @@ def _f(x, digits=3) -> str:
 def markdown(cal: dict, figure: str | None = None) -> list[str]:
     """The report's section: one table per comparison, then the notes."""
     out = ["## Calibration against human verdicts", "",
-           f"Gold: `{cal['gold']}` ({', '.join(f'`{j}`' for j in cal['gold_judges']) or 'no judge'}; "
-           f"majority per cell, {cal['n_gold_cells']} cells with gold, {cal['n_gold_ties']} ties left out).", ""]
+           (f"Gold: `{cal['gold']}` ({', '.join(f'`{j}`' for j in cal['gold_judges']) or 'no judge'}; "
+            f"majority per cell, {cal['n_gold_cells']} cells with gold, {cal['n_gold_ties']} ties left out)."), ""]
     rows = []
     for judge, b in cal["judges"].items():
         g, c = b["vs_gold"] or {}, b["calibration"] or {}
@@ -68,8 +68,8 @@ def markdown(cal: dict, figure: str | None = None) -> list[str]:
                 out += [""]
     ia = cal["inter_annotator"]
     alpha = ia["krippendorff_alpha"]
-    out += [f"Inter-annotator agreement ({', '.join(f'`{a}`' for a in ia['annotators']) or 'none'}): "
-            f"Krippendorff's α nominal {_f(alpha['nominal'])}, ordinal {_f(alpha['ordinal'])}."]
+    out += [(f"Inter-annotator agreement ({', '.join(f'`{a}`' for a in ia['annotators']) or 'none'}): "
+             f"Krippendorff's α nominal {_f(alpha['nominal'])}, ordinal {_f(alpha['ordinal'])}.")]
     out += [f"- `{p['a']}` vs `{p['b']}`: {p['n']} cells, agreement {_f(p['accuracy'])}, κ {_f(p['cohen_kappa'])}"
             for p in ia["pairs"]]
     out += [""]

@@ -86,6 +86,8 @@ def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
     writable = judge is not None and not read_only
     env = _templates()
+    for name in ("overview.html", "questions.html", "question.html", "queue.html"):
+        env.get_template(name)  # compiled now, not on a user's first request
     base = {"run": index.run_dir.name, "annotator": annotator, "judge": judge, "writable": writable,
             "read_only": read_only}
 

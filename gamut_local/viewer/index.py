@@ -1,9 +1,10 @@
 """The run as the viewer holds it in memory.
 
-Model judges' verdicts are read column-wise (pyarrow's JSON reader, no Python dict per verdict)
-into integer-coded arrays sorted by (question, system, check, judge), so a question page is one
-slice and the adjudication queue one sort over (response, check) cells. A file the fast reader
-cannot take as it is goes through the strict record loader, whose messages name FILE:LINE.
+Model judges' verdicts are read column-wise by the project's one verdict reader
+(`data.verdict_table`: pyarrow, no Python dict per verdict, the record loader's FILE:LINE
+messages for any bad file), one judge folder per thread, into integer-coded arrays sorted by
+(question, system, check, judge), so a question page is one slice and the adjudication queue
+one sort over (response, check) cells.
 Human verdicts (few, and rewritten while the app runs) stay records, newest per cell.
 """
 
@@ -24,7 +25,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import scores_path
-from gamut_local.vocab import JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -181,14 +182,19 @@ def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
         if dataset is None:
             raise InputError([Problem(str(run_dir / "manifest.json"), None, "config.dataset",
                                       "no readable dataset named; pass --dataset")])
-    questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
     answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
-    answers = read_answers(answer_files)
     files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
     model_files = [p for p in files if not is_human(p.parent.name)]
-    question_ids = list(questions)
-    verdicts, question_ids = read_verdicts(model_files, question_ids)
+    # The readers parse in pyarrow, which lets go of the GIL: the judges' files, the answers
+    # and the dataset are read side by side.
+    with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
+        pending = [pool.submit(read_table, group) for group in _groups(model_files, run_dir)]
+        pending_answers = pool.submit(read_answers, answer_files)
+        questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
+        answers = pending_answers.result()
+        tables = [t for f in pending if len(t := f.result())]
+    verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
     index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
@@ -241,89 +247,58 @@ def read_humans(files: list[Path]) -> dict[str, dict]:
 
 # ---------------------------------------------------------------- column-wise verdicts
 
-def _arrow_file(path: Path):
-    """One verdict file as an arrow table, or None when only the strict loader can tell why not."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-
-    schema = pa.schema([(name, pa.string()) for name in _COLUMNS]
-                       + [("probs", pa.struct([(lab, pa.float64()) for lab in JUDGE_LABELS]))])
-    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    try:
-        # One block per file and one file per thread: files are read side by side.
-        t = pj.read_json(path, parse_options=opts, read_options=pj.ReadOptions(block_size=1 << 26, use_threads=False))
-    except (pa.ArrowInvalid, OSError):
-        return None
-    t = t.set_column(2, "variant", pc.fill_null(t["variant"], "multimodal"))
-    required_ok = all(t[name].null_count == 0 for name in _COLUMNS)
-    labels_ok = pc.all(pc.is_in(t["verdict"], value_set=pa.array(VERDICTS))).as_py() is not False
-    tiers_ok = pc.all(pc.is_in(t["tier"], value_set=pa.array(TIERS))).as_py() is not False
-    return t if t.num_rows and required_ok and labels_ok and tiers_ok else None
+def _groups(files: list[Path], run_dir: Path) -> list[list[Path]]:
+    """One group per judge folder of the run, and one for the files from elsewhere
+    (extra_verdicts): groups are read side by side, each with every check of the shared reader."""
+    groups: dict[str, list[Path]] = {}
+    for p in files:
+        inside = p.parent.parent == run_dir / "verdicts"
+        groups.setdefault(p.parent.name if inside else "", []).append(p)
+    return list(groups.values())
 
 
-def _strict_table(path: Path):
-    """The file through the strict loader (raises with FILE:LINE), as an arrow table."""
-    import pyarrow as pa
-
-    records = load_records([path], Verdict, verdict_key)
-    cols = {name: [r.get(name) for r in records] for name in _COLUMNS}
-    cols["probs"] = [({lab: (r["probs"] or {}).get(lab) for lab in JUDGE_LABELS} if r.get("probs") else None)
-                     for r in records]
-    return pa.table(cols)
+def _lookup(names: list[str], index: dict[str, int]) -> np.ndarray:
+    return np.array([index[n] for n in names] + [-1], dtype=np.int32)
 
 
-def _codes(column, names: list[str] | None = None) -> tuple[np.ndarray, list[str]]:
-    """Integer codes of a string column and its dictionary (or codes into the given names)."""
-    import pyarrow.compute as pc
+def read_table(files: list[Path]):
+    """One group of verdict files through the project's verdict reader."""
+    from gamut_local.data.verdict_table import read_verdicts as read_table_files
 
-    enc = pc.dictionary_encode(column.combine_chunks() if hasattr(column, "combine_chunks") else column)
-    found = enc.dictionary.to_pylist()
-    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    if names is None:
-        return idx, found
-    pos = {n: i for i, n in enumerate(names)}
-    remap = np.array([pos[f] for f in found], dtype=np.int32)
-    return remap[idx], names
+    return read_table_files(files)
 
 
-def read_verdicts(files: list[Path], question_ids: list[str]) -> tuple[Verdicts, list[str]]:
-    """Model judges' verdict files as sorted integer-coded arrays.
-
-    Questions the dataset lacks are added after its own (shown as not in the dataset)."""
-    import pyarrow as pa
-
-    with ThreadPoolExecutor(max(1, min(8, os.cpu_count() or 1))) as pool:
-        fast = list(pool.map(_arrow_file, files))
-    tables = [t if t is not None else _strict_table(p) for t, p in zip(fast, files)]
-    if not tables:
-        empty = np.zeros(0, dtype=np.int32)
-        return Verdicts([], [], [], empty, empty, empty, empty, empty.astype(np.int8),
-                        empty.astype(np.int8), np.zeros((0, 4), np.float64)), question_ids
-    t = pa.concat_tables(tables)
-    q_raw, q_found = _codes(t["question_id"])
+def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path]) -> tuple[Verdicts, list[str]]:
+    """VerdictTables (one per group) merged into one dictionary per column, sorted by
+    (question, system, check, judge). Questions the dataset lacks are added after its own
+    (shown as not in the dataset)."""
+    judges = sorted({j for t in tables for j in t.judges})
+    models = sorted({m for t in tables for m in t.models})
+    checks = sorted({c for t in tables for c in t.checks})
     known = set(question_ids)
-    question_ids = question_ids + sorted(set(q_found) - known)
-    q = _codes(t["question_id"], question_ids)[0] if q_found else q_raw
-    m, models = _codes(t["model"])
-    var, variants = _codes(t["variant"])
-    sys_code = m.astype(np.int64) * len(variants) + var
-    sys_used, s = np.unique(sys_code, return_inverse=True)
-    systems = [(models[k // len(variants)], variants[k % len(variants)]) for k in sys_used.tolist()]
-    order_sys = sorted(range(len(systems)), key=lambda i: systems[i])
-    rank = np.empty(len(systems), dtype=np.int32)
-    rank[order_sys] = np.arange(len(systems), dtype=np.int32)
-    j, judges = _codes(t["judge"])
-    c, checks = _codes(t["check_id"])
-    code = _codes(t["verdict"], list(VERDICTS))[0].astype(np.int8)
-    tier = _codes(t["tier"], list(TIERS))[0].astype(np.int8)
-    probs = np.column_stack([t["probs"].combine_chunks().field(lab).to_numpy(zero_copy_only=False)
-                             for lab in JUDGE_LABELS]).astype(np.float64)
-    v = Verdicts(judges, [systems[i] for i in order_sys], checks, q, rank[s.astype(np.int32)], c, j,
-                 code, tier, probs)
+    question_ids = question_ids + sorted({q for t in tables for q in t.questions} - known)
+    at = {name: {n: i for i, n in enumerate(names)} for name, names in
+          (("judge", judges), ("model", models), ("check", checks), ("question", question_ids))}
+    V = len(VARIANTS)
+    parts = {k: [] for k in ("q", "sys", "c", "j", "code", "tier", "probs")}
+    for t in tables:
+        parts["q"].append(_lookup(t.questions, at["question"])[t.question])
+        parts["sys"].append(_lookup(t.models, at["model"])[t.model].astype(np.int64) * V + t.variant)
+        parts["c"].append(_lookup(t.checks, at["check"])[t.check])
+        parts["j"].append(_lookup(t.judges, at["judge"])[t.judge])
+        parts["code"].append(t.verdict)
+        parts["tier"].append(t.tier)
+        parts["probs"].append(t.probs)
+    col = {k: (np.concatenate(v) if v else np.zeros((0, 4) if k == "probs" else 0)) for k, v in parts.items()}
+    used, s = np.unique(col["sys"].astype(np.int64), return_inverse=True)
+    systems = [(models[k // V], VARIANTS[k % V]) for k in used.tolist()]  # sorted by (model, variant)
+    v = Verdicts(judges, systems, checks, col["q"].astype(np.int32), s.astype(np.int32),
+                 col["c"].astype(np.int32), col["j"].astype(np.int32), col["code"].astype(np.int8),
+                 col["tier"].astype(np.int8), col["probs"].astype(np.float64))
     # One int64 key orders the rows by (question, system, check, judge): one sort, and a
-    # repeated key is two equal neighbours.
-    key = ((v.q.astype(np.int64) * len(v.systems) + v.s) * len(v.checks) + v.c) * len(v.judges) + v.j
+    # repeat across groups (the shared reader checks within one) is two equal neighbours.
+    key = ((v.q.astype(np.int64) * max(len(systems), 1) + v.s) * max(len(checks), 1) + v.c) \
+        * max(len(judges), 1) + v.j
     order = np.argsort(key, kind="stable")
     key = key[order]
     if len(key) > 1 and (key[1:] == key[:-1]).any():

@@ -15,10 +15,10 @@ from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
 
 PAGE_SIZE = 200
 # Words of the compiler's check templates: never worth highlighting in a response.
-_TEMPLATE_WORDS = set("""the response states following about mentions one covers least possibilities
-for describing includes this step presents these steps order identifies explains how they relate
-with respect relating addresses conveys overall insight required elements valid options process
-that which from into their there than then have been were also only other""".split())
+_TEMPLATE_WORDS = frozenset("""the response states following about mentions one covers least possibilities for describing
+includes this step presents these steps order identifies explains how they relate with respect
+relating addresses conveys overall insight required elements valid options process that which
+from into their there than then have been were also only other""".split())
 
 
 def overview(index: RunIndex) -> dict:
@@ -35,7 +35,7 @@ def overview(index: RunIndex) -> dict:
     return {
         "run": index.run_dir.name, "n_questions": len(index.questions), "n_answers": len(index.answers),
         "n_verdicts": {j: int(n) for j, n in zip(v.judges, np.bincount(v.j, minlength=len(v.judges)))},
-        "n_cells": int(len(c.key)), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
+        "n_cells": len(c.key), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
         "humans": {j: len(r) for j, r in index.humans.items()},
         "leaderboard": by_judge, "labels": list(VERDICTS),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
@@ -111,7 +111,10 @@ def question_page(index: RunIndex, qid: str, annotator_judge: str | None = None)
     grid: dict[tuple[int, int], list] = {}
     for s, c, j, code, p in zip(v.s[rows].tolist(), v.c[rows].tolist(), v.j[rows].tolist(),
                                 v.code[rows].tolist(), v.probs[rows]):
-        grid.setdefault((s, c), []).append({"judge": v.judges[j], "verdict": VERDICTS[code], "probs": _probs(p)})
+        probs = _probs(p)
+        grid.setdefault((s, c), []).append({
+            "judge": v.judges[j], "judge_index": j, "verdict": VERDICTS[code], "probs": probs,
+            "probs_text": " ".join(f"{x:.2f}" for x in probs.values()) if probs else ""})
     answered = index.answered(qid)
     systems = sorted({s for s, _ in grid} | {index.s_index[a] for a in answered if a in index.s_index})
     extra = sorted(a for a in answered if a not in index.s_index)
@@ -126,8 +129,11 @@ def question_page(index: RunIndex, qid: str, annotator_judge: str | None = None)
                        "note": r[(qid, *name, ch.check_id)].get("note")}
                       for h, r in index.humans.items() if (qid, *name, ch.check_id) in r]
             labels = {x["verdict"] for x in verdicts if x["verdict"] != "invalid"}
+            cols = [None] * len(v.judges)  # one column per judge, for the grid
+            for x in verdicts:
+                cols[x["judge_index"]] = x
             per_check.append({"check_id": ch.check_id, "tier": ch.tier, "kind": ch.kind, "text": ch.text,
-                              "verdicts": verdicts, "humans": humans, "disagree": len(labels) > 1,
+                              "verdicts": verdicts, "cols": cols, "humans": humans, "disagree": len(labels) > 1,
                               "invalid": any(x["verdict"] == "invalid" for x in verdicts)})
         answer = index.answers.get((qid, *name))
         responses.append({"model": name[0], "variant": name[1], "checks": per_check,
@@ -170,7 +176,7 @@ def queue_page(index: RunIndex, pos: int, *, only="disagree", question=None, jud
     order = queue_cells(index, only, question)
     mine = annotated_cells(index, judge) if judge else np.zeros(0, dtype=np.int64)
     done = int(np.isin(order, mine).sum())
-    page = {"total": int(len(order)), "done": done, "only": only, "question_filter": question or "",
+    page = {"total": len(order), "done": done, "only": only, "question_filter": question or "",
             "blind": blind, "pos": 0, "cell": None}
     if not len(order):
         return page

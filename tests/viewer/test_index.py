@@ -34,7 +34,7 @@ def test_columns_hold_exactly_the_records(sample_run):
 
 
 def _first_file(run):
-    return sorted((run / "verdicts" / "synthetic-judge").glob("*.jsonl"))[0]
+    return min((run / "verdicts" / "synthetic-judge").glob("*.jsonl"))
 
 
 @pytest.mark.parametrize("damage, message", [
