@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -107,7 +108,9 @@ def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool
         data = pages.questions_list(index, judge=judge, **filters)
         if request.url.path.startswith("/api"):
             return JSONResponse(data)
-        return render("questions.html", d=data, f=filters)
+        kept = {k: v for k, v in request.query_params.items() if k != "offset" and v}
+        following = urlencode({**kept, "offset": filters["offset"] + pages.PAGE_SIZE})
+        return render("questions.html", d=data, f=filters, next_page=f"/questions?{following}")
 
     def question(request):
         qid = request.path_params["qid"]

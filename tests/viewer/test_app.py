@@ -183,3 +183,23 @@ def test_bad_annotator_names_are_refused(sample_run, gamut):
             create_app(index, annotator=name)
     res = gamut("view", str(sample_run), "--annotator", "../../x")
     assert res.exit_code == 1 and "is not an annotator name" in res.output and "Traceback" not in res.output
+
+
+def test_agree_reads_human_verdicts_with_their_history(sample_run, client_for, gamut, tmp_path):
+    client = client_for(sample_run, annotator="ann")
+    for pos in range(3):
+        cell = client.get("/api/queue", params={"pos": pos}).json()
+        body = {k: cell[k] for k in ("question_id", "model", "variant", "check_id")}
+        for label in ("contradicts", "missing"):  # a change of mind: two records, the newer wins
+            assert client.post("/api/verdicts", json={**body, "verdict": label}).status_code == 200
+    res = gamut("agree", *verdict_files(sample_run), "--out", tmp_path / "agreement.json")
+    assert res.exit_code == 0, res.output
+    assert "human-ann" in json.loads((tmp_path / "agreement.json").read_text())["judges"]
+
+
+def test_questions_pages_keep_their_filters(sample_run, client_for, monkeypatch):
+    from gamut_local.viewer import pages
+
+    monkeypatch.setattr(pages, "PAGE_SIZE", 2)
+    html = client_for(sample_run).get("/questions", params={"disagree": 1, "domain": ""}).text
+    assert 'href="/questions?disagree=1&amp;offset=2"' in html
