@@ -160,9 +160,29 @@ def _inter_annotator(codes, annotators, n_cells, notes) -> dict:
     return {"annotators": annotators, "pairs": pairs, "krippendorff_alpha": alpha}
 
 
-def calibrate(records, gold: str = "human-*", n_bins: int = N_BINS) -> dict:
-    """Everything `agree --gold` adds, from verdict dicts of model judges and humans."""
-    judges = sorted({r["judge"] for r in records})
+def calibrate_table(table, gold: str = "human-*", n_bins: int = N_BINS) -> dict:
+    """`calibrate` over a `data.verdict_table.VerdictTable`: only the rows on cells that a human
+    or gold judge graded become records (a few thousand, however large the run)."""
+    judges = list(table.judges)
+    reference = [i for i, j in enumerate(judges) if fnmatch.fnmatchcase(j, gold) or j.startswith(HUMAN_PREFIX)]
+    V, C, M = len(table.variants), max(len(table.checks), 1), max(len(table.models), 1)
+    key = ((table.question.astype(np.int64) * M + table.model) * V + table.variant) * C + table.check
+    ref_keys = np.unique(key[np.isin(table.judge, reference)])
+    rows = np.flatnonzero(np.isin(key, ref_keys))
+    records = []
+    for i in rows.tolist():
+        code, p = int(table.verdict[i]), table.probs[i]
+        records.append({"question_id": table.questions[table.question[i]], "model": table.models[table.model[i]],
+                        "variant": table.variants[table.variant[i]], "check_id": table.checks[table.check[i]],
+                        "judge": judges[table.judge[i]], "tier": TIERS[table.tier[i]], "verdict": VERDICTS[code],
+                        "probs": None if np.isnan(p).all() else dict(zip(JUDGE_LABELS, p.tolist()))})
+    return calibrate(records, gold, n_bins, judges=judges)
+
+
+def calibrate(records, gold: str = "human-*", n_bins: int = N_BINS, judges: list[str] | None = None) -> dict:
+    """Everything `agree --gold` adds, from verdict dicts of model judges and humans
+    (`judges`: every judge of the run, when the records are only those on reference cells)."""
+    judges = sorted(set(judges or ()) | {r["judge"] for r in records})
     gold_judges = [j for j in judges if fnmatch.fnmatchcase(j, gold)]
     humans = [j for j in judges if j.startswith(HUMAN_PREFIX)]
     models = [j for j in judges if j not in gold_judges and j not in humans]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gamut_local.analysis.calibration import calibrate
+from gamut_local.analysis.calibration import calibrate_table
 
 
 def reliability_diagram(cal: dict, path: Path) -> Path | None:
@@ -81,10 +81,10 @@ def markdown(cal: dict, figure: str | None = None) -> list[str]:
 
 def calibration_files(paths: list[Path], gold: str, out_json: Path, figure: Path | None = None) -> dict:
     """Read verdict files (human ones newest-wins), calibrate, write the JSON and the PNG."""
-    from gamut_local.data.records import Verdict, load_records, verdict_key
+    from gamut_local.data.verdict_table import read_verdicts
     from gamut_local.rundir.store import write_json
 
-    cal = calibrate(load_records(list(paths), Verdict, verdict_key), gold=gold)
+    cal = calibrate_table(read_verdicts(list(paths)), gold=gold)
     write_json(out_json, cal)
     if figure is not None:
         reliability_diagram(cal, figure)

@@ -130,3 +130,14 @@ def test_reliability_of_a_perfectly_calibrated_judge_is_near_zero():
                                             ("a.b.step.2", "step"), ("x.y", "given")])
 def test_kind_of(check_id, kind):
     assert kind_of(check_id) == kind
+
+
+def test_the_table_path_gives_the_records_path_result():
+    from gamut_local.analysis.calibration import calibrate_table
+    from gamut_local.data.verdict_table import table_from_records
+
+    records = _records(seed=5)
+    # A judge that graded no human-annotated cell is still listed as a model judge.
+    records += [{"question_id": "elsewhere", "model": "m", "variant": "multimodal", "check_id": "id.fact",
+                 "tier": "valuable", "judge": "judge-y", "verdict": "meets"}]
+    assert calibrate_table(table_from_records(records)) == calibrate(records)
