@@ -104,3 +104,53 @@ def verdict_problems(records: list[dict], paths, questions=None) -> list[Problem
     if extra:
         problems.append(Problem(source, None, "", f"and {extra} more verdicts the dataset does not back"))
     return problems
+
+
+def table_problems(table, questions) -> list[Problem]:
+    """`dataset_mismatches` on a `data.verdict_table.VerdictTable`, column-wise: each distinct
+    (question, variant, check, tier) is looked up once, and the first verdict of each bad
+    one is named by file and line (at most MAX_SHOWN, then a count)."""
+    import numpy as np
+
+    from gamut_local.vocab import TIERS, VARIANTS
+
+    n = len(table)
+    if not n:
+        return []
+    nq, nv, nc, nt = max(len(table.questions), 1), len(VARIANTS), max(len(table.checks), 1), len(TIERS)
+    key = ((table.question.astype(np.int64) * nv + table.variant) * nc + table.check) * nt + table.tier
+    combos = np.unique(key)
+    by_id = {q.question_id: q for q in questions}
+    tiers: dict[tuple, dict[str, str]] = {}
+    bad: dict[int, tuple[str, str]] = {}
+    for k in combos.tolist():
+        rest, t = divmod(k, nt)
+        rest, c = divmod(rest, nc)
+        q, v = divmod(rest, nv)
+        qid, variant, check, tier = table.questions[q], VARIANTS[v], table.checks[c], TIERS[t]
+        if qid not in by_id:
+            bad[k] = ("question_id", f"question {qid!r} is not in the dataset")
+            continue
+        if (qid, variant) not in tiers:
+            tiers[qid, variant] = {x.check_id: x.tier for x in _checks(by_id[qid], variant)}
+        want = tiers[qid, variant].get(check)
+        if want is None:
+            bad[k] = ("check_id", f"question {qid!r} has no check {check!r} in the dataset")
+        elif want != tier:
+            bad[k] = ("tier", f"check {check!r} of {qid!r} is {want!r} in the dataset, not {tier!r}")
+    if not bad:
+        return []
+    keys = np.array(sorted(bad), dtype=np.int64)
+    rows = np.flatnonzero(np.isin(key, keys))
+    first: dict[int, int] = {}
+    for r in rows.tolist():
+        first.setdefault(int(key[r]), r)
+        if len(first) == len(bad):
+            break
+    order = sorted(first.items(), key=lambda kr: kr[1])
+    problems = [Problem(table.files[table.file[r]], int(table.line[r]) or None, *bad[k]) for k, r in order[:MAX_SHOWN]]
+    if len(order) > MAX_SHOWN:
+        problems.append(Problem(table.files[0] if len(table.files) == 1 else f"{len(table.files)} verdict files",
+                                None, "", f"and {len(order) - MAX_SHOWN} more kinds of verdict the dataset "
+                                          "does not back"))
+    return problems
