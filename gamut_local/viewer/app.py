@@ -121,7 +121,8 @@ def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool
 
     def queue(request):
         only = "all" if request.query_params.get("only") == "all" else "disagree"
-        data = pages.queue_page(index, _int(request, "pos"), only=only, question=request.query_params.get("q"),
+        pos = _int(request, "pos") if "pos" in request.query_params else None
+        data = pages.queue_page(index, pos, only=only, question=request.query_params.get("q"),
                                 judge=judge, blind=_flag(request, "blind", True))
         return JSONResponse(data) if request.url.path.startswith("/api") else render("queue.html", c=data)
 

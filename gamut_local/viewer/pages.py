@@ -180,6 +180,9 @@ def queue_page(index: RunIndex, pos: int, *, only="disagree", question=None, jud
             "blind": blind, "pos": 0, "cell": None}
     if not len(order):
         return page
+    if pos is None:  # reopening resumes at the first cell you have not annotated
+        todo = np.flatnonzero(~np.isin(order, mine))
+        pos = int(todo[0]) if len(todo) else 0
     pos = min(max(int(pos), 0), len(order) - 1)
     cell = int(order[pos])
     qid, model, variant, check_id = index.cell_names(cell)

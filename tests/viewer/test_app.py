@@ -107,6 +107,7 @@ def test_verdicts_are_appended_and_the_newest_wins(sample_run, client_for):
     # Reopening resumes: the cell shows the newest verdict and counts as done.
     again = client_for(sample_run, annotator="ann").get("/api/queue", params={"pos": 0}).json()
     assert again["mine"]["verdict"] == "meets" and again["done"] == 1
+    assert client_for(sample_run, annotator="ann").get("/api/queue").json()["pos"] == 1  # the first not done
     # Another annotator writes their own file.
     client_for(sample_run, annotator="bob").post("/api/verdicts", json={**body, "verdict": "contradicts"})
     assert (sample_run / "verdicts" / "human-bob").is_dir() and len(path.read_text().splitlines()) == 2
