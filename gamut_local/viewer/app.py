@@ -11,6 +11,7 @@ name in a fixed list.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -82,103 +83,138 @@ def _int(request: Request, name: str, default: int = 0) -> int:
         return default
 
 
+@dataclass
+class View:
+    """What every handler needs: the opened run, who annotates, and the templates."""
+
+    index: RunIndex
+    annotator: str | None
+    judge: str | None
+    writable: bool
+    read_only: bool
+    env: object
+
+    def render(self, name: str, **ctx) -> HTMLResponse:
+        base = {"run": self.index.run_dir.name, "annotator": self.annotator, "judge": self.judge,
+                "writable": self.writable, "read_only": self.read_only}
+        return HTMLResponse(self.env.get_template(name).render(**base, **ctx))
+
+
+def _view(request: Request) -> View:
+    return request.app.state.view
+
+
+def _api(request: Request) -> bool:
+    return request.url.path.startswith("/api/")
+
+
+def overview(request):
+    v = _view(request)
+    data = pages.overview(v.index)
+    return JSONResponse(data) if _api(request) else v.render("overview.html", o=data)
+
+
+def questions(request):
+    v, p = _view(request), request.query_params
+    filters = {"domain": p.get("domain") or None, "model": p.get("model") or None,
+               "variant": p.get("variant") or None, "disagree": _flag(request, "disagree"),
+               "invalid": _flag(request, "invalid"), "unannotated": _flag(request, "unannotated"),
+               "sort": p.get("sort", "disagreement"), "offset": _int(request, "offset")}
+    data = pages.questions_list(v.index, judge=v.judge, **filters)
+    if _api(request):
+        return JSONResponse(data)
+    kept = {k: x for k, x in p.items() if k != "offset" and x}
+    following = urlencode({**kept, "offset": filters["offset"] + pages.PAGE_SIZE})
+    return v.render("questions.html", d=data, f=filters, next_page=f"/questions?{following}")
+
+
+def question(request):
+    v, qid = _view(request), request.path_params["qid"]
+    if qid not in v.index.questions:
+        return PlainTextResponse("no such question in this run's dataset", 404)
+    data = pages.question_page(v.index, qid, v.judge)
+    return JSONResponse(data) if _api(request) else v.render("question.html", q=data)
+
+
+def queue(request):
+    v = _view(request)
+    only = "all" if request.query_params.get("only") == "all" else "disagree"
+    pos = _int(request, "pos") if "pos" in request.query_params else None
+    data = pages.queue_page(v.index, pos, only=only, question=request.query_params.get("q"),
+                            judge=v.judge, blind=_flag(request, "blind", True))
+    return JSONResponse(data) if _api(request) else v.render("queue.html", c=data)
+
+
+async def post_verdict(request):
+    v = _view(request)
+    if not v.writable:
+        why = "read-only" if v.read_only else "no --annotator given"
+        return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return JSONResponse({"error": "send the verdict as application/json"}, 415)
+    try:
+        body = json.loads(await request.body())
+    except (ValueError, UnicodeDecodeError):
+        return JSONResponse({"error": "the body is not JSON"}, 400)
+    if not isinstance(body, dict):
+        return JSONResponse({"error": "expected a JSON object"}, 400)
+    try:
+        rec = record_verdict(v.index, v.annotator, body)
+    except InputError as e:
+        return JSONResponse({"error": "; ".join(str(p) for p in e.problems)}, 400)
+    except LookupError as e:
+        return JSONResponse({"error": str(e)}, 404)
+    return JSONResponse({"record": rec})
+
+
+def image(request):
+    index = _view(request).index
+    q = index.questions.get(request.path_params["qid"])
+    if q is None or not q.image:
+        return Response(status_code=404)
+    try:
+        path = resolve_image(q.image, index.dataset)
+    except (FileNotFoundError, ValueError):
+        return Response(status_code=404)
+    kind = IMAGE_TYPES.get(path.suffix.lower())
+    if kind is None or not path.is_file():
+        return Response(status_code=404)
+    return FileResponse(path, media_type=kind)
+
+
+def figure(request):
+    run_dir = _view(request).index.run_dir
+    found = {p.name: p for p in (run_dir / "figures").glob("*.png")}
+    path = found.get(request.path_params["name"])
+    if path is None or not path.resolve().is_relative_to(run_dir):
+        return Response(status_code=404)
+    return FileResponse(path, media_type="image/png")
+
+
+def static(request):
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return Response(status_code=404)
+    return FileResponse(HERE / "static" / name, media_type=STATIC[name])
+
+
+ROUTES = [Route("/", overview), Route("/api/overview", overview),
+          Route("/questions", questions), Route("/api/questions", questions),
+          Route("/question/{qid}", question), Route("/api/question/{qid}", question),
+          Route("/queue", queue), Route("/api/queue", queue),
+          Route("/api/verdicts", post_verdict, methods=["POST"]),
+          Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
+
+
 def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool = False) -> Starlette:
     """The app over an opened run. Without an annotator (or with read_only) nothing is written."""
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
-    writable = judge is not None and not read_only
     env = _templates()
     for name in ("overview.html", "questions.html", "question.html", "queue.html"):
         env.get_template(name)  # compiled now, not on a user's first request
-    base = {"run": index.run_dir.name, "annotator": annotator, "judge": judge, "writable": writable,
-            "read_only": read_only}
-
-    def render(name: str, **ctx) -> HTMLResponse:
-        return HTMLResponse(env.get_template(name).render(**base, **ctx))
-
-    def overview(request):
-        data = pages.overview(index)
-        return JSONResponse(data) if request.url.path.startswith("/api") else render("overview.html", o=data)
-
-    def questions(request):
-        p = request.query_params
-        filters = {"domain": p.get("domain") or None, "model": p.get("model") or None,
-                   "variant": p.get("variant") or None, "disagree": _flag(request, "disagree"),
-                   "invalid": _flag(request, "invalid"), "unannotated": _flag(request, "unannotated"),
-                   "sort": p.get("sort", "disagreement"), "offset": _int(request, "offset")}
-        data = pages.questions_list(index, judge=judge, **filters)
-        if request.url.path.startswith("/api"):
-            return JSONResponse(data)
-        kept = {k: v for k, v in request.query_params.items() if k != "offset" and v}
-        following = urlencode({**kept, "offset": filters["offset"] + pages.PAGE_SIZE})
-        return render("questions.html", d=data, f=filters, next_page=f"/questions?{following}")
-
-    def question(request):
-        qid = request.path_params["qid"]
-        if qid not in index.questions:
-            return PlainTextResponse("no such question in this run's dataset", 404)
-        data = pages.question_page(index, qid, judge)
-        return JSONResponse(data) if request.url.path.startswith("/api") else render("question.html", q=data)
-
-    def queue(request):
-        only = "all" if request.query_params.get("only") == "all" else "disagree"
-        pos = _int(request, "pos") if "pos" in request.query_params else None
-        data = pages.queue_page(index, pos, only=only, question=request.query_params.get("q"),
-                                judge=judge, blind=_flag(request, "blind", True))
-        return JSONResponse(data) if request.url.path.startswith("/api") else render("queue.html", c=data)
-
-    async def post_verdict(request):
-        if not writable:
-            why = "read-only" if read_only else "no --annotator given"
-            return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            return JSONResponse({"error": "send the verdict as application/json"}, 415)
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
-            return JSONResponse({"error": "the body is not JSON"}, 400)
-        if not isinstance(body, dict):
-            return JSONResponse({"error": "expected a JSON object"}, 400)
-        try:
-            rec = record_verdict(index, annotator, body)
-        except InputError as e:
-            return JSONResponse({"error": "; ".join(str(p) for p in e.problems)}, 400)
-        except LookupError as e:
-            return JSONResponse({"error": str(e)}, 404)
-        return JSONResponse({"record": rec})
-
-    def image(request):
-        q = index.questions.get(request.path_params["qid"])
-        if q is None or not q.image:
-            return Response(status_code=404)
-        try:
-            path = resolve_image(q.image, index.dataset)
-        except (FileNotFoundError, ValueError):
-            return Response(status_code=404)
-        kind = IMAGE_TYPES.get(path.suffix.lower())
-        if kind is None or not path.is_file():
-            return Response(status_code=404)
-        return FileResponse(path, media_type=kind)
-
-    def figure(request):
-        found = {p.name: p for p in (index.run_dir / "figures").glob("*.png")}
-        path = found.get(request.path_params["name"])
-        if path is None or not path.resolve().is_relative_to(index.run_dir):
-            return Response(status_code=404)
-        return FileResponse(path, media_type="image/png")
-
-    def static(request):
-        name = request.path_params["name"]
-        if name not in STATIC:
-            return Response(status_code=404)
-        return FileResponse(HERE / "static" / name, media_type=STATIC[name])
-
-    routes = [Route("/", overview), Route("/api/overview", overview),
-              Route("/questions", questions), Route("/api/questions", questions),
-              Route("/question/{qid}", question), Route("/api/question/{qid}", question),
-              Route("/queue", queue), Route("/api/queue", queue),
-              Route("/api/verdicts", post_verdict, methods=["POST"]),
-              Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
-    return Starlette(routes=routes, middleware=[Middleware(LocalOnly)])
+    app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly)])
+    app.state.view = View(index, annotator, judge, judge is not None and not read_only, read_only, env)
+    return app
 
 
 def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read_only: bool = False,
