@@ -1,4 +1,4 @@
-# Two entry points on a fresh machine (only Python >= 3.10 and make needed):
+# Two entry points on a fresh machine (only Python >= 3.11 and make needed):
 #   make demo   install into .venv/ and run the main job on the bundled sample benchmark
 #   make test   install into .venv/ what the tests need and run them
 # Both are safe to rerun: installs are skipped while their stamp is newer than pyproject.toml.

