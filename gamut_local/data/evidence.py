@@ -2,8 +2,8 @@
 
 Evidence comes either as one JSON Lines file of snippets (`question_id`, `id`, `title`, `url`,
 `text`), or as a folder with one subfolder per question id holding text or Markdown files,
-each file a snippet (id = file name without suffix; title = its first Markdown heading, else
-the file name). Long files are split at paragraph breaks into parts of at most `max_chars`,
+each file a snippet (id = file name without suffix; title = its first Markdown heading, taken
+out of the text, else the file name). Long files are split at paragraph breaks into parts of at most `max_chars`,
 ids `<name>-1`, `<name>-2`, ..., so every snippet fits a prompt and is cited on its own.
 """
 
@@ -94,8 +94,10 @@ def split_text(text: str, max_chars: int = MAX_SNIPPET_CHARS) -> list[str]:
 
 def _file_snippets(path: Path, max_chars: int) -> list[Snippet]:
     text = path.read_text(encoding="utf-8")
-    heading = re.search(r"^#+\s+(.+?)\s*$", text, flags=re.M)
+    heading = re.search(r"^#+\s+(.+?)\s*$", text, flags=re.MULTILINE)
     title = heading.group(1) if heading else path.stem
+    if heading:  # the heading is the title, not evidence
+        text = text[:heading.start()] + text[heading.end():]
     parts = split_text(text, max_chars)
     if len(parts) == 1:
         return [Snippet(id=path.stem, title=title, text=parts[0])]

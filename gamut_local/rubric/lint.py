@@ -23,10 +23,14 @@ FAR = 2.5  # a question's check count outside [mean / FAR, mean * FAR] is "far" 
 FAR_DATASET = 2.0  # the dataset's per-tier means, likewise
 NEAR_DUPLICATE = 0.85  # content-word Jaccard at or above which two checks say the same
 ERROR, WARNING = "error", "warning"
-_STOP = set("a an the of to in on at for by with and or as is are was were be been it its this that "
-            "these those their his her from into about one response mentions states following "
-            "covers least".split())
-_PRONOUN_START = re.compile(r"^(it|this|that|they|these|those|he|she)\b", re.I)
+_STOP = {
+    *(
+        "a an the of to in on at for by with and or as is are was were be been it its this that "
+        "these those their his her from into about one response mentions states following covers "
+        "least"
+    ).split()
+}
+_PRONOUN_START = re.compile(r"^(it|this|that|they|these|those|he|she)\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"[.!?]\s+[A-Z]")
 
 
@@ -170,7 +174,7 @@ def stranger_test(q):
         yield "question", ERROR, "question is the same as question_text_only; refer to the image generically"
         return
     for name in _entity_names(q):
-        if re.search(rf"\b{re.escape(name)}\b", q.question, flags=re.I):
+        if re.search(rf"\b{re.escape(name)}\b", q.question, flags=re.IGNORECASE):
             yield "question", ERROR, (f"question names {name!r}, which the image should show (stranger test): "
                                       f"refer to it generically, e.g. 'this ...'")
             return

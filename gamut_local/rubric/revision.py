@@ -21,7 +21,7 @@ import yaml
 from gamut_local.errors import Problem
 from gamut_local.rubric.compiler import checks_for, compile_item
 
-HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.M)
+HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.MULTILINE)
 ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
 RECORD_KEY_ORDER = ("question_id", "domain", "question", "question_text_only", "image")
 WIDTH = 100
@@ -73,7 +73,7 @@ def export_text(record: dict, question, source: str) -> str:
     """One question as commented YAML. `question` is the validated record (for compiling)."""
     header = (f"# {record['question_id']}: exported by `gamut-local export` from {source}.\n"
               "# Edit it, then `gamut-local import DIR --out REVISED.jsonl` validates and reads it back.\n"
-              "# Comment lines are not read: the checks under each item show what it compiles to as exported.\n"
+              "# Comment lines are not read: the checks under each item show what it compiled to.\n"
               f"# source-hash: {record_hash(record)}\n")
     body = ""
     for key, value in _ordered(record, RECORD_KEY_ORDER, ("provenance",)).items():
@@ -149,7 +149,8 @@ def diff_records(a: dict, b: dict) -> dict:
 def diff_lines(diff: dict) -> list[str]:
     lines = []
     for qid, d in diff.items():
-        lines.append(f"{qid}: {'added' if d['status'] == 'added' else 'removed' if d['status'] == 'removed' else 'changed'}")
+        status = {"added": "added", "removed": "removed"}.get(d["status"], "changed")
+        lines.append(f"{qid}: {status}")
         for kind in ("items", "checks"):
             c = d[kind]
             word = kind[:-1]

@@ -57,7 +57,7 @@ def item_claim(item) -> str:
 
 
 def claim_hash(claim: str, snippet_text: str) -> str:
-    return hashlib.sha256(f"{claim}\x00{snippet_text}".encode("utf-8")).hexdigest()[:12]
+    return hashlib.sha256(f"{claim}\x00{snippet_text}".encode()).hexdigest()[:12]
 
 
 def audit_settings_hash(spec: AuditSpec) -> str:
@@ -116,7 +116,8 @@ def run_audit(engine_spec: AuditSpec, requests: list[dict], log: Path, console, 
     return len(requests) - len(pending)
 
 
-def apply_action(q: Question, grounded: dict[str, bool], spec: AuditSpec, settings_hash: str) -> tuple[dict, list[str]]:
+def apply_action(q: Question, grounded: dict[str, bool], spec: AuditSpec,
+                 settings_hash: str) -> tuple[dict, list[str]]:
     """The question record after the ungrounded-item action, and notes for the report."""
     rec = q.model_dump(exclude_defaults=True)
     notes = []
@@ -151,8 +152,10 @@ def report_text(dataset: Path, spec: AuditSpec, rows: list[dict]) -> str:
              "|---|---|---|---|"]
     for r in rows:
         for it in r["ungrounded"]:
-            lines.append(f"| {r['question_id']} | {it['id']} | {it['tier']} | {it['labels'] or 'cites no snippet'} |")
-    lines += ["", "## Poorly covered questions", "", "| question | items grounded | coverage |", "|---|---|---|"]
+            labels = it["labels"] or "cites no snippet"
+            lines.append(f"| {r['question_id']} | {it['id']} | {it['tier']} | {labels} |")
+    lines += ["", "## Poorly covered questions", "",
+              "| question | items grounded | coverage |", "|---|---|---|"]
     for r in rows:
         if r["coverage"] is not None and r["coverage"] < spec.min_coverage:
             lines.append(f"| {r['question_id']} | {r['grounded']} of {r['items']} | {r['coverage']:.0%} |")
@@ -166,7 +169,8 @@ def _question_row(q: Question, grounded: dict[str, bool], records: dict, notes: 
     bad = []
     for item in (q.meta_rubric.items if q.meta_rubric else []):
         if not grounded[item.id]:
-            labels = ", ".join(f"{sid}: {records[(q.question_id, item.id, sid)]['label']}" for sid in item.evidence)
+            labels = ", ".join(f"{sid}: {records[(q.question_id, item.id, sid)]['label']}"
+                               for sid in item.evidence)
             bad.append({"id": item.id, "tier": item.tier, "labels": labels})
     n = len(grounded)
     return {"question_id": q.question_id, "items": n, "grounded": n - len(bad), "ungrounded": bad,

@@ -92,7 +92,8 @@ def draft_schema(n_snippets: int, spec: DraftSpec) -> dict:
 
 def draft_settings_hash(spec: DraftSpec) -> str:
     """What determines a draft besides the question and its evidence."""
-    bounds = spec.model_dump(include={"max_retries", "max_items", "max_list", "max_chars", "max_snippet_chars"})
+    bounds = spec.model_dump(include={"max_retries", "max_items", "max_list", "max_chars",
+                                      "max_snippet_chars"})
     parts = (spec.model.settings_hash(), DRAFT_TEMPLATE_HASH, json.dumps(bounds, sort_keys=True))
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
 

@@ -9,7 +9,7 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -17,7 +17,14 @@ from pydantic import ValidationError
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
-from gamut_local.rubric.revision import diff_lines, diff_records, export_text, import_text, line_of, record_hash
+from gamut_local.rubric.revision import (
+    diff_lines,
+    diff_records,
+    export_text,
+    import_text,
+    line_of,
+    record_hash,
+)
 from gamut_local.rundir.store import read_jsonl, write_jsonl, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -80,7 +87,7 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
         raise InputError([Problem(str(folder), None, "", "no .yaml files")])
     problems: list[Problem] = []
     records, revised, seen = [], [], {}
-    today = revised_on or datetime.now(timezone.utc).date().isoformat()
+    today = revised_on or datetime.now(UTC).date().isoformat()
     for path in files:
         got = _read_one(path, problems)
         if got is None:

@@ -18,7 +18,8 @@ def sample_records(n: int | None = None) -> list[dict]:
     return rows[:n] if n is not None else rows
 
 
-def write_authoring_inputs(folder: str | Path, n: int | None = None, as_folder: bool = False) -> tuple[Path, Path]:
+def write_authoring_inputs(folder: str | Path, n: int | None = None,
+                           as_folder: bool = False) -> tuple[Path, Path]:
     """(questions.jsonl, evidence) for the first `n` sample questions; evidence is
     evidence.jsonl, or with `as_folder` a folder evidence/<question_id>/<snippet id>.md."""
     folder = Path(folder)

@@ -1,0 +1,149 @@
+"""Lint: a corpus of bad rubrics, each with the exact line it must give; the CLI's exit code;
+the release parquet."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from gamut_local.data.records import Question
+from gamut_local.rubric.lint import lint_question, lint_questions
+from gamut_local.testing.authoring import sample_records
+
+SNIPPETS = [{"id": "s1", "title": "Espresso (encyclopedia article)", "text": "Espresso is coffee."},
+            {"id": "s2", "title": "Crema", "text": "Crema is foam."}]
+
+
+def _question(*items, question="What is this drink?", text_only="What is an espresso?", **extra) -> Question:
+    rec = {"question_id": "q1", "domain": "food", "question": question, "question_text_only": text_only,
+           "image": "cup.png", "meta_rubric": {"items": list(items), "snippets": SNIPPETS}, **extra}
+    return Question.model_validate(rec)
+
+
+def _simple(i, fact, tier="answer_critical", subject="the drink", evidence=("s1",)):
+    return {"id": i, "type": "simple", "tier": tier, "fact": fact, "subject": subject, "evidence": list(evidence)}
+
+
+GOOD = [_simple("a", "it is an espresso"), _simple("b", "the foam is crema", tier="valuable"),
+        _simple("c", "it comes from Italy", tier="context")]
+
+# (name, extra items or question changes, the exact line lint must print for it)
+CORPUS = [
+    ("exact duplicate", dict(items=[_simple("d", "it is an espresso")]),
+     "bad.jsonl:1: meta_rubric.items.3: error: check 'd.fact' repeats check 'a.fact' word for word "
+     "[duplicate_checks]"),
+    ("near duplicate", dict(items=[_simple("d", "it is espresso")]),
+     "bad.jsonl:1: meta_rubric.items.3: warning: check 'd.fact' nearly repeats check 'a.fact' "
+     "[duplicate_checks]"),
+    ("no subject", dict(items=[{"id": "d", "type": "strict_list", "tier": "valuable",
+                                "elements": ["water", "coffee"], "evidence": ["s1"]}]),
+     "bad.jsonl:1: meta_rubric.items.3.subject: warning: item 'd' has no subject, so its checks name no "
+     "subject [no_subject]"),
+    ("joined facts", dict(items=[_simple("d", "it is bitter; it is hot", tier="context")]),
+     "bad.jsonl:1: meta_rubric.items.3.fact: warning: item 'd' joins several facts in one; split them "
+     "into separate items [joined_facts]"),
+    ("two sentences", dict(items=[_simple("d", "It is bitter. It is hot", tier="context")]),
+     "bad.jsonl:1: meta_rubric.items.3.fact: warning: item 'd' joins several facts in one; split them "
+     "into separate items [joined_facts]"),
+    ("threshold requires every option", dict(items=[{"id": "d", "type": "flexible_list", "tier": "valuable",
+                                                    "subject": "espresso drinks", "options": ["latte", "mocha"],
+                                                    "min_required": 2, "evidence": ["s1"]}]),
+     "bad.jsonl:1: meta_rubric.items.3.min_required: warning: item 'd' requires all 2 options, so its "
+     "per-option checks are redundant; make it a strict_list or lower min_required [redundant_options]"),
+    ("one-step process", dict(items=[{"id": "d", "type": "process", "tier": "valuable", "subject": "brewing",
+                                      "steps": [{"text": "press the button"}], "evidence": ["s1"]}]),
+     "bad.jsonl:1: meta_rubric.items.3.steps: warning: item 'd' is a process with one step, which orders "
+     "nothing; make it a simple item [one_step_process]"),
+    ("item without evidence", dict(items=[_simple("d", "it is served hot", tier="context", evidence=())]),
+     "bad.jsonl:1: meta_rubric.items.3.evidence: warning: item 'd' cites no evidence [no_evidence]"),
+    ("stranger test, snippet title", dict(question="How is this espresso made?"),
+     "bad.jsonl:1: question: error: question names 'Espresso', which the image should show (stranger "
+     "test): refer to it generically, e.g. 'this ...' [stranger_test]"),
+    ("stranger test, proper name", dict(question="Is this drink from Italy?", text_only="Is an espresso from Italy?"),
+     "bad.jsonl:1: question: error: question names 'Italy', which the image should show (stranger "
+     "test): refer to it generically, e.g. 'this ...' [stranger_test]"),
+    ("stranger test, same text", dict(question="What is an espresso?"),
+     "bad.jsonl:1: question: error: question is the same as question_text_only; refer to the image "
+     "generically [stranger_test]"),
+    ("no answer-critical check", dict(replace=[_simple("b", "the foam is crema", tier="valuable"),
+                                               _simple("c", "it comes from Italy", tier="context"),
+                                               _simple("e", "it is strong", tier="context")]),
+     "bad.jsonl:1: <record>: warning: no answer_critical check: the rubric names nothing an answer must "
+     "have [check_count]"),
+]
+
+
+def _build(change: dict) -> Question:
+    items = copy.deepcopy(change.get("replace", GOOD)) + copy.deepcopy(change.get("items", []))
+    kw = {k: change[k] for k in ("question",) if k in change}
+    if "text_only" in change:
+        kw["text_only"] = change["text_only"]
+    return _question(*items, **kw)
+
+
+@pytest.mark.parametrize("name,change,line", CORPUS, ids=[c[0] for c in CORPUS])
+def test_each_bad_rubric_gives_its_message(name, change, line):
+    got = [str(f) for f in lint_question(_build(change), "bad.jsonl", 1)]
+    assert line in got, "\n".join(got)
+
+
+def test_the_good_rubric_has_no_finding_but_its_size():
+    got = lint_question(_question(*GOOD), "good.jsonl", 1)
+    assert [(f.rule, f.severity) for f in got] == [("check_count", "warning")]  # 3 checks, paper ~15
+    assert str(got[0]) == "good.jsonl:1: <record>: warning: 3 checks, far from the paper's mean of 15.2 [check_count]"
+
+
+def test_given_checks_with_pronouns_joins_and_no_evidence():
+    q = Question.model_validate({"question_id": "q", "domain": "d", "question": "What is this?", "checks": [
+        {"check_id": "c1", "text": "It is an espresso.", "tier": "answer_critical"},
+        {"check_id": "c2", "text": "The response says the drink is hot; and bitter.", "tier": "valuable",
+         "evidence": ["x"]}]})
+    got = [str(f) for f in lint_question(q, "g.jsonl", 7)]
+    assert "g.jsonl:7: checks.0.text: warning: check 'c1' starts with a pronoun and names no subject [no_subject]" in got
+    assert "g.jsonl:7: checks.1.text: warning: check 'c2' joins several facts; split it [joined_facts]" in got
+    assert "g.jsonl:7: checks.0.evidence: warning: check 'c1' cites no evidence [no_evidence]" in got
+    assert not any("checks.1.evidence" in g for g in got)
+
+
+def test_tier_balance_is_judged_on_the_whole_dataset():
+    q = _question(*GOOD)
+    got = [str(f) for f in lint_questions([(q, 1), (q.model_copy(update={"question_id": "q2"}), 2)], "d.jsonl")]
+    assert "d.jsonl: <dataset>: warning: 1.0 answer_critical checks per question, far from the paper's 5.9 [tier_balance]" in got
+    assert "d.jsonl: <dataset>: warning: 1.0 valuable checks per question, far from the paper's 5.8 [tier_balance]" in got
+    # 1.0 context checks is within a factor 2 of 3.5? No: 3.5 / 2 = 1.75 > 1.0, so it is flagged too.
+    assert sum("tier_balance" in g for g in got) == 3
+
+
+def test_sample_rubric_is_mostly_clean():
+    """The bundled sample passes every error rule but one: plants-lawn's question says "my lawn"."""
+    qs = [Question.model_validate(r) for r in sample_records()]
+    errors = [str(f) for i, q in enumerate(qs, 1) for f in lint_question(q, "s.jsonl", i) if f.severity == "error"]
+    assert errors == ["s.jsonl:7: question: error: question names 'Lawn', which the image should show "
+                      "(stranger test): refer to it generically, e.g. 'this ...' [stranger_test]"]
+
+
+def test_cli_prints_findings_and_exits_1_on_errors(tmp_path, gamut):
+    bad = {**_build(CORPUS[0][1]).model_dump(exclude_none=True), "question_id": "q2"}
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(_question(*GOOD).model_dump(exclude_none=True)) + "\n" + json.dumps(bad) + "\n")
+    result = gamut("lint", path)
+    assert result.exit_code == 1, result.output
+    assert f"{path}:2: meta_rubric.items.3: error: check 'd.fact' repeats check 'a.fact' word for word" in result.output
+    assert f"{path}: 1 error(s)," in result.output
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps(_question(*GOOD).model_dump(exclude_none=True)) + "\n")
+    assert gamut("lint", good).exit_code == 0
+    assert gamut("lint", good, "--strict").exit_code == 1  # its size warning now counts
+
+
+def test_cli_lints_the_release_parquet(tmp_path, gamut):
+    pytest.importorskip("pyarrow")
+    from gamut_local.testing.release import write_release
+
+    path = write_release(tmp_path / "release.parquet")
+    result = gamut("lint", path)
+    assert result.exit_code in (0, 1), result.output
+    assert f"{path}: " in result.output and "error(s)" in result.output
+    assert "Traceback" not in result.output
