@@ -41,9 +41,11 @@ def done_keys_checked(paths: list[Path], key, expected: dict, what: str,
         repair_tail(own)
     done, problems = set(), []
     for path in (p for p in paths if p.exists()):
-        # Another shard's task may be appending to its file right now: its unfinished last
-        # line is not done (and not ours to repair).
-        for no, rec in read_jsonl(path, allow_empty=True, whole_lines_only=True):
+        # The same torn-tail rule as every reader (store.read_jsonl): another shard's task may
+        # be appending right now, or was killed mid-write; its unfinished last line is not done
+        # and not ours to repair. A whole record lacking only its newline is done, as score
+        # and report count it, so no reader ever disagrees about what exists.
+        for no, rec in read_jsonl(path, allow_empty=True):
             try:
                 k = key(rec)
             except KeyError as e:

@@ -268,3 +268,17 @@ def test_torn_last_line_of_an_extra_verdicts_file_is_skipped_with_a_note(world, 
     out = expect(0, "score", v, "--out", world.root / "s.json", named=["note:", "gold.jsonl:13", "torn last line"],
                  inputs_change=True)
     assert "GAMUT" in out
+
+
+def test_a_sibling_shards_whole_record_without_its_newline_counts_once(world, expect):
+    """A kill after the record but before its newline: resume and score agree that it exists."""
+    cfg = world.config(chunk_size=3)
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    expect(0, "judge", "--config", cfg, "--shard", "0/2", inputs_change=True)
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.jsonl"
+    shard.write_bytes(shard.read_bytes().rstrip(b"\n"))
+    expect(0, "run", "--config", cfg, inputs_change=True)
+    keys = _keys((world.run_dir / "verdicts").glob("*/*.jsonl")) + [tuple(json.loads(shard.read_text().splitlines()[-1])[k]
+                                                                        for k in ("question_id", "model", "variant",
+                                                                                  "judge", "check_id"))]
+    assert len(keys) == len(set(keys)) == 12
