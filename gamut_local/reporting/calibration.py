@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gamut_local.analysis.calibration import calibrate_table
+from gamut_local.analysis.calibration import HUMAN_PREFIX, calibrate_table
 
 
 def reliability_diagram(cal: dict, path: Path) -> Path | None:
@@ -79,13 +79,38 @@ def markdown(cal: dict, figure: str | None = None) -> list[str]:
     return out + [""]
 
 
-def calibration_files(paths: list[Path], gold: str, out_json: Path, figure: Path | None = None) -> dict:
-    """Read verdict files (human ones newest-wins), calibrate, write the JSON and the PNG."""
-    from gamut_local.data.verdict_table import read_verdicts
+def write_calibration(table, gold: str, out_json: Path, figure: Path | None = None) -> dict:
+    """Calibrate a VerdictTable and write the JSON (full precision) and the reliability PNG."""
     from gamut_local.rundir.store import write_json
 
-    cal = calibrate_table(read_verdicts(list(paths)), gold=gold)
+    cal = calibrate_table(table, gold=gold)
     write_json(out_json, cal)
     if figure is not None:
         reliability_diagram(cal, figure)
     return cal
+
+
+def calibration_files(paths: list[Path], gold: str, out_json: Path, figure: Path | None = None) -> dict:
+    """Read verdict files (human ones newest-wins), calibrate, write the JSON and the PNG."""
+    from gamut_local.data.verdict_table import read_verdicts
+
+    return write_calibration(read_verdicts(list(paths)), gold, out_json, figure)
+
+
+def beside(out: Path) -> tuple[Path, Path]:
+    """Where `agree --out X.json --gold ...` puts calibration: X.calibration.json, X.reliability.png."""
+    return out.with_name(f"{out.stem}.calibration.json"), out.with_name(f"{out.stem}.reliability.png")
+
+
+def report_section(run_dir: Path, files: list[Path], gold: str = "human-*", console=None) -> str:
+    """The report's calibration section for a run with human verdicts (`verdicts/human-*/`),
+    writing tables/calibration.json and figures/reliability.png; "" for a run without any."""
+    if not any(f.parent.name.startswith(HUMAN_PREFIX) for f in map(Path, files)):
+        return ""
+    from gamut_local.reporting.tables import read_verdict_table
+
+    run_dir = Path(run_dir)
+    figure = run_dir / "figures" / "reliability.png"
+    cal = write_calibration(read_verdict_table(files, console), gold, run_dir / "tables" / "calibration.json", figure)
+    drawn = figure.is_file() and any(b.get("calibration") for b in cal["judges"].values())
+    return "\n" + "\n".join(markdown(cal, "figures/reliability.png" if drawn else None))

@@ -29,3 +29,17 @@ def test_calibration_files_from_a_run_with_human_verdicts(tmp_path):
     assert (tmp_path / "rel.png").read_bytes()[:4] == b"\x89PNG"
     text = "\n".join(markdown(cal, "rel.png"))
     assert "| `synthetic-judge` |" in text and "![reliability diagram](rel.png)" in text
+
+
+def test_report_section_only_for_runs_with_human_verdicts(tmp_path):
+    from gamut_local.reporting.calibration import report_section
+
+    run = build_sample_run(tmp_path / "run")
+    assert report_section(run, verdict_files(run)) == ""
+    gold = [json.loads(x) for p in sorted((run / "verdicts" / "gold").glob("*.jsonl"))
+            for x in p.read_text().splitlines()]
+    append_jsonl(run / "verdicts" / "human-ann" / "x.multimodal.jsonl", [{**r, "judge": "human-ann"} for r in gold[:30]])
+    text = report_section(run, verdict_files(run))
+    assert text.lstrip().startswith("## Calibration against human verdicts")
+    assert (run / "tables" / "calibration.json").is_file() and (run / "figures" / "reliability.png").is_file()
+    assert "figures/reliability.png" in text
