@@ -117,8 +117,8 @@ def build_tiny_qwen3_vl(dest: str | Path, seed: int = 0, *, min_pixels: int = 32
         size={"shortest_edge": min_pixels, "longest_edge": max_pixels})
     image_processor.save_pretrained(dest)
     # The processor config names the processor class, so AutoProcessor rebuilds a
-    # Qwen3VLProcessor from the saved parts. The video processor needs torchvision, which the
-    # CPU stack lacks; nothing here feeds video.
+    # Qwen3VLProcessor from the saved parts. Nothing here feeds video (its processor needs a
+    # working torchvision; see scripts/setup_engines.sh for the CPU stack's).
     (dest / "processor_config.json").write_text(json.dumps({"processor_class": "Qwen3VLProcessor"}))
     (dest / "chat_template.jinja").write_text(CHAT_TEMPLATE)
     return dest

@@ -104,6 +104,12 @@ def test_label_plan_on_smollm2_tokenizer(smollm2_dir):
         piece = tok.decode([tid])
         assert (plan.lead + label).startswith(piece) and piece.strip()
     assert plan.max_tokens > len("partially_meets")
+    # An engine whose chat rendering differs passes its own prefix: the plan follows it.
+    from gamut_local.engines.labels import assistant_prefix
+
+    assert plan_labels(tok, JUDGE_LABELS, assistant_prefix(tok)) == plan
+    after_space = plan_labels(tok, JUDGE_LABELS, assistant_prefix(tok) + " ")
+    assert after_space.first_token_ids != plan.first_token_ids or after_space.lead != plan.lead
     collide = plan_labels(tok, COLLIDING)
     assert collide.method == STRUCTURED_CHOICE and collide.first_token_ids == ()
     with pytest.raises(ValueError):
