@@ -171,8 +171,12 @@ def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
     return out
 
 
-def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
-    """Read a run directory (and the dataset its manifest names) for the viewer."""
+def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") -> RunIndex:
+    """Read a run directory (and the dataset its manifest names) for the viewer.
+
+    `cache`: "use" reads the columns from the viewer's cache when current and writes them
+    after reading the files; "read" only reads it (nothing written: --read-only); "off"."""
+    from gamut_local.viewer import cache as columns_cache
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
@@ -188,13 +192,21 @@ def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
     model_files = [p for p in files if not is_human(p.parent.name)]
     # The readers parse in pyarrow, which lets go of the GIL: the judges' files, the answers
     # and the dataset are read side by side.
+    key = columns_cache.inputs_key([Path(dataset), *model_files]) if cache != "off" else None
+    cached = columns_cache.load(run_dir, key) if key else None
     with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
-        pending = [pool.submit(read_table, group) for group in _groups(model_files, run_dir)]
+        groups = [] if cached else _groups(model_files, run_dir)
+        pending = [pool.submit(read_table, group) for group in groups]
         pending_answers = pool.submit(read_answers, answer_files)
         questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
         answers = pending_answers.result()
         tables = [t for f in pending if len(t := f.result())]
-    verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
+    if cached:
+        verdicts, question_ids = cached
+    else:
+        verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
+        if cache == "use":
+            columns_cache.save(run_dir, key, verdicts, question_ids)
     index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():

@@ -6,6 +6,12 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path, monkeypatch):
+    """The viewer's column cache goes to this test's folder, never the user's ~/.cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def sample_run(tmp_path):
     from gamut_local.rundir.layout import scores_path, verdict_files

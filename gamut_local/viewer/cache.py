@@ -1,0 +1,72 @@
+"""The viewer's columns, kept between starts so reopening a large run is quick.
+
+Stored under `$XDG_CACHE_HOME/gamut-local/view/` (default `~/.cache/...`), never in the run
+directory, one folder per run; valid while every input it was built from (the dataset and each
+model judge's verdict file) has the same path, size and modification time, as git's index and
+`data.verdict_table.current_record` judge a file unchanged. Human verdicts are not cached (they
+change while the app runs and are small). `--read-only` reads a cache but never writes one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from gamut_local.viewer.index import Verdicts
+
+VERSION = 1
+_ARRAYS = ("q", "s", "c", "j", "code", "tier", "probs")
+
+
+def cache_dir(run_dir: Path) -> Path:
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gamut-local" / "view"
+    return root / hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:20]
+
+
+def inputs_key(files: list[Path]) -> list[list]:
+    out = []
+    for p in files:
+        st = Path(p).stat()
+        out.append([str(Path(p).resolve()), st.st_size, st.st_mtime_ns])
+    return out
+
+
+def load(run_dir: Path, key: list) -> tuple[Verdicts, list[str]] | None:
+    """The cached columns if they were built from exactly these inputs, else None."""
+    folder = cache_dir(run_dir)
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        if meta.get("version") != VERSION or meta.get("inputs") != key:
+            return None
+        with np.load(folder / "columns.npz") as z:
+            arrays = {name: z[name] for name in _ARRAYS}
+    except (OSError, ValueError, KeyError):
+        return None  # absent, unreadable or half-written: read the files instead
+    v = Verdicts(meta["judges"], [tuple(s) for s in meta["systems"]], meta["checks"], **arrays)
+    return v, meta["question_ids"]
+
+
+def save(run_dir: Path, key: list, v: Verdicts, question_ids: list[str]) -> None:
+    """Write the cache (columns first, then the meta that validates them); failures are ignored:
+    a cache is never worth an error."""
+    folder = cache_dir(run_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "meta.json").unlink(missing_ok=True)  # no moment where old meta vouches for new columns
+        with tempfile.NamedTemporaryFile(dir=folder, suffix=".npz", delete=False) as f:
+            np.savez(f, **{name: getattr(v, name) for name in _ARRAYS})
+        os.replace(f.name, folder / "columns.npz")
+        meta = {"version": VERSION, "run_dir": str(Path(run_dir).resolve()), "inputs": key,
+                "judges": v.judges, "systems": [list(s) for s in v.systems], "checks": v.checks,
+                "question_ids": question_ids}
+        tmp = folder / f".meta.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(meta), encoding="utf-8")
+        os.replace(tmp, folder / "meta.json")
+    except OSError:
+        pass
+
