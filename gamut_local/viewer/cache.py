@@ -17,8 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.viewer.index import Verdicts
-
 VERSION = 1
 _ARRAYS = ("q", "s", "c", "j", "code", "tier", "probs")
 
@@ -36,8 +34,9 @@ def inputs_key(files: list[Path]) -> list[list]:
     return out
 
 
-def load(run_dir: Path, key: list) -> tuple[Verdicts, list[str]] | None:
-    """The cached columns if they were built from exactly these inputs, else None."""
+def load(run_dir: Path, key: list) -> tuple[dict, list[str]] | None:
+    """The cached columns (the fields of `index.Verdicts`) and question ids if they were built
+    from exactly these inputs, else None."""
     folder = cache_dir(run_dir)
     try:
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
@@ -47,11 +46,12 @@ def load(run_dir: Path, key: list) -> tuple[Verdicts, list[str]] | None:
             arrays = {name: z[name] for name in _ARRAYS}
     except (OSError, ValueError, KeyError):
         return None  # absent, unreadable or half-written: read the files instead
-    v = Verdicts(meta["judges"], [tuple(s) for s in meta["systems"]], meta["checks"], **arrays)
-    return v, meta["question_ids"]
+    columns = {"judges": meta["judges"], "systems": [tuple(s) for s in meta["systems"]],
+               "checks": meta["checks"], **arrays}
+    return columns, meta["question_ids"]
 
 
-def save(run_dir: Path, key: list, v: Verdicts, question_ids: list[str]) -> None:
+def save(run_dir: Path, key: list, v, question_ids: list[str]) -> None:
     """Write the cache (columns first, then the meta that validates them); failures are ignored:
     a cache is never worth an error."""
     folder = cache_dir(run_dir)

@@ -202,7 +202,7 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
         answers = pending_answers.result()
         tables = [t for f in pending if len(t := f.result())]
     if cached:
-        verdicts, question_ids = cached
+        verdicts, question_ids = Verdicts(**cached[0]), cached[1]
     else:
         verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
         if cache == "use":
