@@ -154,3 +154,16 @@ def table_problems(table, questions) -> list[Problem]:
                                 None, "", f"and {len(order) - MAX_SHOWN} more kinds of verdict the dataset "
                                           "does not back"))
     return problems
+
+
+def check_against_dataset(table, dataset) -> None:
+    """Raise InputError if any verdict of `table` is for a question, check or tier that the
+    dataset file (None: nothing to check) does not have; `score --dataset` calls this."""
+    if dataset is None:
+        return
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.errors import InputError
+
+    problems = table_problems(table, load_questions(Path(dataset), check_images=False))
+    if problems:
+        raise InputError(problems)
