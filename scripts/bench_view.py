@@ -8,7 +8,8 @@ about 2.3 million verdicts. Then starts `gamut-local view RUN_DIR` as its own pr
 times, over HTTP on 127.0.0.1:
 
 - start: from launching the process to the first answered request (imports, reading every
-  verdict file column-wise, building the queue), and the server's peak RSS (VmHWM);
+  verdict file column-wise, building the queue), its CPU seconds, and the server's peak RSS
+  (VmHWM); once cold (no column cache) and once reopened (the cache the first start wrote);
 - the question page of the question with the most checks (28 responses x its checks x 3
   judges), the questions list, the overview and a queue page: median and max of 20 requests.
 
@@ -28,6 +29,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -117,12 +119,13 @@ def _times(url: str, n: int = 20) -> dict:
     return {"median_ms": 1000 * float(np.median(ts)), "max_ms": 1000 * max(ts)}
 
 
-def serve_and_time(run: Path, question: str) -> dict:
+def serve_and_time(run: Path, question: str, cache: Path) -> dict:
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
     proc = subprocess.Popen([str(GAMUT), "view", str(run), "--port", str(port), "--annotator", "bench"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={**os.environ, "XDG_CACHE_HOME": str(cache)})
     try:
         while True:
             if proc.poll() is not None:
@@ -181,7 +184,10 @@ def main() -> None:
         meta.write_text(json.dumps(shape))
     shape = json.loads(meta.read_text())
     try:
-        result = {"run": shape, "view": serve_and_time(run, shape["page_question"]), "cpus": os.cpu_count()}
+        with tempfile.TemporaryDirectory() as cache:  # cold: no column cache; warm: the one it wrote
+            cold = serve_and_time(run, shape["page_question"], Path(cache))
+            warm = serve_and_time(run, shape["page_question"], Path(cache))
+        result = {"run": shape, "view": cold, "view_reopened": warm, "cpus": os.cpu_count()}
         if args.strict:
             result["strict_loader_one_judge"] = strict_reader(run)
         v = result["view"]
