@@ -1,16 +1,18 @@
 """Benchmark: GAMUT-sized multi-judge analysis through score, agree and the report tables.
 
 Default shape: 3 judges x 14 models x 2 variants x 1,813 questions x 16 checks
-(812,224 verdicts per judge, 2.4 million in all). The verdict arrays are built directly
-(no JSON, no per-record dicts): file reading is not what is timed. Timed, on one core
-(BLAS/OpenMP threads pinned to 1 before numpy loads):
+(812,224 verdicts per judge, 2.4 million in all). The verdict table is built directly as
+arrays (`data.verdict_table.VerdictTable`; no JSON, no per-record dicts): file reading is not
+what is timed here (scripts/bench_analysis.py times whole commands on files). Timed, on one
+core (BLAS/OpenMP threads pinned to 1 before numpy loads):
 
-- score:         metrics.score_table over every judge's verdicts (leaderboard, tiers, rates,
+- score:         scoring.score_table + model_rows + domain_rows (leaderboard, tiers, rates,
                  domains, 1000-resample bootstrap CIs)
-- agree:         agreement.agree_panel (rank statistics, kappa, confusion, Krippendorff alpha, gold)
-- report_tables: report.report_tables, everything the report needs (it runs score and
-                 agree itself, plus per-judge neighbour tests and variant comparison): the
-                 end-to-end figure, which must stay under 5 s.
+- agree:         agreement.agree_panel on the table's panel (rank statistics, kappa,
+                 confusion, Krippendorff alpha, gold), from the same response scores
+- report_tables: everything the report needs from the table (score, agree, per-judge
+                 neighbour tests and variant comparison): the end-to-end figure, which must
+                 stay under 5 s.
 
 Prints one JSON object. Run: `.venv/bin/python scripts/bench_agree.py`
 """
@@ -28,16 +30,17 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from gamut_local.analysis.agreement import Panel, agree_panel  # noqa: E402
-from gamut_local.analysis.metrics import score_table  # noqa: E402
-from gamut_local.stages.report import _panel_table, report_tables  # noqa: E402
+from gamut_local.analysis.agreement import agree_panel, panel_from_table  # noqa: E402
+from gamut_local.analysis.scoring import domain_rows, model_rows, score_table  # noqa: E402
+from gamut_local.analysis.summary import report_tables  # noqa: E402
+from gamut_local.data.verdict_table import VerdictTable  # noqa: E402
 
 DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
            "consumer products", "books", "art", "sports", "text", "other")
 
 
-def synthetic_panel(judges: int, models: int, variants: int, questions: int, checks: int,
-                    seed: int = 0) -> Panel:
+def synthetic_table(judges: int, models: int, variants: int, questions: int, checks: int,
+                    seed: int = 0) -> VerdictTable:
     """Verdict codes for every (judge, model, variant, question, check), built as arrays.
 
     Each model has a quality (chance a check is met); each judge copies a true verdict with
@@ -47,16 +50,16 @@ def synthetic_panel(judges: int, models: int, variants: int, questions: int, che
     rng = np.random.default_rng(seed)
     n_sys = models * variants
     U = n_sys * questions * checks
-    key_system = np.repeat(np.arange(n_sys), questions * checks)
-    key_question = np.tile(np.repeat(np.arange(questions), checks), n_sys)
+    system = np.repeat(np.arange(n_sys), questions * checks)
+    question = np.tile(np.repeat(np.arange(questions), checks), n_sys)
+    check = np.tile(np.arange(checks), n_sys * questions)
     # Tiers by check position: 4 answer_critical, 7 valuable, 5 context in 16.
-    tier_of_check = np.minimum(np.arange(checks) * 3 // checks, 2).astype(np.int8)
-    key_tier = np.tile(tier_of_check, n_sys * questions)
+    tier = np.minimum(check * 3 // checks, 2).astype(np.int8)
     quality = rng.uniform(0.25, 0.8, size=models)
     gain = 0.05 if variants == 2 else 0.0
     sys_quality = (quality[:, None] + gain * np.arange(variants)[None, :]).ravel()
     u = rng.random(U)
-    q = sys_quality[key_system]
+    q = sys_quality[system]
     # Omission dominates contradiction, as GAMUT reports.
     truth = np.select([u < q, u < q + 0.1, u < 0.95], [0, 1, 2], 3).astype(np.int8)
     verdict = np.empty((judges, U), dtype=np.int8)
@@ -66,11 +69,26 @@ def synthetic_panel(judges: int, models: int, variants: int, questions: int, che
         verdict[j] = np.where(rng.random(U) < reliability, truth, guess)
         if j:
             verdict[j][rng.random(U) < 0.01] = 4  # invalid
-    names = ["gold"] + [f"judge-{j}" for j in range(1, judges)]
-    systems = [(f"model-{m:02d}", v) for m in range(models)
-               for v in ("multimodal", "text_only")[:variants]]
-    qids = [f"q{i:05d}" for i in range(questions)]
-    return Panel(names, systems, qids, key_system, key_question, key_tier, verdict)
+    n = judges * U
+    rows = lambda a, dtype=np.int32: np.tile(a, judges).astype(dtype)  # noqa: E731
+    return VerdictTable(
+        judges=["gold"] + [f"judge-{j}" for j in range(1, judges)],
+        models=[f"model-{m:02d}" for m in range(models)], questions=[f"q{i:05d}" for i in range(questions)],
+        checks=[f"c{c:02d}" for c in range(checks)], files=["<arrays>"],
+        judge=np.repeat(np.arange(judges), U).astype(np.int32), model=rows(system // variants),
+        variant=rows(system % variants, np.int8), question=rows(question), check=rows(check),
+        tier=rows(tier, np.int8), verdict=verdict.ravel(), probs=np.full((n, 4), np.nan),
+        file=np.zeros(n, dtype=np.int32), line=np.zeros(n, dtype=np.int32))
+
+
+def _score(table, domains):
+    scores = score_table(table, domains)
+    return {"models": model_rows(scores), "domains": domain_rows(scores)}
+
+
+def _report(table, domains):
+    scores = score_table(table, domains)
+    return report_tables(scores, agree_panel(panel_from_table(table), scores.score))
 
 
 def timed(fn, repeats: int):
@@ -101,15 +119,16 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    panel = synthetic_panel(args.judges, args.models, args.variants, args.questions, args.checks)
+    table = synthetic_table(args.judges, args.models, args.variants, args.questions, args.checks)
     build_s = time.perf_counter() - t0
-    domains = {q: DOMAINS[i % len(DOMAINS)] for i, q in enumerate(panel.questions)}
+    domains = {q: DOMAINS[i % len(DOMAINS)] for i, q in enumerate(table.questions)}
 
-    score_s, score_wall, scored = timed(lambda: score_table(_panel_table(panel), domains), args.repeats)
-    agree_s, agree_wall, agreement = timed(lambda: agree_panel(panel), args.repeats)
-    tables_s, tables_wall, tables = timed(lambda: report_tables(panel, domains), args.repeats)
+    score_s, score_wall, scored = timed(lambda: _score(table, domains), args.repeats)
+    agree_s, agree_wall, agreement = timed(
+        lambda: agree_panel(panel_from_table(table), score_table(table).score), args.repeats)
+    tables_s, tables_wall, tables = timed(lambda: _report(table, domains), args.repeats)
 
-    per_judge = int(panel.verdict.shape[1])
+    per_judge = len(table) // args.judges
     print(json.dumps({
         "shape": {"judges": args.judges, "models": args.models, "variants": args.variants,
                   "questions": args.questions, "checks": args.checks},

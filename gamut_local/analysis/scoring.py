@@ -166,16 +166,37 @@ def domain_rows(scores: Scores) -> list[dict] | None:
     return rows
 
 
-def response_columns(scores: Scores) -> dict[str, list | np.ndarray]:
-    """Column arrays of the per-response file: one row per (judge, model, variant, question)
-    the judge graded, response and tier scores in [-1, 1] (NaN: nothing graded) and counts."""
+@dataclass
+class Coded:
+    """A string column as codes into its values (what parquet and pyarrow store anyway)."""
+
+    codes: np.ndarray
+    values: list[str]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def tolist(self) -> list[str]:
+        return [self.values[i] for i in self.codes]
+
+    @classmethod
+    def of(cls, column) -> Coded:
+        if isinstance(column, Coded):
+            return column
+        values, codes = np.unique(np.asarray(column, dtype=object), return_inverse=True)
+        return cls(codes.ravel(), list(values))
+
+
+def response_columns(scores: Scores) -> dict[str, Coded | np.ndarray | None]:
+    """Columns of the per-response file: one row per (judge, model, variant, question) the
+    judge graded, response and tier scores in [-1, 1] (NaN: nothing graded) and counts."""
     j, s, q = np.nonzero(scores.present)
-    cols: dict[str, list | np.ndarray] = {
-        "judge": [scores.judges[i] for i in j],
-        "model": [scores.systems[i][0] for i in s],
-        "variant": [scores.systems[i][1] for i in s],
-        "question_id": [scores.questions[i] for i in q],
-        "domain": None if scores.domains is None else [scores.domains[i] for i in q],
+    cols: dict[str, Coded | np.ndarray | None] = {
+        "judge": Coded(j, list(scores.judges)),
+        "model": Coded(s, [m for m, _ in scores.systems]),
+        "variant": Coded(s, [v for _, v in scores.systems]),
+        "question_id": Coded(q, list(scores.questions)),
+        "domain": None if scores.domains is None else Coded(q, list(scores.domains)),
         "score": scores.score[j, s, q],
     }
     for k, tier in enumerate(TIERS):
@@ -185,17 +206,26 @@ def response_columns(scores: Scores) -> dict[str, list | np.ndarray]:
     return cols
 
 
+def _index(column, order: list[str]) -> np.ndarray:
+    """Positions in `order` of a column's values."""
+    coded = Coded.of(column)
+    lookup = {v: i for i, v in enumerate(order)}
+    return np.array([lookup[v] for v in coded.values], dtype=np.int64)[coded.codes]
+
+
 def scores_from_columns(cols: dict, judges: list[str], *, seed: int, n_boot: int, formula: dict) -> Scores:
     """Rebuild Scores from `response_columns` (as read back from the per-response file)."""
-    systems = sorted({(m, v) for m, v in zip(cols["model"], cols["variant"])},
-                     key=lambda mv: (mv[0], VARIANTS.index(mv[1])))
-    questions = sorted(set(cols["question_id"]))
-    J, S, Q = len(judges), len(systems), len(questions)
-    j = np.array([judges.index(x) for x in cols["judge"]], dtype=np.int64) if J else np.zeros(0, np.int64)
-    s_index = {x: i for i, x in enumerate(systems)}
-    s = np.fromiter((s_index[x] for x in zip(cols["model"], cols["variant"])), dtype=np.int64)
-    q_index = {x: i for i, x in enumerate(questions)}
-    q = np.fromiter((q_index[x] for x in cols["question_id"]), dtype=np.int64)
+    model, variant, question = (Coded.of(cols[k]) for k in ("model", "variant", "question_id"))
+    pairs = sorted({(model.values[m], variant.values[v]) for m, v in zip(model.codes, variant.codes)},
+                   key=lambda mv: (mv[0], VARIANTS.index(mv[1])))
+    questions = sorted(set(question.values[i] for i in np.unique(question.codes)))
+    J, S, Q = len(judges), len(pairs), len(questions)
+    j = _index(cols["judge"], judges)
+    pair_code = {p: i for i, p in enumerate(pairs)}
+    mv_code = np.array([[pair_code.get((m, v), -1) for v in variant.values] for m in model.values],
+                       dtype=np.int64).reshape(len(model.values), len(variant.values))
+    s = mv_code[model.codes, variant.codes]
+    q = _index(question, questions)
     score = np.full((J, S, Q), np.nan)
     tiers = np.full((J, S, Q, N_TIERS), np.nan)
     counts = np.zeros((J, S, Q, N_VERDICTS), dtype=np.int64)
@@ -206,6 +236,8 @@ def scores_from_columns(cols: dict, judges: list[str], *, seed: int, n_boot: int
         counts[j, s, q, k] = cols[f"n_{verdict}"]
     domains = None
     if cols.get("domain") is not None:
-        by_q = dict(zip(cols["question_id"], cols["domain"]))
-        domains = [by_q[x] for x in questions]
-    return Scores(judges, systems, questions, score, tiers, counts, domains, seed, n_boot, formula)
+        domain = Coded.of(cols["domain"])
+        by_q = np.empty(Q, dtype=np.int64)
+        by_q[q] = domain.codes
+        domains = [domain.values[i] for i in by_q]
+    return Scores(judges, pairs, questions, score, tiers, counts, domains, seed, n_boot, formula)

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from gamut_local.analysis.outputs import AgreementFile, Bootstrap, ReportTablesFile, ScoresFile
 from gamut_local.analysis.scoring import (
+    Coded,
     Scores,
     domain_rows,
     model_rows,
@@ -96,12 +97,16 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
+        # Strings leave as plain string columns (any reader), built from codes in C++.
+        arrays = {k: pa.DictionaryArray.from_arrays(pa.array(v.codes, pa.int32()), pa.array(v.values,
+                                                                                           pa.string()))
+                  .cast(pa.string()) if isinstance(v, Coded) else pa.array(v) for k, v in cols.items()}
         tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(pa.table(cols), tmp)
+        pq.write_table(pa.table(arrays), tmp)
         tmp.replace(path)
     else:
-        names = list(cols)
-        lines = (json.dumps({k: _cell(cols[k][i]) for k in names}) for i in range(len(cols["judge"])))
+        lists = {k: v.tolist() if isinstance(v, Coded) else v for k, v in cols.items()}
+        lines = (json.dumps({k: _cell(lists[k][i]) for k in lists}) for i in range(len(cols["judge"])))
         write_text_atomic(path, "".join(line + "\n" for line in lines))
     return path.name
 
@@ -113,14 +118,20 @@ def _cell(x):
 
 
 def read_responses(path: Path) -> dict:
-    """Columns of a per-response file (NaN for null scores)."""
+    """Columns of a per-response file (strings as `Coded`, NaN for null scores)."""
     if path.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         tab = pq.read_table(path)
-        cols = {name: tab.column(name).to_pylist() if pa.types.is_string(tab.schema.field(name).type)
-                else tab.column(name).to_numpy() for name in tab.column_names}
+        cols = {}
+        for name in tab.column_names:
+            column = tab.column(name)
+            if pa.types.is_string(column.type):
+                encoded = column.combine_chunks().dictionary_encode()
+                cols[name] = Coded(encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist())
+            else:
+                cols[name] = column.to_numpy()
     else:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
         names = list(rows[0]) if rows else []

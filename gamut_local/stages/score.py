@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gamut_local.analysis.outputs import ScoresFile
-from gamut_local.analysis.scoring import N_BOOT, Scores, response_columns, score_table
+from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, response_columns, score_table
 from gamut_local.config import RunSpec
 from gamut_local.data.verdict_table import VerdictTable, question_domains, read_verdicts, table_from_records
 from gamut_local.errors import InputError, Problem
@@ -36,7 +36,7 @@ def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0
 def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
     """The scores document as a dict, with the per-response rows inline (`responses`)."""
     out = scores_document(table, scores, dataset, None).model_dump(mode="json")
-    cols = response_columns(scores)
+    cols = {k: v.tolist() if isinstance(v, Coded) else v for k, v in response_columns(scores).items()}
     out["responses"] = [{
         "judge": cols["judge"][i], "model": cols["model"][i], "variant": cols["variant"][i],
         "question_id": cols["question_id"][i], "score": _num(cols["score"][i]),
