@@ -47,8 +47,8 @@ def dataset_mismatches(records: list[dict], questions) -> list[tuple[tuple, str,
         if want is None:
             out.append((_key(v), "check_id", f"question {qid!r} has no check {v['check_id']!r} in the dataset"))
         elif v["tier"] != want:
-            out.append((_key(v), "tier", f"check {v['check_id']!r} of {qid!r} is {want!r} in the dataset, "
-                                         f"not {v['tier']!r}"))
+            out.append((_key(v), "tier", (f"check {v['check_id']!r} of {qid!r} is {want!r} in the dataset, "
+                                          f"not {v['tier']!r}")))
     return out
 
 
@@ -66,8 +66,8 @@ def mixed_settings(records: list[dict]) -> list[tuple[tuple, str, str]]:
         if len(hashes) > 1:
             (h0, _), (h1, k1) = list(hashes.items())[:2]
             out.append((k1, "settings_hash",
-                        f"judge {judge!r} has verdicts under {len(hashes)} settings ({h0!r}, {h1!r}, ...): "
-                        "they cannot be scored as one judge; rejudge, or keep the files of one setting"))
+                        (f"judge {judge!r} has verdicts under {len(hashes)} settings ({h0!r}, {h1!r}, ...): "
+                         "they cannot be scored as one judge; rejudge, or keep the files of one setting")))
     return out
 
 
@@ -117,7 +117,7 @@ def table_problems(table, questions) -> list[Problem]:
     n = len(table)
     if not n:
         return []
-    nq, nv, nc, nt = max(len(table.questions), 1), len(VARIANTS), max(len(table.checks), 1), len(TIERS)
+    nv, nc, nt = len(VARIANTS), max(len(table.checks), 1), len(TIERS)
     key = ((table.question.astype(np.int64) * nv + table.variant) * nc + table.check) * nt + table.tier
     combos = np.unique(key)
     by_id = {q.question_id: q for q in questions}

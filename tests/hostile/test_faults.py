@@ -174,7 +174,8 @@ def test_disk_full_mid_append_leaves_whole_lines_and_a_message(world, expect, mo
 def _mount(path: Path, options: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
     try:
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True)
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True,
+                             check=False)
     except OSError:
         return False
     return res.returncode == 0
@@ -187,7 +188,7 @@ def tiny_tmpfs(tmp_path):
     if not _mount(mnt, "size=64k"):
         pytest.skip("cannot mount a tmpfs here (not root)")
     yield mnt
-    subprocess.run(["umount", str(mnt)])
+    subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_a_really_full_disk_is_a_message_and_no_temp_file(world, expect, tiny_tmpfs):
@@ -208,7 +209,7 @@ def test_read_only_output_folder_is_a_message(world, expect, tmp_path):
         cfg = world.config(output_dir=str(mnt / "run"))
         expect(1, "generate", "--config", cfg, named=["Read-only file system"])
     finally:
-        subprocess.run(["umount", str(mnt)])
+        subprocess.run(["umount", str(mnt)], check=False)
 
 
 def test_permission_denied_is_a_message(world, expect, monkeypatch):
@@ -257,7 +258,7 @@ def test_internal_error_is_one_line_exit_2_and_debug_prints_the_traceback(world,
 
 
 def test_early_failure_says_nothing_was_written(world, expect):
-    out = expect(1, "judge", "--config", world.config(), named=["run generate first", "nothing was written"])
+    expect(1, "judge", "--config", world.config(), named=["run generate first", "nothing was written"])
     assert not world.run_dir.exists()
 
 

@@ -132,11 +132,10 @@ def test_slurm_dry_run_refuses_extra_answer_names_that_leave_the_scripts_folder(
 
 def test_result_paths_refuse_unsafe_names_whoever_builds_them(world):
     for bad in ("..", "../x", "a/b", "", ".hidden", "x" * 200):
-        for build in (lambda: answers_path(world.run_dir, bad, "text_only"),
-                      lambda: verdicts_path(world.run_dir, bad, "m", "text_only"),
-                      lambda: verdicts_path(world.run_dir, "j", bad, "text_only")):
+        for build, args in ((answers_path, (bad, "text_only")), (verdicts_path, (bad, "m", "text_only")),
+                            (verdicts_path, ("j", bad, "text_only"))):
             try:
-                build()
+                build(world.run_dir, *args)
             except InputError as e:
                 assert "cannot be used in a file name" in str(e)
             else:
