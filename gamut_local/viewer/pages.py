@@ -39,8 +39,26 @@ def overview(index: RunIndex) -> dict:
         "humans": {j: len(r) for j, r in index.humans.items()},
         "leaderboard": by_judge, "labels": list(VERDICTS),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
-        "notes": index.notes,
+        "notes": index.notes, "human_agreement": human_agreement(index),
     }
+
+
+def human_agreement(index: RunIndex) -> dict | None:
+    """Each model judge against the humans' verdicts so far (`analysis.calibration`, gold =
+    the human-* majority), from the cells humans annotated; None before the first."""
+    from gamut_local.analysis.calibration import calibrate
+
+    records = [r for cells in index.humans.values() for r in cells.values()]
+    if not records:
+        return None
+    v, c = index.verdicts, index.cells
+    for cell in {index.cell_of(r["question_id"], r["model"], r["variant"], r["check_id"]) for r in records} - {None}:
+        qid, model, variant, check_id = index.cell_names(cell)
+        for row in range(int(c.start[cell]), int(c.start[cell + 1])):
+            records.append({"question_id": qid, "model": model, "variant": variant, "check_id": check_id,
+                            "judge": v.judges[v.j[row]], "tier": TIERS[int(v.tier[row])],
+                            "verdict": VERDICTS[int(v.code[row])], "probs": _probs(v.probs[row])})
+    return calibrate(records, gold="human-*", judges=list(v.judges))
 
 
 def _system_mask(index: RunIndex, model: str | None, variant: str | None) -> np.ndarray:

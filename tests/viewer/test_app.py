@@ -204,3 +204,20 @@ def test_questions_pages_keep_their_filters(sample_run, client_for, monkeypatch)
     monkeypatch.setattr(pages, "PAGE_SIZE", 2)
     html = client_for(sample_run).get("/questions", params={"disagree": 1, "domain": ""}).text
     assert 'href="/questions?disagree=1&amp;offset=2"' in html
+
+
+def test_overview_compares_judges_with_the_humans_so_far(sample_run, client_for):
+    client = client_for(sample_run, annotator="ann")
+    assert client.get("/api/overview").json()["human_agreement"] is None
+    picked = []
+    for pos in range(4):
+        cell = client.get("/api/queue", params={"pos": pos, "blind": 0}).json()
+        gold = next(x["verdict"] for x in cell["judges"] if x["judge"] == "gold")
+        body = {k: cell[k] for k in ("question_id", "model", "variant", "check_id")}
+        client.post("/api/verdicts", json={**body, "verdict": gold})  # the human sides with gold
+        picked.append(cell)
+    h = client.get("/api/overview").json()["human_agreement"]
+    assert h["n_gold_cells"] == 4 and h["judges"]["gold"]["vs_gold"]["accuracy"] == 1.0
+    # On disagreement cells the synthetic judge differs from gold, hence from the human.
+    assert h["judges"]["synthetic-judge"]["vs_gold"]["accuracy"] == 0.0
+    assert 'id="human-agreement"' in client.get("/").text
