@@ -46,9 +46,18 @@ def _fail(lines: list[str], footer: str, code: int):
     raise typer.Exit(code)
 
 
+class _Terminated(BaseException):
+    """SIGTERM (the scheduler's kill, `timeout`) as an exception, so every write in flight is
+    cut back or cleaned up (rundir.store) and the message says what was written."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
 def user_errors(fn):
     """Every command's error handling: bad input (InputError), file-system and resource
-    errors are one line per problem and exit 1; Ctrl-C exits 130; an unexpected internal
+    errors are one line per problem and exit 1; Ctrl-C exits 130, SIGTERM 143; an unexpected internal
     error is one line and exit 2 (`--debug` prints the traceback). Each failure says what
     was written before it (rundir.store.JOURNAL) and that nothing else was changed."""
 
@@ -59,12 +68,19 @@ def user_errors(fn):
         from gamut_local.rundir.store import JOURNAL
 
         JOURNAL.reset()
+        import signal
+        import threading
+
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGTERM, _on_sigterm) if main else None
         try:
             return fn(*args, **kwargs)
         except InputError as e:
             _fail([str(p) for p in e.problems], f"{len(e.problems)} problem(s)", 1)
         except KeyboardInterrupt:
             _fail([], "interrupted; rerun the same command to resume", 130)
+        except _Terminated:
+            _fail([], "terminated (SIGTERM); rerun the same command to resume", 143)
         except OSError as e:
             _fail([_os_problem(e)], "1 problem", 1)
         except RecursionError:
@@ -81,6 +97,8 @@ def user_errors(fn):
             hint = "" if _OPTIONS["debug"] else " (run `gamut-local --debug ...` to print the full traceback)"
             _fail([f"internal error: {type(e).__name__}: {e}{hint}"], "this is a bug, please report it", 2)
         finally:
+            if old is not None:
+                signal.signal(signal.SIGTERM, old)
             for note in JOURNAL.notices:
                 err.print(f"note: {note}", markup=False, style="yellow")
 

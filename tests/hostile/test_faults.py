@@ -283,3 +283,18 @@ def test_a_sibling_shards_whole_record_without_its_newline_counts_once(world, ex
                                                                         for k in ("question_id", "model", "variant",
                                                                                   "judge", "check_id"))]
     assert len(keys) == len(set(keys)) == 12
+
+
+def test_sigterm_cleans_up_says_what_was_written_and_the_rerun_resumes(world, expect):
+    cfg = world.config(chunk_size=1)
+    answers = world.run_dir / "answers" / "cand.text_only.jsonl"
+    proc = _start(world, "generate", "--config", cfg)
+    _wait_for_lines(answers, 1, proc)
+    proc.terminate()
+    out = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 143, out
+    assert "Traceback" not in out and "terminated (SIGTERM)" in out and "cand.text_only.jsonl (+" in out
+    assert answers.read_bytes().endswith(b"\n")
+    assert not [p for p in world.run_dir.rglob("*.tmp")]
+    expect(0, "run", "--config", cfg, inputs_change=True)
+    _complete(world)
