@@ -84,6 +84,8 @@ def _read_bytes(path: Path, problems: list[Problem]) -> bytes | None:
     try:
         if not path.is_file():
             why = "not a file" if path.exists() else "file not found"
+            if path.is_symlink() and not path.exists():
+                why = "a symbolic link that leads nowhere (broken, or a loop)"
             problems.append(Problem(name, None, "", why))
             return None
         return path.read_bytes()

@@ -224,3 +224,9 @@ def test_every_problem_is_reported_at_once(world, expect):
     cfg = world.config(extra_answers=[str(a)], judges=[{"name": "judge", "path": "nothere"}])
     out = expect(1, "run", "--config", cfg, "--chunk-size", "0", loads=0)
     assert "3 problem(s)" in out and "--chunk-size" in out and "model folder not found" in out
+
+
+def test_dataset_that_is_a_symlink_loop(world, expect):
+    (world.root / "a.jsonl").symlink_to(world.root / "b.jsonl")
+    (world.root / "b.jsonl").symlink_to(world.root / "a.jsonl")
+    expect(1, "validate", world.root / "a.jsonl", named=["a.jsonl", "leads nowhere"])
