@@ -19,6 +19,7 @@ from gamut_local.engines import (
     pick_backend,  # light: looks vLLM up without importing it
 )
 from gamut_local.prompts import template_hashes
+from gamut_local.rundir.manifest_schema import MANIFEST_SCHEMA_VERSION, Manifest, input_records
 from gamut_local.rundir.resume import judge_settings_hash
 from gamut_local.rundir.store import write_json
 
@@ -74,7 +75,9 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
                 "settings_hash": judge_settings_hash(m) if role == "judge" else m.settings_hash(),
                 "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
             })
-    return {
+    return Manifest.model_validate({
+        "schema_version": MANIFEST_SCHEMA_VERSION,
+        "kind": "gamut-local manifest",
         "run": spec.name,
         "config_file": str(Path(config_path).resolve()),
         "config": spec.model_dump(mode="json"),
@@ -89,7 +92,8 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
         "prompt_templates": template_hashes(),
         "seeds": {"run": spec.seed},
         "stages": {},
-    }
+        "inputs": input_records(spec),
+    }).model_dump(mode="json")
 
 
 def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None, *,
