@@ -69,3 +69,16 @@ def test_score_refuses_one_judge_under_two_settings(world, expect):
     a = world.verdicts(world.root / "a.jsonl", judge="j", qids=("q1", "q2"), settings_hash="aaaa")
     b = world.verdicts(world.root / "b.jsonl", judge="j", qids=("q3", "q4"), settings_hash="bbbb")
     expect(1, "score", a, b, "--out", world.root / "s.json", named=["b.jsonl:1", "settings_hash", "other settings"])
+
+
+def test_viewer_index_reads_past_a_torn_verdict_line(world, expect):
+    pytest.importorskip("pyarrow")
+    from gamut_local.viewer.index import open_run
+
+    expect(0, "run", "--config", world.config(chunk_size=3), inputs_change=True)
+    f = world.run_dir / "verdicts" / "judge" / "cand.text_only.jsonl"
+    whole = len(f.read_text().splitlines())
+    with open(f, "ab") as fh:
+        fh.write(b'{"question_id": "q1", "judge": "ju')
+    index = open_run(world.run_dir)
+    assert whole == 12 and len(index.cells.key) == 12
