@@ -301,8 +301,12 @@ def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path
         parts["code"].append(t.verdict)
         parts["tier"].append(t.tier)
         parts["probs"].append(t.probs)
-    col = {k: (np.concatenate(v) if v else np.zeros((0, 4) if k == "probs" else 0)) for k, v in parts.items()}
-    used, s = np.unique(col["sys"].astype(np.int64), return_inverse=True)
+    col = {k: (np.concatenate(v) if v else np.zeros((0, 4)) if k == "probs" else np.zeros(0, dtype=np.int64))
+           for k, v in parts.items()}
+    # (model, variant) codes are few: a bincount finds the used ones without sorting every row.
+    present = np.bincount(col["sys"], minlength=len(models) * V) > 0
+    used = np.flatnonzero(present)
+    s = (np.cumsum(present) - 1)[col["sys"]]
     systems = [(models[k // V], VARIANTS[k % V]) for k in used.tolist()]  # sorted by (model, variant)
     v = Verdicts(judges, systems, checks, col["q"].astype(np.int32), s.astype(np.int32),
                  col["c"].astype(np.int32), col["j"].astype(np.int32), col["code"].astype(np.int8),

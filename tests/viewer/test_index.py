@@ -73,3 +73,14 @@ def test_without_a_dataset_the_error_says_what_to_pass(tmp_path):
     with pytest.raises(InputError) as e:
         open_run(tmp_path)
     assert "--dataset" in str(e.value)
+
+
+def test_a_run_without_verdicts_yet_opens_empty(sample_run, client_for):
+    import shutil
+
+    shutil.rmtree(sample_run / "verdicts")
+    index = open_run(sample_run)
+    assert len(index.cells.key) == 0 and len(index.answers) == 39
+    client = client_for(sample_run)
+    assert client.get("/").status_code == 200 and client.get("/queue").status_code == 200
+    assert client.get("/question/food-espresso").status_code == 200
