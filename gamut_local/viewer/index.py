@@ -177,6 +177,7 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
     `cache`: "use" reads the columns from the viewer's cache when current and writes them
     after reading the files; "read" only reads it (nothing written: --read-only); "off"."""
     from gamut_local.viewer import cache as columns_cache
+
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
@@ -235,7 +236,7 @@ def read_answers(files: list[Path]) -> dict[tuple, dict]:
             t = pj.read_json(path, parse_options=opts)
             ok = t.num_rows > 0 and all(t[f].null_count == 0 for f in fields) and \
                 pc.all(pc.is_in(t["variant"], value_set=pa.array(VARIANTS))).as_py() is not False
-        except (pa.ArrowInvalid, OSError):
+        except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
             ok = False
         if ok:
             rows = list(zip(*(t[f].to_pylist() for f in fields)))

@@ -13,14 +13,14 @@ def _own_cache(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def sample_run(tmp_path):
+def sample_run(tmp_path, gamut):
+    """Scored by `gamut-local score`, so scores.json is exactly what users have."""
     from gamut_local.rundir.layout import scores_path, verdict_files
-    from gamut_local.rundir.store import write_json
-    from gamut_local.stages.score import score_files
     from gamut_local.testing.sample_run import build_sample_run
 
     run = build_sample_run(tmp_path / "run", seed=0)
-    write_json(scores_path(run), score_files(verdict_files(run), seed=0))
+    res = gamut("score", *verdict_files(run), "--out", scores_path(run))
+    assert res.exit_code == 0, res.output
     return run
 
 
