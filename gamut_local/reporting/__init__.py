@@ -1,5 +1,7 @@
-"""What people look at: the report's Markdown sections, figures, CSV/JSON tables, and the
-progress bars of long stages.
+"""What people look at and what programs read: report.md's sections (`markdown`), figures
+(`figures`), the analysis files and the report's CSV/JSON tables (`tables`), and the progress
+bars of long stages (`progress`).
 
-May import `analysis`, `vocab` and `errors`; never an engine (it starts without torch).
+May import `analysis`, `data`, `rundir`, `vocab` and `errors`; never an engine (it starts
+without torch).
 """

@@ -114,6 +114,8 @@ CASES = {
     "unsafe_model_name": (lines(line(model="../m")), ["{path}:1: model: String should match pattern"]),
     "repeated_json_key": (lines(line().replace('"attempts": 1', '"attempts": 1, "attempts": 2')),
                           ["{path}:1: <record>: key 'attempts' appears twice"]),
+    "repeated_key_inside_probs": (lines(line().replace('"meets": 0.9', '"meets": 0.9, "meets": 0.8')),
+                                  ["{path}:1: <record>: key 'meets' appears twice"]),
     "not_json": (lines(line(verdict="great"), "not json"),
                  ["{path}:1: verdict: Input should be", "{path}:2: <record>: not valid JSON"]),
     "not_utf8": (lines(line()).replace(b'"attempts"', b'"\xff"'), ["{path}:1: <record>: not valid UTF-8"]),
