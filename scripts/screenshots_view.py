@@ -31,16 +31,17 @@ def main() -> None:
         app = create_app(open_run(run), annotator="alice")
         with live_server(app) as url, chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(url + "/queue?only=disagree&pos=0")
+            for key in "31342":  # a few verdicts in, so progress and the overview show them
+                with page.expect_navigation():
+                    page.keyboard.press(key)
+            page.screenshot(path=str(args.out / "view-queue.png"), full_page=True)
             page.goto(url + "/")
             page.screenshot(path=str(args.out / "view-overview.png"), full_page=True)
             page.goto(url + "/question/food-espresso")
             page.wait_for_function("document.getElementById('question-image').complete")
             page.screenshot(path=str(args.out / "view-question.png"),
                             clip={"x": 0, "y": 0, "width": 1280, "height": 1500}, full_page=True)
-            page.goto(url + "/queue?only=disagree&pos=0")
-            with page.expect_navigation():
-                page.keyboard.press("3")  # one verdict in, so the progress bar shows it
-            page.screenshot(path=str(args.out / "view-queue.png"), full_page=True)
     for name in ("overview", "question", "queue"):
         print(args.out / f"view-{name}.png")
 
