@@ -92,3 +92,22 @@ def test_question_page_shows_image_and_rubric_tree(browser, served):
     assert page.locator("section.response").count() == 3
     assert page.locator("tr.disagree").count() > 0
     page.close()
+
+
+def test_read_only_writes_nothing_and_blind_mode_can_be_lifted(browser, sample_run):
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import open_run
+
+    with live_server(create_app(open_run(sample_run), annotator="tester", read_only=True)) as url:
+        page = browser.new_page()
+        page.goto(f"{url}/queue")
+        assert page.locator(".badge", has_text="read-only").count() == 1
+        page.keyboard.press("1")
+        page.wait_for_function("document.getElementById('status').textContent.includes('writes nothing')")
+        assert page.locator(".judges").count() == 0
+        page.uncheck('input[name="blind"][type="checkbox"]')
+        page.click("text=Apply")
+        page.wait_for_url("**blind=0**")
+        assert page.locator(".judges .v").count() >= 2  # both judges' verdicts, now shown
+        page.close()
+    assert not list((sample_run / "verdicts").glob("human-*"))
