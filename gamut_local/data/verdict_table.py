@@ -35,7 +35,7 @@ from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.vocab import JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 # Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
 BLOCK_SIZE = 4 << 20
@@ -134,6 +134,11 @@ def _probs_matrix(rows: list) -> np.ndarray:
     return out
 
 
+def _hash_text(value) -> str | None:
+    # settings_hash is an extra field: any JSON value; a non-string one is compared as text.
+    return value if value is None or isinstance(value, str) else repr(value)
+
+
 def table_from_records(records: list[dict], files: list[str] | None = None, file=None, line=None,
                        inputs: list[dict] | None = None) -> VerdictTable:
     """Code validated verdict dicts (the judge stage's records) into a VerdictTable.
@@ -141,25 +146,25 @@ def table_from_records(records: list[dict], files: list[str] | None = None, file
     `file`/`line`: where each record came from (indices into `files`); default: nowhere.
     """
     n = len(records)
-    col = {f: [r.get(f, "multimodal") if f == "variant" else r[f] for r in records] for f in STRING_FIELDS}
-    dicts = {f: sorted(set(col[f])) for f in ("judge", "model", "question_id", "check_id")}
-    hashes = [r.get("settings_hash") for r in records]
-    hash_dict = sorted({h for h in hashes if isinstance(h, str)} | {repr(h) for h in hashes
-                                                                    if h is not None and not isinstance(h, str)})
-    h_index = {h: i for i, h in enumerate(hash_dict)}
+    col = {f: [r.get(f, DEFAULT_VARIANT) if f == "variant" else r[f] for r in records] for f in STRING_FIELDS}
+    names = {f: sorted(set(col[f])) for f in ("judge", "model", "question_id", "check_id")}
+    hashes = [_hash_text(r.get("settings_hash")) for r in records]
+    hash_names = sorted({h for h in hashes if h is not None})
+    hash_code = {h: i for i, h in enumerate(hash_names)}
+    where = (np.zeros(n), np.zeros(n)) if file is None else (file, line)
     return VerdictTable(
-        judges=dicts["judge"], models=dicts["model"], questions=dicts["question_id"], checks=dicts["check_id"],
-        files=list(files or ["<verdicts>"]),
-        judge=_codes(col["judge"], dicts["judge"]), model=_codes(col["model"], dicts["model"]),
+        judges=names["judge"], models=names["model"], questions=names["question_id"],
+        checks=names["check_id"], files=list(files or ["<verdicts>"]),
+        judge=_codes(col["judge"], names["judge"]), model=_codes(col["model"], names["model"]),
         variant=_codes(col["variant"], VARIANTS).astype(np.int8),
-        question=_codes(col["question_id"], dicts["question_id"]), check=_codes(col["check_id"], dicts["check_id"]),
-        tier=_codes(col["tier"], TIERS).astype(np.int8), verdict=_codes(col["verdict"], VERDICTS).astype(np.int8),
+        question=_codes(col["question_id"], names["question_id"]),
+        check=_codes(col["check_id"], names["check_id"]),
+        tier=_codes(col["tier"], TIERS).astype(np.int8),
+        verdict=_codes(col["verdict"], VERDICTS).astype(np.int8),
         probs=_probs_matrix([r.get("probs") for r in records]),
-        file=np.zeros(n, dtype=np.int32) if file is None else np.asarray(file, dtype=np.int32),
-        line=np.zeros(n, dtype=np.int32) if line is None else np.asarray(line, dtype=np.int32),
-        settings_hashes=hash_dict,
-        settings_hash=np.fromiter((-1 if h is None else h_index[h if isinstance(h, str) else repr(h)]
-                                   for h in hashes), dtype=np.int32, count=n),
+        file=np.asarray(where[0], dtype=np.int32), line=np.asarray(where[1], dtype=np.int32),
+        settings_hashes=hash_names,
+        settings_hash=np.array([-1 if h is None else hash_code[h] for h in hashes], dtype=np.int32),
         inputs=list(inputs or []))
 
 

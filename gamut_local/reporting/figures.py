@@ -128,6 +128,9 @@ def verdict_distribution(t: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+ANNOTATE_MAX_CELLS = 200
+
+
 def domain_heatmap(t: dict, path: Path) -> Path | None:
     if not t["domains"]:
         return None
@@ -144,9 +147,12 @@ def domain_heatmap(t: dict, path: Path) -> Path | None:
             if r["gamut_score"] is not None:
                 grid[labels.index(r["label"]), domains.index(r["domain"])] = r["gamut_score"]
         im = ax.imshow(grid, cmap="RdYlGn", vmin=-100, vmax=100, aspect="auto")
-        for (i, k), val in np.ndenumerate(grid):
-            if np.isfinite(val):
-                ax.text(k, i, f"{val:.0f}", ha="center", va="center", fontsize=7)
+        # Numbers in the cells while they are legible; beyond that the colour says it and the
+        # report's per-domain table has the figures (and text is most of the drawing time).
+        if grid.size <= ANNOTATE_MAX_CELLS:
+            for (i, k), val in np.ndenumerate(grid):
+                if np.isfinite(val):
+                    ax.text(k, i, f"{val:.0f}", ha="center", va="center", fontsize=7)
         ax.set_xticks(range(len(domains)), domains, rotation=40, ha="right")
         ax.set_yticks(range(len(labels)), labels)
         ax.set_title(f"judge: {judge}")
