@@ -37,6 +37,9 @@ from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
+# Deeper than this, a line goes to the reference (json.loads stops near 1,000 levels too).
+MAX_DEPTH = 1000
+OPENERS, CLOSERS = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
 # Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
 BLOCK_SIZE = 4 << 20
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -317,25 +320,43 @@ def _probs(tab, pa) -> np.ndarray | None:
     return out
 
 
+def _lines_if_shallow(raw: bytes) -> int:
+    """The number of lines, or 0 if the file is empty or a line may nest deeper than
+    MAX_DEPTH: pyarrow's parser recurses and a deep enough line kills the process (between
+    5,000 and 20,000 levels), where the reference says "nested too deeply"."""
+    data = np.frombuffer(raw, dtype=np.uint8)
+    ends = np.flatnonzero(data == ord("\n"))
+    starts = np.r_[0, ends + 1]
+    stops = np.r_[ends, len(raw)]
+    # A line of n bytes nests at most n / 2 deep: only long lines need counting.
+    for k in np.flatnonzero(stops - starts > 2 * MAX_DEPTH):
+        line = data[starts[k]:stops[k]]
+        step = np.isin(line, OPENERS).astype(np.int32) - np.isin(line, CLOSERS)
+        if np.cumsum(step).max() > MAX_DEPTH:  # brackets inside strings count too: cautious
+            return 0
+    return len(ends) + (not raw.endswith(b"\n")) if raw else 0
+
+
 def _read_columns(path: Path, pa, pj, options) -> dict | None:
     """One file's columns, coded against its own dictionaries; None: read it the reference way."""
     try:
         raw = path.read_bytes()
-        if not raw:
+        n_lines = _lines_if_shallow(raw)
+        if not n_lines:
             return None
         tab = pj.read_json(pa.BufferReader(raw), parse_options=options,
                            read_options=pj.ReadOptions(block_size=BLOCK_SIZE))
-        return _columns(path, raw, tab, pa)
+        return _columns(path, raw, n_lines, tab, pa)
     # UnicodeDecodeError (a ValueError) can come late: a bad byte in a key shows when the
     # schema's names are read.
     except (OSError, ValueError, pa.ArrowException):
         return None
 
 
-def _columns(path: Path, raw: bytes, tab, pa) -> dict | None:
+def _columns(path: Path, raw: bytes, n_lines: int, tab, pa) -> dict | None:
     # One record per line: pyarrow also takes two objects on one line, the reference does not,
     # and a blank line (which both skip) would shift line numbers.
-    if tab.num_rows != raw.count(b"\n") + (not raw.endswith(b"\n")):
+    if tab.num_rows != n_lines:
         return None
     cols = {}
     for f in STRING_FIELDS:

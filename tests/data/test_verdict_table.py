@@ -122,6 +122,9 @@ CASES = {
     "not_object": (b"[1, 2]\n", ["{path}:1: <record>: expected a JSON object, got list"]),
     "two_objects_on_a_line": (lines(line() + " " + line(check_id="c2")), ["{path}:1: <record>: not valid JSON"]),
     "empty": (b"", ["{path}: <record>: file is empty"]),
+    # pyarrow's parser would crash the process on this; the column path must not hand it over.
+    "deep_nesting": (lines(line(), '{"a": ' + "[" * 100000 + "]" * 100000 + "}"),
+                     ["{path}:2: <record>: JSON nested too deeply"]),
     "mixed_settings": (lines(line(), line(check_id="c2", settings_hash="xyz")),
                        ["{path}:2: settings_hash: judge 'j' has verdicts made under other settings: "
                         "'xyz' here, 'abc' at {path}:1"]),
@@ -134,6 +137,7 @@ CASES = {
     "human_changes_their_mind": (lines(line(judge="human-ann", settings_hash=...),
                                        line(judge="human-ann", check_id="c2", settings_hash=...),
                                        line(judge="human-ann", verdict="missing", settings_hash=...)), None),
+    "long_line_shallow": (lines(line(raw="x" * 5000), line(check_id="c2", raw="[" * 3000)), None),
     "crlf": (lines(line(), line(check_id="c2")).replace(b"\n", b"\r\n"), None),
     "no_final_newline": (lines(line(), line(check_id="c2"))[:-1], None),
 }
