@@ -125,8 +125,6 @@ def test_deeply_nested_json_in_a_dataset_is_a_message(world, expect):
     expect(1, "validate", world.dataset, named=["data.jsonl:5", "nested too deeply"])
 
 
-@pytest.mark.skip(reason="pyarrow's JSON reader (data.verdict_table fast path) segfaults on deep nesting; "
-                         "guard pending (issue 9 owns the file until 09:30)")
 def test_deeply_nested_json_in_verdicts_is_a_message(world, expect):
     v = world.verdicts(world.root / "v.jsonl")
     v.write_text(v.read_text() + '{"a": ' + "[" * 100000 + "]" * 100000 + "}\n")
