@@ -110,14 +110,15 @@ def current_record(old: dict) -> dict | None:
     return file_record(path)
 
 
-def question_domains(dataset: Path | None) -> tuple[dict[str, str] | None, dict | None]:
-    """question_id -> domain from a dataset file (None: no dataset), and its input record."""
+def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
+    """A dataset file's questions, question_id -> domain, and its input record (all empty or
+    None without a dataset)."""
     if dataset is None:
-        return None, None
+        return [], None, None
     from gamut_local.data.dataset import load_questions
 
     questions = load_questions(Path(dataset), check_images=False)
-    return {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
+    return questions, {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
 
 
 # ---------------------------------------------------------------- the reference path

@@ -17,7 +17,13 @@ from rich.console import Console
 from gamut_local.analysis.outputs import ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, response_columns, score_table
 from gamut_local.config import RunSpec
-from gamut_local.data.verdict_table import VerdictTable, question_domains, read_verdicts, table_from_records
+from gamut_local.data.consistency import table_problems
+from gamut_local.data.verdict_table import (
+    VerdictTable,
+    read_dataset_for_scores,
+    read_verdicts,
+    table_from_records,
+)
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.tables import read_verdict_table, scores_document, write_scores_files
 from gamut_local.rundir.layout import scores_path, verdict_files
@@ -26,9 +32,16 @@ from gamut_local.vocab import TIERS
 
 def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
                  console: Console | None = None) -> ScoresFile:
-    """Read, validate and score verdict files; write `out` and the per-response file beside it."""
-    domains, dataset_input = question_domains(dataset)
+    """Read, validate and score verdict files; write `out` and the per-response file beside it.
+
+    With a dataset, every verdict must be for a question, check and tier the dataset has
+    (`data.consistency`): scoring others would change the scores silently."""
+    questions, domains, dataset_input = read_dataset_for_scores(dataset)
     table = read_verdict_table(paths, console)
+    if dataset is not None:
+        problems = table_problems(table, questions)
+        if problems:
+            raise InputError(problems)
     return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
                               dataset_input)
 
@@ -50,7 +63,7 @@ def _num(x) -> float | None:
 
 def score_files(paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT) -> dict:
     """Scores of verdict files as one dict (models, domains, responses inline); writes nothing."""
-    domains, dataset_input = question_domains(dataset)
+    _, domains, dataset_input = read_dataset_for_scores(dataset)
     table = read_verdicts([Path(p) for p in paths])
     return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot), dataset_input)
 
