@@ -66,6 +66,9 @@ def _meta_rubric_text(meta: dict, meta_obj) -> str:
     for item, obj in zip(meta["items"], meta_obj.items):
         out += _dump([_readable(item)], 2) + _compiled_comments(obj, 4)
     rest = {k: v for k, v in meta.items() if k != "items"}
+    if isinstance(rest.get("snippets"), list):
+        rest["snippets"] = [_ordered(s, ("id", "title", "url"), ("text",)) if isinstance(s, dict) else s
+                            for s in rest["snippets"]]
     return out + (_dump(rest, 2) if rest else "")
 
 

@@ -148,7 +148,7 @@ def grounded_items(q: Question, records: dict[tuple, dict], spec: AuditSpec) -> 
 def report_text(dataset: Path, spec: AuditSpec, rows: list[dict]) -> str:
     lines = [f"# Audit of {dataset}", "", f"Auditor: {spec.model.name}; ungrounded items: {spec.ungrounded}; "
              f"poorly covered below {spec.min_coverage:.0%} of items grounded.", "",
-             "## Ungrounded items", "", "| question | item | tier | best label per cited snippet |",
+             "## Ungrounded items", "", "| question | item | tier | label per cited snippet |",
              "|---|---|---|---|"]
     for r in rows:
         for it in r["ungrounded"]:

@@ -67,6 +67,10 @@ def draft_schema(n_snippets: int, spec: DraftSpec) -> dict:
     schema = copy.deepcopy(MetaRubric.model_json_schema())
     items = schema["properties"]["items"]
     items["maxItems"] = spec.max_items
+    # The item types are told apart by their `type` constant: anyOf says the same as the
+    # discriminated oneOf, and the constrained decoders compile it exactly.
+    union = items["items"]
+    items["items"] = {"anyOf": union["oneOf"]} if "oneOf" in union else union
     schema["properties"] = {"items": items}
     schema["required"] = ["items"]
     schema["$defs"].pop("Snippet", None)

