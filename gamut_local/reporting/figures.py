@@ -71,7 +71,8 @@ def leaderboard(t: dict, path: Path) -> Path | None:
         lo = np.array([r["ci95_low"] if r["ci95_low"] is not None else np.nan for r in rows], dtype=float)
         hi = np.array([r["ci95_high"] if r["ci95_high"] is not None else np.nan for r in rows], dtype=float)
         ax.barh(y, s, color="#5c6bc0", alpha=0.85)
-        ax.errorbar(s, y, xerr=[s - lo, hi - s], fmt="none", ecolor="black", capsize=3, lw=1)
+        # One (2, n) array: a list of two 1-element arrays trips numpy's scalar deprecation.
+        ax.errorbar(s, y, xerr=np.vstack([s - lo, hi - s]), fmt="none", ecolor="black", capsize=3, lw=1)
         ax.set_yticks(y, [r["label"] for r in rows])
         ax.axvline(0, color="black", lw=0.6)
         ax.set_xlim(*xlim)  # one scale for every judge, so panels compare by eye
