@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd += ["--limit", str(args.limit)]
     t0 = time.perf_counter()
     # The CLI's own report goes to stderr: stdout carries only the JSON.
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=sys.stderr)
+    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=sys.stderr,
+                          check=False)
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         print(json.dumps({"work": str(work), "deviations": [f"`gamut-local run` exited {proc.returncode}"]}))
