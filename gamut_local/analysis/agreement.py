@@ -74,7 +74,7 @@ def panel_from_table(table) -> Panel:
     systems, system = system_index(table)
     Q, C = len(table.questions), max(len(table.checks), 1)
     code = (system * Q + table.question) * C + table.check
-    keys, key_of = np.unique(code, return_inverse=True)
+    keys, key_of = _dense_codes(code)
     key_tier = np.full(len(keys), -1, dtype=np.int8)
     key_tier[key_of] = table.tier
     clash = np.flatnonzero(key_tier[key_of] != table.tier)
@@ -84,6 +84,17 @@ def panel_from_table(table) -> Panel:
     verdict[table.judge, key_of] = table.verdict
     return Panel(list(table.judges), systems, list(table.questions), keys // C // Q,
                  keys // C % Q, key_tier, verdict)
+
+
+def _dense_codes(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each row's index into them): `np.unique(code,
+    return_inverse=True)`, by one count instead of a sort when the values are dense."""
+    size = int(code.max()) + 1 if len(code) else 0
+    if size > 8 * len(code):
+        keys, key_of = np.unique(code, return_inverse=True)
+        return keys, key_of.ravel()
+    used = np.bincount(code, minlength=size) > 0
+    return np.flatnonzero(used), (np.cumsum(used) - 1)[code]
 
 
 def _tier_clash(table, systems, row: int, other: int) -> Problem:

@@ -248,6 +248,10 @@ def _key_codes(table: VerdictTable) -> np.ndarray:
 def repeated_keys(table: VerdictTable) -> np.ndarray:
     """Rows whose key an earlier row already has."""
     key = _key_codes(table)
+    size = int(key.max()) + 1 if len(key) else 0
+    if size <= 8 * len(key):  # dense keys (a full grid of verdicts): one count, no sort
+        if not (np.bincount(key, minlength=size) > 1).any():
+            return np.zeros(0, dtype=np.int64)
     order = np.argsort(key, kind="stable")
     again = np.r_[False, key[order][1:] == key[order][:-1]]
     return np.sort(order[again])
