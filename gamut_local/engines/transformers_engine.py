@@ -203,8 +203,9 @@ class TransformersEngine:
 
     def _json_constraint(self, sampling: Sampling) -> dict:
         """`generate` keywords that hold the output to `sampling.json_schema`: xgrammar's
-        logits processor (installed with vLLM) where it imports. Without it the output is
-        free and the caller validates it (`draft` re-asks with the errors)."""
+        logits processor (the `transformers` extra installs it; vLLM depends on it too).
+        Where it does not import the output is free and the caller validates it (`draft`
+        re-asks with the errors)."""
         if sampling.json_schema is None:
             return {}
         try:

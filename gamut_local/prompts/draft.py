@@ -35,13 +35,16 @@ checks are read on their own, so it must name what the item is about.
 Aim for about 5 to 8 items covering all three tiers."""
 
 DRAFT_QUESTION = "Question:\n{question}\n\n"
+# The drafter sees no image: for an image question it is told what the image shows, through
+# the question's text-only wording (which names the entity).
+DRAFT_NAMED = "The same question without the image, naming what it shows:\n{question_text_only}\n\n"
 DRAFT_SNIPPET = "[{ref}] {title}\n{text}\n\n"
 DRAFT_TAIL = "Evidence snippets above. Write the rubric as JSON."
 RETRY_MESSAGE = ("That output does not validate:\n{errors}\n\n"
                  "Write the whole rubric again as JSON, fixing these problems.")
 
-DRAFT_TEMPLATE_HASH = template_hash(DRAFT_INSTRUCTIONS, DRAFT_QUESTION, DRAFT_SNIPPET, DRAFT_TAIL,
-                                    RETRY_MESSAGE)
+DRAFT_TEMPLATE_HASH = template_hash(DRAFT_INSTRUCTIONS, DRAFT_QUESTION, DRAFT_NAMED, DRAFT_SNIPPET,
+                                    DRAFT_TAIL, RETRY_MESSAGE)
 
 
 def snippet_ref(i: int) -> str:
@@ -50,9 +53,11 @@ def snippet_ref(i: int) -> str:
 
 
 def draft_conversation(question: str, snippets: list[tuple[str, str]], max_snippet_chars: int,
-                       system_prompt: str | None = None) -> list[dict]:
+                       system_prompt: str | None = None, question_text_only: str | None = None) -> list[dict]:
     """One drafting request. `snippets` are (title, text) in citation order."""
     body = DRAFT_QUESTION.format(question=question)
+    if question_text_only and question_text_only != question:
+        body += DRAFT_NAMED.format(question_text_only=question_text_only)
     for i, (title, text) in enumerate(snippets):
         body += DRAFT_SNIPPET.format(ref=snippet_ref(i), title=title, text=text[:max_snippet_chars])
     system = DRAFT_INSTRUCTIONS if not system_prompt else f"{system_prompt}\n\n{DRAFT_INSTRUCTIONS}"

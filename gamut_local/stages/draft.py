@@ -144,7 +144,8 @@ def draft_chunk(engine, spec: DraftSpec, questions: list[QuestionToDraft],
     """Draft every question of a chunk, re-asking the invalid ones with their errors."""
     snippets = [evidence[q.question_id] for q in questions]
     base = [draft_conversation(q.question, [(s.title, s.text) for s in sn], spec.max_snippet_chars,
-                               spec.model.system_prompt) for q, sn in zip(questions, snippets)]
+                               spec.model.system_prompt, q.question_text_only)
+            for q, sn in zip(questions, snippets)]
     convs = list(base)
     recs: list[dict | None] = [None] * len(questions)
     todo = list(range(len(questions)))

