@@ -129,10 +129,11 @@ def model_rows(scores: Scores, boot: np.ndarray | None = None) -> list[dict]:
     with warnings.catch_warnings():  # a system a judge never scored: all-NaN draws, NaN CI
         warnings.simplefilter("ignore", RuntimeWarning)
         lo, hi = np.nanpercentile(boot, [2.5, 97.5], axis=1) if boot.size else (gamut, gamut)
+    graded = scores.present.any(axis=2)  # (J, S); computed once, not per row
     rows = []
     for j, judge in enumerate(scores.judges):
         for s, (model, variant) in enumerate(scores.systems):
-            if not scores.present[j, s].any():
+            if not graded[j, s]:
                 continue
             total = max(int(counts[j, s].sum()), 1)
             rows.append({
