@@ -118,3 +118,21 @@ def test_scores_rebuilt_from_the_parquet_equal_the_computed_ones(scored):
     np.testing.assert_array_equal(back.counts, scores.counts)
     cols = response_columns(scores)
     assert len(cols["judge"]) == int(scores.present.sum())
+
+
+def test_without_pyarrow_the_reference_reads_and_responses_go_to_jsonl(scored, tmp_path, monkeypatch):
+    import sys
+
+    import gamut_local.reporting.tables as tables
+    from gamut_local.reporting.tables import read_current_scores
+    from gamut_local.stages.score import write_scores
+
+    _, paths, out = scored
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` now raises ImportError
+    monkeypatch.setattr(tables, "_has_pyarrow", lambda: False)
+    doc = write_scores(tmp_path / "scores.json", paths)
+    assert doc.responses_file == "scores.responses.jsonl"
+    assert [m.gamut_score for m in doc.models] == [m["gamut_score"] for m in json.loads(out.read_text())["models"]]
+    again = read_current_scores(tmp_path / "scores.json", paths, None, seed=0, n_boot=1000)
+    assert again is not None
+    np.testing.assert_array_equal(again[1].score, score_table(read_verdicts(paths)).score)
