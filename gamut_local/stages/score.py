@@ -10,6 +10,7 @@ question). docs/outputs.md documents both."""
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -36,8 +37,15 @@ def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
     (`data.consistency`): scoring others would change the scores silently."""
-    questions, domains, dataset_input = read_dataset_for_scores(dataset)
-    table = read_verdict_table(paths, console)
+    # The dataset is validated while pyarrow parses the verdicts (it releases the GIL).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        job = pool.submit(read_dataset_for_scores, dataset)
+        try:
+            table = read_verdict_table(paths, console)
+        except InputError:
+            job.result()  # a bad dataset is reported first, as when it was read first
+            raise
+        questions, domains, dataset_input = job.result()
     if dataset is not None:
         problems = table_problems(table, questions)
         if problems:
