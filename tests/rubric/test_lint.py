@@ -116,12 +116,13 @@ def test_tier_balance_is_judged_on_the_whole_dataset():
     assert sum("tier_balance" in g for g in got) == 3
 
 
-def test_sample_rubric_is_mostly_clean():
-    """The bundled sample passes every error rule but one: plants-lawn's question says "my lawn"."""
+def test_sample_rubric_passes_every_error_rule():
     qs = [Question.model_validate(r) for r in sample_records()]
     errors = [str(f) for i, q in enumerate(qs, 1) for f in lint_question(q, "s.jsonl", i) if f.severity == "error"]
-    assert errors == ["s.jsonl:7: question: error: question names 'Lawn', which the image should show "
-                      "(stranger test): refer to it generically, e.g. 'this ...' [stranger_test]"]
+    assert errors == []
+    lawn = next(q for q in qs if q.question_id == "plants-lawn")  # once said "my lawn"
+    named = lawn.model_copy(update={"question": "This is a close-up of my lawn. How should I care for it?"})
+    assert [f.rule for f in lint_question(named, "s.jsonl", 7) if f.severity == "error"] == ["stranger_test"]
 
 
 def test_cli_prints_findings_and_exits_1_on_errors(tmp_path, gamut):
