@@ -7,8 +7,8 @@ an object of numbers, one record per line, no duplicate (question, model, varian
 check) key across the files (except a human annotator's later verdict, which replaces the
 earlier: `rundir.human`), one settings hash per judge. Only when any of that fails, or the
 file is something the column reader does not take (blank lines, a record without `variant`,
-which defaults to multimodal, a torn last line, an empty file), are the files read again record by record with
-`data.records.load_records`, the reference, which names every problem as `FILE:LINE: field:
+which defaults to multimodal, a torn last line, an empty file, bytes that are not UTF-8), are
+the files read again record by record with `data.records.load_records`, the reference, which names every problem as `FILE:LINE: field:
 message`. So errors are the reference's own, and a good file never pays for a Python dict per
 verdict.
 
@@ -330,16 +330,43 @@ def _lines_if_shallow(raw: bytes) -> int:
     MAX_DEPTH: pyarrow's parser recurses and a deep enough line kills the process (between
     5,000 and 20,000 levels), where the reference says "nested too deeply"."""
     data = np.frombuffer(raw, dtype=np.uint8)
-    ends = np.flatnonzero(data == ord("\n"))
+    newline = data == ord("\n")
+    if not _no_long_lines(newline) and _may_nest_deep(data, newline):
+        return 0
+    return int(np.count_nonzero(newline)) + (not raw.endswith(b"\n")) if raw else 0
+
+
+def _no_long_lines(newline: np.ndarray) -> bool:
+    """No line is longer than 2 * MAX_DEPTH bytes, so none nests deeper than MAX_DEPTH (a
+    line of n bytes nests at most n / 2 deep). Such a line would cover a whole aligned
+    block of MAX_DEPTH bytes, so: every block has a newline. Cheaper than finding the lines."""
+    blocks = len(newline) // MAX_DEPTH
+    return bool(newline[:blocks * MAX_DEPTH].reshape(blocks, MAX_DEPTH).any(axis=1).all())
+
+
+def _may_nest_deep(data: np.ndarray, newline: np.ndarray) -> bool:
+    """Some line nests deeper than MAX_DEPTH (brackets inside strings count too: cautious)."""
+    ends = np.flatnonzero(newline)
     starts = np.r_[0, ends + 1]
-    stops = np.r_[ends, len(raw)]
-    # A line of n bytes nests at most n / 2 deep: only long lines need counting.
+    stops = np.r_[ends, len(data)]
     for k in np.flatnonzero(stops - starts > 2 * MAX_DEPTH):
         line = data[starts[k]:stops[k]]
         step = np.isin(line, OPENERS).astype(np.int32) - np.isin(line, CLOSERS)
-        if np.cumsum(step).max() > MAX_DEPTH:  # brackets inside strings count too: cautious
-            return 0
-    return len(ends) + (not raw.endswith(b"\n")) if raw else 0
+        if np.cumsum(step).max() > MAX_DEPTH:
+            return True
+    return False
+
+
+def _is_utf8(raw: bytes, pa) -> bool:
+    """The whole file is UTF-8, as `json.loads` of each line requires: pyarrow's reader checks
+    neither the bytes of its string columns nor fields outside its schema. One SIMD pass."""
+    offsets = pa.py_buffer(np.array([0, len(raw)], dtype=np.int64))
+    whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(raw)])
+    try:
+        whole.validate(full=True)  # checks the bytes in place, no copy
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _read_columns(path: Path, pa, pj, options) -> dict | None:
@@ -347,7 +374,7 @@ def _read_columns(path: Path, pa, pj, options) -> dict | None:
     try:
         raw = path.read_bytes()
         n_lines = _lines_if_shallow(raw)
-        if not n_lines:
+        if not n_lines or not _is_utf8(raw, pa):
             return None
         tab = pj.read_json(pa.BufferReader(raw), parse_options=options,
                            read_options=pj.ReadOptions(block_size=BLOCK_SIZE))

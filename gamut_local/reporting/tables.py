@@ -13,6 +13,7 @@ import csv
 import hashlib
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,13 @@ from gamut_local.analysis.scoring import (
     response_columns,
     scores_from_columns,
 )
-from gamut_local.data.verdict_table import VerdictTable, current_record, read_verdicts
+from gamut_local.data.verdict_table import (
+    VerdictTable,
+    current_record,
+    read_dataset_for_scores,
+    read_verdicts,
+)
+from gamut_local.errors import InputError
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.store import write_json, write_text_atomic
 from gamut_local.vocab import TIERS, VERDICTS
@@ -56,6 +63,20 @@ def read_verdict_table(paths, console=None) -> VerdictTable:
     with progress_bars(console or Console(stderr=True, highlight=False)) as bars:
         task = bars.add_task("reading verdicts", total=len(paths))
         return read_verdicts(paths, on_file=lambda _: bars.advance(task))
+
+
+def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tuple[VerdictTable, tuple]:
+    """The verdict table and `read_dataset_for_scores(dataset)`, read at the same time: the
+    dataset's validation runs while pyarrow parses the verdicts (it releases the GIL). A bad
+    dataset is reported first, as when it was read first."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        job = pool.submit(read_dataset_for_scores, dataset)
+        try:
+            table = read_verdict_table(paths, console)
+        except InputError:
+            job.result()
+            raise
+        return table, job.result()
 
 
 # ---------------------------------------------------------------- scores.json + per-response file

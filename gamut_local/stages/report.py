@@ -26,7 +26,6 @@ from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.outputs import AgreementFile, ReportTablesFile, ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Scores, score_table
 from gamut_local.analysis.summary import report_tables
-from gamut_local.data.verdict_table import read_dataset_for_scores
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
@@ -34,6 +33,7 @@ from gamut_local.reporting.tables import (
     read_current_agreement,
     read_current_scores,
     read_verdict_table,
+    read_verdicts_and_dataset,
     record_figures,
     tables_digest,
     write_model,
@@ -129,8 +129,7 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
     table = None
     current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT)
     if current is None:
-        _, domains, dataset_input = read_dataset_for_scores(dataset)
-        table = read_verdict_table(files, console)
+        table, (_, domains, dataset_input) = read_verdicts_and_dataset(files, dataset, console)
         scores = score_table(table, domains, seed=seed)
         doc = write_scores_files(scores_path(run_dir), table, scores, dataset_input)
     else:

@@ -10,7 +10,6 @@ question). docs/outputs.md documents both."""
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -26,7 +25,7 @@ from gamut_local.data.verdict_table import (
     table_from_records,
 )
 from gamut_local.errors import InputError, Problem
-from gamut_local.reporting.tables import read_verdict_table, scores_document, write_scores_files
+from gamut_local.reporting.tables import read_verdicts_and_dataset, scores_document, write_scores_files
 from gamut_local.rundir.layout import scores_path, verdict_files
 from gamut_local.vocab import TIERS
 
@@ -37,15 +36,7 @@ def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
     (`data.consistency`): scoring others would change the scores silently."""
-    # The dataset is validated while pyarrow parses the verdicts (it releases the GIL).
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        job = pool.submit(read_dataset_for_scores, dataset)
-        try:
-            table = read_verdict_table(paths, console)
-        except InputError:
-            job.result()  # a bad dataset is reported first, as when it was read first
-            raise
-        questions, domains, dataset_input = job.result()
+    table, (questions, domains, dataset_input) = read_verdicts_and_dataset(paths, dataset, console)
     if dataset is not None:
         problems = table_problems(table, questions)
         if problems:

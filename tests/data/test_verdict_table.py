@@ -119,6 +119,10 @@ CASES = {
     "not_json": (lines(line(verdict="great"), "not json"),
                  ["{path}:1: verdict: Input should be", "{path}:2: <record>: not valid JSON"]),
     "not_utf8": (lines(line()).replace(b'"attempts"', b'"\xff"'), ["{path}:1: <record>: not valid UTF-8"]),
+    # In a value: pyarrow checks no string column's bytes, nor reads a field outside its schema.
+    "not_utf8_in_raw": (lines(line()).replace(b"'meets'", b"'\xffmeets'"), ["{path}:1: <record>: not valid UTF-8"]),
+    "not_utf8_in_extra_field": (lines(line(method="first\u00e9")).replace(b"\\u00e9", b"\xe9"),
+                                ["{path}:1: <record>: not valid UTF-8"]),
     "not_object": (b"[1, 2]\n", ["{path}:1: <record>: expected a JSON object, got list"]),
     "two_objects_on_a_line": (lines(line() + " " + line(check_id="c2")), ["{path}:1: <record>: not valid JSON"]),
     "empty": (b"", ["{path}: <record>: file is empty"]),
