@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -281,6 +282,10 @@ def _pool(workers: int):
     from concurrent.futures import ProcessPoolExecutor
 
     if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    # `run` reports in the process that held an engine: torch's OpenMP pool and vLLM's
+    # threads are not safe to fork, so such a process draws in-process instead.
+    if any(name in sys.modules for name in ("torch", "vllm")):
         return None
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
