@@ -293,13 +293,21 @@ def score_run(config: Path = typer.Option(..., "--config", help="Run YAML.")):
 def agree(
     verdicts: List[Path] = typer.Argument(..., help="Verdict JSONL files of two or more judges (`gold` = human verdicts)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the agreement JSON."),
+    gold: Optional[str] = typer.Option(None, "--gold", help="Also calibrate the model judges against these judges' "
+                                       "verdicts (a name or pattern, e.g. 'human-*': their majority per cell); "
+                                       "writes OUT.calibration.json and OUT.reliability.png."),
 ):
     """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
+    from gamut_local.reporting.calibration import beside
     from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.agree import write_agreement
 
-    check_outputs({"--out": out_path}, verdicts)
-    result = write_agreement(out_path, verdicts, console=err).model_dump()
+    cal_json, cal_png = beside(out_path)
+    extra = {"--gold (calibration JSON)": cal_json, "--gold (reliability PNG)": cal_png} if gold else {}
+    check_outputs({"--out": out_path, **extra}, verdicts)
+    result = write_agreement(out_path, verdicts, console=err, gold=gold).model_dump()
+    if gold is not None:
+        out.print(f"{cal_json}: model judges against {gold!r} ({cal_png})", markup=False)
     missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
     out.print(f"{out_path}: {len(result['judges'])} judges on {result['keys']['total']} keys "
               f"(keys each judge lacks: {missing})")

@@ -23,9 +23,15 @@ def agreement_document(table: VerdictTable, scores: Scores | None = None) -> Agr
     return AgreementFile(inputs=table.inputs, **result)
 
 
-def write_agreement(out: Path, paths: list[Path], console: Console | None = None) -> AgreementFile:
-    doc = agreement_document(read_verdict_table(paths, console))
+def write_agreement(out: Path, paths: list[Path], console: Console | None = None,
+                    gold: str | None = None) -> AgreementFile:
+    table = read_verdict_table(paths, console)
+    doc = agreement_document(table)
     write_model(Path(out), doc)
+    if gold is not None:  # against human verdicts: OUT.calibration.json + OUT.reliability.png
+        from gamut_local.reporting.calibration import beside, write_calibration
+
+        write_calibration(table, gold, *beside(Path(out)))
     return doc
 
 

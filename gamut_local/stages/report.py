@@ -162,6 +162,9 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         figures = draw_all(t, run_dir / "figures")
         record_figures(run_dir / "figures", digest, figures)
     report = run_dir / "report.md"
+    from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
+
     write_text_atomic(report, render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
-                                     notes, N_BOOT))
+                                     notes, N_BOOT)
+                      + report_section(run_dir, files, console=console))
     return report

@@ -43,3 +43,36 @@ def test_report_section_only_for_runs_with_human_verdicts(tmp_path):
     assert text.lstrip().startswith("## Calibration against human verdicts")
     assert (run / "tables" / "calibration.json").is_file() and (run / "figures" / "reliability.png").is_file()
     assert "figures/reliability.png" in text
+
+
+def _with_human(tmp_path):
+    run = build_sample_run(tmp_path / "run")
+    gold = [json.loads(x) for p in sorted((run / "verdicts" / "gold").glob("*.jsonl"))
+            for x in p.read_text().splitlines()]
+    for model in {r["model"] for r in gold}:
+        rows = [{**r, "judge": "human-ann", "revision": 1} for r in gold[:60] if r["model"] == model]
+        append_jsonl(run / "verdicts" / "human-ann" / f"{model}.multimodal.jsonl", rows)
+    return run
+
+
+def test_agree_gold_writes_calibration_beside_its_out(tmp_path, gamut):
+    run = _with_human(tmp_path)
+    out = tmp_path / "agreement.json"
+    res = gamut("agree", *verdict_files(run), "--out", out, "--gold", "human-*")
+    assert res.exit_code == 0, res.output
+    cal = json.loads((tmp_path / "agreement.calibration.json").read_text())
+    assert cal["gold_judges"] == ["human-ann"] and cal["judges"]["gold"]["vs_gold"]["accuracy"] == 1.0
+    assert (tmp_path / "agreement.reliability.png").read_bytes()[:4] == b"\x89PNG"
+    assert "human-ann" in json.loads(out.read_text())["judges"]
+
+
+def test_report_has_a_calibration_section_when_humans_annotated(tmp_path, gamut):
+    run = _with_human(tmp_path)
+    res = gamut("report", run)
+    assert res.exit_code == 0, res.output
+    text = (run / "report.md").read_text()
+    assert "## Calibration against human verdicts" in text and "figures/reliability.png" in text
+    assert (run / "tables" / "calibration.json").is_file()
+    bare = build_sample_run(tmp_path / "bare")
+    assert gamut("report", bare).exit_code == 0
+    assert "Calibration against human verdicts" not in (bare / "report.md").read_text()
