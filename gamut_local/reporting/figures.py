@@ -57,12 +57,12 @@ def _row_height(n: int) -> float:
     return max(2.6, 0.32 * n + 1.4)
 
 
-def leaderboard(t: dict, path: Path) -> Path | None:
-    groups = _by_judge(t["leaderboard"], t["judges"])
+def leaderboard(tables: dict, path: Path) -> Path | None:
+    groups = _by_judge(tables["leaderboard"], tables["judges"])
     if not groups:
         return None
     n_max = max(len(g) for g in groups.values())
-    ends = [v for r in t["leaderboard"] for v in (r["gamut_score"], r["ci95_low"], r["ci95_high"])
+    ends = [v for r in tables["leaderboard"] for v in (r["gamut_score"], r["ci95_low"], r["ci95_high"])
             if v is not None]
     xlim = (min(0.0, min(ends)) - 5, max(0.0, max(ends)) + 5)
     fig, axes = _grid(len(groups), 5.5, _row_height(n_max))
@@ -84,8 +84,8 @@ def leaderboard(t: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def tier_scores(t: dict, path: Path) -> Path | None:
-    groups = _by_judge(t["tiers"], t["judges"])
+def tier_scores(tables: dict, path: Path) -> Path | None:
+    groups = _by_judge(tables["tiers"], tables["judges"])
     if not groups:
         return None
     n_max = max(len(g) for g in groups.values())
@@ -108,8 +108,8 @@ def tier_scores(t: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def verdict_distribution(t: dict, path: Path) -> Path | None:
-    groups = _by_judge(t["verdicts"], t["judges"])
+def verdict_distribution(tables: dict, path: Path) -> Path | None:
+    groups = _by_judge(tables["verdicts"], tables["judges"])
     if not groups:
         return None
     n_max = max(len(g) for g in groups.values())
@@ -134,13 +134,13 @@ def verdict_distribution(t: dict, path: Path) -> Path | None:
 ANNOTATE_MAX_CELLS = 200
 
 
-def domain_heatmap(t: dict, path: Path) -> Path | None:
-    if not t["domains"]:
+def domain_heatmap(tables: dict, path: Path) -> Path | None:
+    if not tables["domains"]:
         return None
-    groups = _by_judge(t["domains"], t["judges"])
-    domains = sorted({d["domain"] for d in t["domains"]})
-    order = [r["label"] for r in t["leaderboard"]]
-    n_sys = len(t["systems"])
+    groups = _by_judge(tables["domains"], tables["judges"])
+    domains = sorted({d["domain"] for d in tables["domains"]})
+    order = [r["label"] for r in tables["leaderboard"]]
+    n_sys = len(tables["systems"])
     fig, axes = _grid(len(groups), max(4.0, 0.7 * len(domains) + 2.5), _row_height(n_sys) + 1.4, max_cols=2)
     for ax, (judge, rows) in zip(axes, groups.items()):
         labels = [lab for lab in dict.fromkeys(order + [r["label"] for r in rows])
@@ -198,12 +198,12 @@ def _point_legend(fig, colours: dict[str, tuple]) -> None:
     _legend_below(fig, handles, list(colours), ncol=ncol)
 
 
-def judge_scatter(t: dict, path: Path) -> Path | None:
-    a = t["agreement"]
+def judge_scatter(tables: dict, path: Path) -> Path | None:
+    a = tables["agreement"]
     if a is None or not a["pairs"]:
         return None
-    label = {(s["model"], s["variant"]): s["label"] for s in t["systems"]}
-    colours = _colours([s["label"] for s in t["systems"]])
+    label = {(s["model"], s["variant"]): s["label"] for s in tables["systems"]}
+    colours = _colours([s["label"] for s in tables["systems"]])
     fig, axes = _grid(len(a["pairs"]), 4.3, 4.3)
     for ax, p, ps in zip(axes, a["pairs"], a["pair_scores"]):
         pts = [(m["a"], m["b"], label[(m["model"], m["variant"])]) for m in ps["models"]]
@@ -217,8 +217,8 @@ def judge_scatter(t: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def confusion(t: dict, path: Path) -> Path | None:
-    a = t["agreement"]
+def confusion(tables: dict, path: Path) -> Path | None:
+    a = tables["agreement"]
     if a is None or not a["pairs"]:
         return None
     fig, axes = _grid(len(a["pairs"]), 4.6, 4.2)
@@ -241,8 +241,8 @@ def confusion(t: dict, path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def variants(t: dict, path: Path) -> Path | None:
-    groups = {j: v for j, v in t["variants"].items() if v["n_models"]}
+def variants(tables: dict, path: Path) -> Path | None:
+    groups = {j: v for j, v in tables["variants"].items() if v["n_models"]}
     if not groups:
         return None
     colours = _colours(sorted({m["model"] for v in groups.values() for m in v["models"]}))
@@ -268,9 +268,9 @@ FIGURES = {"leaderboard": leaderboard, "tiers": tier_scores, "verdicts": verdict
 SLOWEST_FIRST = ("domains", "verdicts", "tiers", "leaderboard", "judge_scatter", "variants", "confusion")
 
 
-def draw(name: str, t: dict, out_dir: Path) -> Path | None:
+def draw(name: str, tables: dict, out_dir: Path) -> Path | None:
     """Draw one figure (FIGURES[name]) into out_dir; None when its table is empty."""
-    return FIGURES[name](t, Path(out_dir) / f"{name}.png")
+    return FIGURES[name](tables, Path(out_dir) / f"{name}.png")
 
 
 def _pool(workers: int):
@@ -290,7 +290,7 @@ def _pool(workers: int):
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
 
 
-def draw_all(t: dict, out_dir: Path, workers: int | None = None) -> dict[str, Path]:
+def draw_all(tables: dict, out_dir: Path, workers: int | None = None) -> dict[str, Path]:
     """Draw every figure that has data; {name: path}, in FIGURES' order.
 
     matplotlib draws on one core and the figures are independent, so with more than one
@@ -301,9 +301,9 @@ def draw_all(t: dict, out_dir: Path, workers: int | None = None) -> dict[str, Pa
     workers = min(len(names), os.cpu_count() or 1) if workers is None else workers
     pool = _pool(workers) if workers > 1 else None
     if pool is None:
-        paths = {n: draw(n, t, out_dir) for n in names}
+        paths = {n: draw(n, tables, out_dir) for n in names}
     else:
         with pool:
-            jobs = {n: pool.submit(draw, n, t, out_dir) for n in names}
+            jobs = {n: pool.submit(draw, n, tables, out_dir) for n in names}
             paths = {n: job.result() for n, job in jobs.items()}
     return {n: paths[n] for n in FIGURES if paths[n] is not None}

@@ -23,11 +23,11 @@ def _figure(figures: dict[str, str], key: str, alt: str) -> list[str]:
     return [f"![{alt}]({figures[key]})", ""] if key in figures else []
 
 
-def header(run_name: str, t: dict, n_boot: int) -> list[str]:
-    nv = ", ".join(f"`{j}` {n:,}" for j, n in t["n_verdicts"].items())
+def header(run_name: str, tables: dict, n_boot: int) -> list[str]:
+    nv = ", ".join(f"`{j}` {n:,}" for j, n in tables["n_verdicts"].items())
     return [f"# GAMUT report: `{run_name}`", "",
-            f"Judges: {len(t['judges'])} ({nv} verdicts). Models: {len(t['systems'])} "
-            f"(model, variant) pairs. Questions: {t['n_questions']}. Scores are GAMUT points "
+            f"Judges: {len(tables['judges'])} ({nv} verdicts). Models: {len(tables['systems'])} "
+            f"(model, variant) pairs. Questions: {tables['n_questions']}. Scores are GAMUT points "
             "(100 x mean response score, in [-100, 100]); 95% CIs are percentile bootstraps over "
             f"questions ({n_boot} resamples, seeded).", ""]
 
@@ -39,13 +39,13 @@ def _gap(n: dict | None) -> str:
     return f"{fmt(n['diff'])} [{fmt(n['ci95'][0])}, {fmt(n['ci95'][1])}] {verdict}"
 
 
-def leaderboard(t: dict, figures: dict[str, str]) -> list[str]:
+def leaderboard(tables: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Leaderboard", ""]
-    nb = {(r["judge"], r["higher"]): r for r in t["neighbours"]}
-    for judge in t["judges"]:
+    nb = {(r["judge"], r["higher"]): r for r in tables["neighbours"]}
+    for judge in tables["judges"]:
         rows = [[r["rank"], r["label"], fmt(r["gamut_score"]), f"[{fmt(r['ci95_low'])}, {fmt(r['ci95_high'])}]",
                  r["n_responses"], _gap(nb.get((judge, r["label"])))]
-                for r in t["leaderboard"] if r["judge"] == judge]
+                for r in tables["leaderboard"] if r["judge"] == judge]
         out += [f"Judge `{judge}`:", "",
                 md_table(["#", "model", "GAMUT", "95% CI", "responses",
                           "gap to next [paired 95% CI] distinguishable?"], rows), ""]
@@ -54,15 +54,15 @@ def leaderboard(t: dict, figures: dict[str, str]) -> list[str]:
     return out + _figure(figures, "leaderboard", "leaderboard")
 
 
-def tiers(t: dict, figures: dict[str, str]) -> list[str]:
-    rows = [[r["judge"], r["label"]] + [fmt(r[tier]) for tier in TIERS] for r in t["tiers"]]
+def tiers(tables: dict, figures: dict[str, str]) -> list[str]:
+    rows = [[r["judge"], r["label"]] + [fmt(r[tier]) for tier in TIERS] for r in tables["tiers"]]
     return ["## Tier scores", "", md_table(["judge", "model"] + list(TIERS), rows), ""] + \
         _figure(figures, "tiers", "tier scores")
 
 
-def verdicts(t: dict, figures: dict[str, str]) -> list[str]:
+def verdicts(tables: dict, figures: dict[str, str]) -> list[str]:
     rows = []
-    for r in t["verdicts"]:
+    for r in tables["verdicts"]:
         ratio = (r["missing"] / r["contradicts"]) if r["contradicts"] else None
         rows.append([r["judge"], r["label"]] + [f"{100 * r[v]:.1f}%" for v in VERDICTS] + [fmt(ratio)])
     return ["## Verdict distribution: omission vs contradiction", "",
@@ -70,15 +70,16 @@ def verdicts(t: dict, figures: dict[str, str]) -> list[str]:
         _figure(figures, "verdicts", "verdict distribution")
 
 
-def domains(t: dict, figures: dict[str, str]) -> list[str]:
+def domains(tables: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Per-domain scores", ""]
-    if t["domains"] is None:
+    if tables["domains"] is None:
         return out + ["Not computed (see the last section).", ""]
-    names = sorted({d["domain"] for d in t["domains"]})
-    cell = {(d["judge"], d["label"], d["domain"]): d["gamut_score"] for d in t["domains"]}
-    rows = [[r["judge"], r["label"]] + [fmt(cell[(r["judge"], r["label"], d)]) if (r["judge"], r["label"], d) in cell
-                                         else "—" for d in names] for r in t["leaderboard"]]
-    return out + [md_table(["judge", "model"] + names, rows), ""] + _figure(figures, "domains", "per-domain scores")
+    names = sorted({d["domain"] for d in tables["domains"]})
+    cell = {(d["judge"], d["label"], d["domain"]): d["gamut_score"] for d in tables["domains"]}
+    rows = [[r["judge"], r["label"]] + [fmt(cell.get((r["judge"], r["label"], d))) for d in names]
+            for r in tables["leaderboard"]]
+    return out + [md_table(["judge", "model"] + names, rows), ""] + \
+        _figure(figures, "domains", "per-domain scores")
 
 
 def _pair_row(p: dict) -> list:
@@ -88,9 +89,9 @@ def _pair_row(p: dict) -> list:
             fmt(p["max_abs_diff"], 2), fmt(p["cohen_kappa"], 3)]
 
 
-def agreement(t: dict, figures: dict[str, str]) -> list[str]:
+def agreement(tables: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Judge agreement", ""]
-    a = t["agreement"]
+    a = tables["agreement"]
     if a is None:
         return out + ["Not computed (see the last section).", ""]
     miss = ", ".join(f"`{j}` {n:,}" for j, n in a["keys"]["missing"].items())
@@ -110,9 +111,9 @@ def agreement(t: dict, figures: dict[str, str]) -> list[str]:
     return out + _figure(figures, "judge_scatter", "judge_scatter") + _figure(figures, "confusion", "confusion")
 
 
-def variants(t: dict, figures: dict[str, str]) -> list[str]:
+def variants(tables: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Text-only vs multimodal", ""]
-    shown = {judge: v for judge, v in t["variants"].items() if v["n_models"]}
+    shown = {judge: v for judge, v in tables["variants"].items() if v["n_models"]}
     for judge, v in shown.items():
         out += [f"Judge `{judge}`: mean gain (text_only − multimodal) {fmt(v['mean_gain'], 2)} points; "
                 f"Pearson r(multimodal score, gain) {fmt(v['pearson_r_multimodal_gain'], 3)}; "
@@ -130,10 +131,10 @@ def not_computed(items: list[str]) -> list[str]:
         ([f"- {m}" for m in items] if items else ["Nothing: every section was computed."]) + [""]
 
 
-def render(run_name: str, t: dict, figures: dict[str, str], notes: list[str], n_boot: int) -> str:
+def render(run_name: str, tables: dict, figures: dict[str, str], notes: list[str], n_boot: int) -> str:
     """The whole report.md: `figures` maps a figure's key to its path relative to report.md;
     `notes` are the run directory's own gaps (listed before the tables')."""
-    sections = [header(run_name, t, n_boot)]
-    sections += [fn(t, figures) for fn in (leaderboard, tiers, verdicts, domains, agreement, variants)]
-    sections.append(not_computed(notes + t["missing"]))
+    sections = [header(run_name, tables, n_boot)]
+    sections += [fn(tables, figures) for fn in (leaderboard, tiers, verdicts, domains, agreement, variants)]
+    sections.append(not_computed(notes + tables["missing"]))
     return "\n".join(line for section in sections for line in section)
