@@ -53,15 +53,15 @@ def _scale(plan: PlanSpec, name: str) -> float:
 
 def _hours(limit: str) -> float | None:
     """A SLURM time limit in hours: 'M', 'M:S', 'H:M:S', 'D-H', 'D-H:M' or 'D-H:M:S'."""
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){0,2})", limit.strip())
-    if not m:
+    match = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){0,2})", limit.strip())
+    if not match:
         return None
-    parts = [int(p) for p in m.group(2).split(":")]
-    if m.group(1) is not None:
+    parts = [int(p) for p in match.group(2).split(":")]
+    if match.group(1) is not None:
         h, mi, se = (parts + [0, 0])[:3]
     else:
         h, mi, se = ([0] * (3 - len(parts)) + parts) if len(parts) == 3 else (0, *(parts + [0])[:2])
-    return int(m.group(1) or 0) * 24 + h + mi / 60 + se / 3600
+    return int(match.group(1) or 0) * 24 + h + mi / 60 + se / 3600
 
 
 def _gpu_hours(prefill: float, output: float, plan: PlanSpec, scale: float) -> float:
@@ -72,12 +72,12 @@ def _gpu_hours(prefill: float, output: float, plan: PlanSpec, scale: float) -> f
 def _row(stage, name, target, requests, full, shared, out, spec: ModelSpec, plan: PlanSpec,
          tasks: int, limit: str) -> StageRow:
     computed = shared if spec.engine.enable_prefix_caching else full
-    gh = _gpu_hours(computed, out, plan, _scale(plan, name))
-    g = spec.total_gpus()
-    per_task = gh / g / max(tasks, 1)
-    lim = _hours(limit)
-    return StageRow(stage, name, target, requests, full, shared, out, gh, g, tasks, per_task,
-                    over_time_limit=bool(lim is not None and per_task > lim))
+    gpu_hours = _gpu_hours(computed, out, plan, _scale(plan, name))
+    gpus = spec.total_gpus()
+    per_task = gpu_hours / gpus / max(tasks, 1)
+    limit_hours = _hours(limit)
+    return StageRow(stage, name, target, requests, full, shared, out, gpu_hours, gpus, tasks, per_task,
+                    over_time_limit=bool(limit_hours is not None and per_task > limit_hours))
 
 
 class _Tokens:
@@ -125,11 +125,11 @@ def _answer_tokens(spec: RunSpec, questions: list[Question]) -> list[tuple[str, 
              for m in spec.models for v in m.variants(spec.variants)]
     known = {q.question_id for q in questions}
     given: dict[tuple[str, str], dict[str, int]] = {}
-    for a in load_answers(spec.extra_answers):
-        if a["question_id"] not in known:
+    for answer in load_answers(spec.extra_answers):
+        if answer["question_id"] not in known:
             raise InputError([Problem(spec.source, None, "extra_answers",
-                                      f"an answer to {a['question_id']!r}, which is not a question of the dataset")])
-        given.setdefault((a["model"], a["variant"]), {})[a["question_id"]] = _tokens(a["response"], spec.plan)
+                                      f"an answer to {answer['question_id']!r}, which is not a question of the dataset")])
+        given.setdefault((answer["model"], answer["variant"]), {})[answer["question_id"]] = _tokens(answer["response"], spec.plan)
     return pairs + [(m, v, toks) for (m, v), toks in given.items()]
 
 
@@ -197,7 +197,7 @@ def _si(x: float) -> str:
     return f"{x:.0f}"
 
 
-def _h(x: float) -> str:
+def _hours_text(x: float) -> str:
     return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
 
 
@@ -212,26 +212,26 @@ def render_table(result: dict, console) -> None:
         if not rows:
             continue
         saved = 1 - tot["prompt_tokens_shared"] / tot["prompt_tokens"] if tot["prompt_tokens"] else 0.0
-        t = Table(title=f"{stage}: {tot['requests']:,} requests, {_h(tot['gpu_hours'])} GPU-h "
+        table = Table(title=f"{stage}: {tot['requests']:,} requests, {_hours_text(tot['gpu_hours'])} GPU-h "
                         f"(prefix sharing saves {saved:.0%} of prompt tokens)", title_justify="left")
-        t.add_column("judge" if stage == "judge" else "model", overflow="fold", min_width=12)
-        t.add_column("answers of" if stage == "judge" else "variants", overflow="fold", min_width=12)
+        table.add_column("judge" if stage == "judge" else "model", overflow="fold", min_width=12)
+        table.add_column("answers of" if stage == "judge" else "variants", overflow="fold", min_width=12)
         for col in ("requests", "prompt", "shared", "output", "GPU-h", "GPUs", "tasks", "h/task"):
-            t.add_column(col, justify="right", no_wrap=True)
+            table.add_column(col, justify="right", no_wrap=True)
         for r in rows:
             over = " [red]>limit[/red]" if r["over_time_limit"] else ""
-            t.add_row(r["name"], r["target"], f"{r['requests']:,}", _si(r["prompt_tokens"]),
-                      _si(r["prompt_tokens_shared"]), _si(r["output_tokens"]), _h(r["gpu_hours"]),
-                      str(r["gpus_per_task"]), str(r["tasks"]), _h(r["hours_per_task"]) + over)
-        t.add_row("[bold]total[/bold]", "", f"{tot['requests']:,}", _si(tot["prompt_tokens"]),
+            table.add_row(r["name"], r["target"], f"{r['requests']:,}", _si(r["prompt_tokens"]),
+                      _si(r["prompt_tokens_shared"]), _si(r["output_tokens"]), _hours_text(r["gpu_hours"]),
+                      str(r["gpus_per_task"]), str(r["tasks"]), _hours_text(r["hours_per_task"]) + over)
+        table.add_row("[bold]total[/bold]", "", f"{tot['requests']:,}", _si(tot["prompt_tokens"]),
                   _si(tot["prompt_tokens_shared"]), _si(tot["output_tokens"]),
-                  f"[bold]{_h(tot['gpu_hours'])}[/bold]", "", "", "")
-        console.print(t)
-    a = result["assumptions"]
+                  f"[bold]{_hours_text(tot['gpu_hours'])}[/bold]", "", "", "")
+        console.print(table)
+    assumed = result["assumptions"]
     console.print("prompt/shared/output: tokens computed without and with prefix caching, and generated.")
-    console.print(f"GPU-hours in all: [bold]{_h(result['gpu_hours'])}[/bold]. Assumed per GPU: "
-                  f"{a['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {a['decode_tokens_per_s_per_gpu']:,.0f} "
-                  f"output tok/s; {a['mean_answer_tokens']} tokens per answer, {a['image_tokens']} per image "
+    console.print(f"GPU-hours in all: [bold]{_hours_text(result['gpu_hours'])}[/bold]. Assumed per GPU: "
+                  f"{assumed['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {assumed['decode_tokens_per_s_per_gpu']:,.0f} "
+                  f"output tok/s; {assumed['mean_answer_tokens']} tokens per answer, {assumed['image_tokens']} per image "
                   f"(the run's `plan:` block).")
     if any(r["over_time_limit"] for r in result["rows"]):
         console.print("[red]>limit: tasks estimated to run past their SLURM time limit; raise "
