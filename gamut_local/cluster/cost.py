@@ -129,7 +129,8 @@ def _answer_tokens(spec: RunSpec, questions: list[Question]) -> list[tuple[str, 
         if answer["question_id"] not in known:
             raise InputError([Problem(spec.source, None, "extra_answers",
                                       f"an answer to {answer['question_id']!r}, which is not a question of the dataset")])
-        given.setdefault((answer["model"], answer["variant"]), {})[answer["question_id"]] = _tokens(answer["response"], spec.plan)
+        tokens = _tokens(answer["response"], spec.plan)
+        given.setdefault((answer["model"], answer["variant"]), {})[answer["question_id"]] = tokens
     return pairs + [(m, v, toks) for (m, v), toks in given.items()]
 
 
