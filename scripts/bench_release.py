@@ -19,7 +19,6 @@ import argparse
 import json
 import resource
 import tempfile
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -28,15 +27,7 @@ from gamut_local.data.dataset import load_questions
 from gamut_local.data.gamut_release import load_release, read_rows
 from gamut_local.rubric.compiler import compile_dataset
 from gamut_local.testing.release import scale_rows, write_parquet
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from gamut_local.testing.timing import best_of
 
 
 def main() -> None:

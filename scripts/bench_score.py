@@ -15,21 +15,12 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import json  # noqa: E402
-import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from gamut_local.analysis.metrics import score_responses, score_responses_reference  # noqa: E402
 from gamut_local.testing.synthetic import scorer_arrays  # noqa: E402
-
-
-def best_of(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+from gamut_local.testing.timing import best_of  # noqa: E402
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ class QuestionToDraft(BaseModel):
     image: str | None = None
     meta_rubric: dict | None = None
     checks: list | None = None
+    checks_text_only: list | None = None  # a release question's text-only split's own checks
+    snippets: list | None = None  # a release question's evidence (the drafter takes --evidence)
     provenance: dict | None = None
 
 

@@ -47,3 +47,18 @@ def test_bad_evidence_rows_and_repeated_ids_are_all_named(tmp_path):
     got = [str(p) for p in e.value.problems]
     assert f"{path}:3: title: Field required" in got
     assert f"{path}: id: question 'q': snippet id 's' is repeated" in got
+
+
+def test_questions_converted_from_the_release_can_be_redrafted(tmp_path):
+    # A release question carries its checks, snippets and text-only checks; `compile` writes
+    # them out and `draft` must take such a file (it redrafts from --evidence).
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.rundir.store import write_jsonl
+    from gamut_local.testing.release import write_release
+
+    questions = load_questions(write_release(tmp_path / "test.parquet"))
+    path = tmp_path / "release.jsonl"
+    write_jsonl(path, [q.model_dump(mode="json", exclude_none=True) for q in questions])
+    drafts = load_questions_to_draft(path)
+    assert [q.question_id for q in drafts] == [q.question_id for q in questions]
+    assert all(q.snippets for q in drafts)
