@@ -53,7 +53,6 @@ def test_report_reads_past_a_torn_verdict_line_with_a_note(world, expect):
     expect(0, "score-run", "--config", cfg, named=["torn last line"], inputs_change=True)
 
 
-@pytest.mark.skip(reason="data.consistency is hooked into the score stage after 09:30 (issue 9 owns it until then)")
 def test_score_with_dataset_refuses_verdicts_it_does_not_back(world, expect):
     v = world.verdicts(world.root / "v.jsonl", qids=("q1", "q99"))
     rows = [json.loads(line) for line in v.read_text().splitlines()]
