@@ -36,7 +36,7 @@ from gamut_local.data.verdict_table import (
 )
 from gamut_local.errors import InputError
 from gamut_local.reporting.progress import progress_bars
-from gamut_local.rundir.store import write_json, write_text_atomic
+from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
 from gamut_local.vocab import TIERS, VERDICTS
 
 RESPONSE_INT_COLUMNS = tuple(f"n_{v}" for v in VERDICTS)
@@ -122,9 +122,9 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
         arrays = {k: pa.DictionaryArray.from_arrays(pa.array(v.codes, pa.int32()), pa.array(v.values,
                                                                                            pa.string()))
                   .cast(pa.string()) if isinstance(v, Coded) else pa.array(v) for k, v in cols.items()}
-        tmp = path.with_name(f".{path.name}.tmp")
-        pq.write_table(pa.table(arrays), tmp)
-        tmp.replace(path)
+        buf = pa.BufferOutputStream()  # then one atomic write: fsynced, no temp file left on failure
+        pq.write_table(pa.table(arrays), buf)
+        write_bytes_atomic(path, buf.getvalue().to_pybytes())
     else:
         lists = {k: v.tolist() if isinstance(v, Coded) else v for k, v in cols.items()}
         lines = (json.dumps({k: _cell(lists[k][i]) for k in lists}) for i in range(len(cols["judge"])))

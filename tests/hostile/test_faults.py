@@ -308,3 +308,19 @@ def test_sigterm_cleans_up_says_what_was_written_and_the_rerun_resumes(world, ex
     assert not [p for p in world.run_dir.rglob("*.tmp")]
     expect(0, "run", "--config", cfg, inputs_change=True)
     _complete(world)
+
+
+def test_failed_scores_write_keeps_the_old_files_and_leaves_no_temp(world, expect, monkeypatch):
+    from gamut_local.rundir import store
+
+    v = world.verdicts(world.root / "v.jsonl")
+    out = world.root / "out" / "s.json"
+    out.parent.mkdir()
+    out.write_text("old scores\n")
+
+    def replace(src, dst):
+        raise OSError(errno.EIO, "Input/output error", str(dst))
+
+    monkeypatch.setattr(store.os, "replace", replace)
+    expect(1, "score", v, "--out", out, named=["Input/output error"], inputs_change=True)
+    assert out.read_text() == "old scores\n" and sorted(p.name for p in out.parent.iterdir()) == ["s.json"]
