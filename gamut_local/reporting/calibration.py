@@ -5,9 +5,11 @@ reads verdict files and writes `calibration.json` + `reliability.png` (what `agr
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from gamut_local.analysis.calibration import HUMAN_PREFIX, calibrate_table
+from gamut_local.rundir.store import write_bytes_atomic
 
 
 def reliability_diagram(cal: dict, path: Path) -> Path | None:
@@ -33,8 +35,10 @@ def reliability_diagram(cal: dict, path: Path) -> Path | None:
     hist.set(xlabel="probability of the label given (confidence)", ylabel="cells")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    buf = io.BytesIO()  # then one atomic write: a killed report never leaves half a PNG
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=110)
     plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
     return path
 
 

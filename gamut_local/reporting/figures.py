@@ -6,6 +6,7 @@ One function per figure; each returns the path it wrote or None when its table i
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import sys
@@ -17,6 +18,7 @@ matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from gamut_local.rundir.store import write_bytes_atomic  # noqa: E402
 from gamut_local.vocab import TIERS, VERDICTS  # noqa: E402
 
 VERDICT_COLOURS = {"meets": "#2e7d32", "partially_meets": "#9ccc65", "missing": "#bdbdbd",
@@ -39,8 +41,10 @@ def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     # "tight" grows the canvas to whatever sticks out: legends placed below the panels,
     # long model names, titles.
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.15)
+    buf = io.BytesIO()  # then one atomic write: a killed report never leaves half a PNG
+    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight", pad_inches=0.15)
     plt.close(fig)
+    write_bytes_atomic(path, buf.getvalue())
     return path
 
 
