@@ -52,7 +52,7 @@ class QuestionToDraft(BaseModel):
 def load_questions_to_draft(path: str | Path) -> list[QuestionToDraft]:
     problems: list[Problem] = []
     out, seen = [], {}
-    for no, obj in read_jsonl(path, problems=problems):
+    for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False):
         try:
             q = QuestionToDraft.model_validate(obj)
         except ValidationError as e:
@@ -125,7 +125,7 @@ def _from_folder(folder: Path, max_chars: int, problems: list[Problem]) -> dict[
 
 def _from_jsonl(path: Path, problems: list[Problem]) -> dict[str, list[Snippet]]:
     out: dict[str, list[Snippet]] = {}
-    for no, obj in read_jsonl(path, problems=problems):
+    for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False):
         try:
             row = EvidenceRow.model_validate(obj)
         except ValidationError as e:

@@ -25,6 +25,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import scores_path
+from gamut_local.rundir.store import fast_reader_safe
 from gamut_local.vocab import VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -233,7 +234,11 @@ def read_answers(files: list[Path]) -> dict[tuple, dict]:
     out: dict[tuple, dict] = {}
     for path in files:
         try:
-            t = pj.read_json(path, parse_options=opts)
+            raw = Path(path).read_bytes()
+            # pyarrow crashes the process on very deep nesting: such a file takes the strict loader.
+            if not fast_reader_safe(raw):
+                raise ValueError("not for the columnar reader")
+            t = pj.read_json(pa.BufferReader(raw), parse_options=opts)
             ok = t.num_rows > 0 and all(t[f].null_count == 0 for f in fields) and \
                 pc.all(pc.is_in(t["variant"], value_set=pa.array(VARIANTS))).as_py() is not False
         except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late

@@ -84,3 +84,17 @@ def test_a_run_without_verdicts_yet_opens_empty(sample_run, client_for):
     client = client_for(sample_run)
     assert client.get("/").status_code == 200 and client.get("/queue").status_code == 200
     assert client.get("/question/food-espresso").status_code == 200
+
+
+def test_an_answers_file_nested_too_deeply_for_pyarrow_is_a_message(tmp_path):
+    # pyarrow's JSON parser crashes the process past a few thousand levels; the viewer must
+    # hand such a file to the strict loader, which names the line.
+    from gamut_local.viewer.index import read_answers
+
+    good = {"question_id": "q1", "model": "m", "variant": "multimodal", "response": "ok"}
+    path = tmp_path / "m.multimodal.jsonl"
+    path.write_text(json.dumps(good) + "\n" + '{"question_id": ' + "[" * 20000 + "]" * 20000 + "}\n")
+    with pytest.raises(InputError, match=r"m\.multimodal\.jsonl:2: .*nested too deeply"):
+        read_answers([path])
+    path.write_text(json.dumps(good) + "\n")
+    assert read_answers([path]) == {("q1", "m", "multimodal"): {"response": "ok"}}
