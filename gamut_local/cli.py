@@ -403,16 +403,16 @@ def slurm_cmd(
 
     if dry_run and submit_:
         raise InputError([Problem("--dry-run/--submit", None, "", "give one of them, not both")])
-    plan = prepare(config)
+    submission = prepare(config)
     if dry_run:
-        sys.stdout.write(dry_run_text(plan))
+        sys.stdout.write(dry_run_text(submission))
         return
-    if not plan.todo:
-        out.print(f"Nothing to submit: every task of {config} has its done marker in {plan.run_dir / 'slurm' / 'done'}.")
+    if not submission.todo:
+        out.print(f"Nothing to submit: every task of {config} has its done marker in {submission.run_dir / 'slurm' / 'done'}.")
         return
-    records = submit(plan, force=force, echo=lambda line: out.print(line, markup=False))
-    tasks = sum(len(j.pending) for j in plan.todo)
-    out.print(f"Submitted {len(records)} jobs ({tasks} tasks); ids in {plan.run_dir / 'slurm' / 'jobs.json'}.")
+    records = submit(submission, force=force, echo=lambda line: out.print(line, markup=False))
+    tasks = sum(len(j.pending) for j in submission.todo)
+    out.print(f"Submitted {len(records)} jobs ({tasks} tasks); ids in {submission.run_dir / 'slurm' / 'jobs.json'}.")
 
 
 @app.command("plan")

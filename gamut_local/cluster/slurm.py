@@ -255,7 +255,7 @@ def _var(key: str) -> str:
 
 
 @dataclass
-class Plan:
+class Submission:
     jobs: list[Job]  # every job in the graph
     todo: list[Job]  # those with tasks left, in submission order
     run_dir: Path
@@ -293,7 +293,7 @@ def check_run_inputs(spec: RunSpec, *, images: bool = False, models: bool = Fals
     return problems
 
 
-def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Plan:
+def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission:
     """The job graph with its scripts rendered. `check_inputs=False` skips reading the dataset
     and extra answers (only to render the scripts of a config whose data is elsewhere)."""
     config_path = Path(config_path)
@@ -311,23 +311,23 @@ def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Plan:
     if outside:  # names are checked, so this is a bug if it ever fires
         raise InputError([Problem(spec.source, None, "", f"job script paths outside {scripts}: {outside}")])
     mark_pending(jobs, run_dir / "slurm" / "done")
-    return Plan(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec)
+    return Submission(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec)
 
 
-def dry_run_text(plan: Plan) -> str:
+def dry_run_text(submission: Submission) -> str:
     """Every script and the sbatch command for it, as a shell recipe (job ids as variables)."""
     parts = []
-    todo = {j.key for j in plan.todo}
-    for job in plan.todo:
-        path = plan.scripts_dir / f"{job.key}.sbatch"
+    todo = {j.key for j in submission.todo}
+    for job in submission.todo:
+        path = submission.scripts_dir / f"{job.key}.sbatch"
         parts.append(f"# ===== {path} =====\n{job.script.rstrip()}\n")
     parts.append("# ===== submission =====")
-    for job in plan.todo:
+    for job in submission.todo:
         deps = [f"${_var(a)}" for a in job.after if a in todo]
-        argv = sbatch_argv(job, deps, str(plan.scripts_dir / f"{job.key}.sbatch"))
+        argv = sbatch_argv(job, deps, str(submission.scripts_dir / f"{job.key}.sbatch"))
         cmd = " ".join(a if a.startswith("--dependency") else shlex.quote(a) for a in argv)
         parts.append(f"{_var(job.key)}=$({cmd} | cut -d';' -f1)")  # --parsable may add ';cluster'
-    skipped = [j.key for j in plan.jobs if not j.pending]
+    skipped = [j.key for j in submission.jobs if not j.pending]
     if skipped:
         parts.append(f"# complete, not resubmitted: {', '.join(skipped)}")
     return "\n".join(parts) + "\n"
@@ -346,9 +346,9 @@ def _queued_ids(jobs_file: Path) -> list[str]:
     return sorted(recorded & live, key=int)
 
 
-def submit(plan: Plan, *, force: bool = False, echo=print) -> list[dict]:
+def submit(submission: Submission, *, force: bool = False, echo=print) -> list[dict]:
     """Write the scripts, sbatch each job with its dependencies, record the ids; returns the records."""
-    jobs_file = plan.run_dir / "slurm" / "jobs.json"
+    jobs_file = submission.run_dir / "slurm" / "jobs.json"
     live = [] if force else _queued_ids(jobs_file)
     if live:
         raise InputError([Problem(str(jobs_file), None, "", "jobs of an earlier submission are still queued "
@@ -356,17 +356,17 @@ def submit(plan: Plan, *, force: bool = False, echo=print) -> list[dict]:
     if shutil.which("sbatch") is None:
         raise InputError([Problem("sbatch", None, "", "sbatch is not on PATH: run this on a SLURM login node "
                                   "(or use --dry-run to see the job graph)")])
-    if plan.spec is not None and any(j.stage in ("generate", "judge") for j in plan.todo):
+    if submission.spec is not None and any(j.stage in ("generate", "judge") for j in submission.todo):
         # A missing model folder, a broken image or record fails here, not after hours in the queue.
-        problems = check_run_inputs(plan.spec, images=True, models=True)
+        problems = check_run_inputs(submission.spec, images=True, models=True)
         if problems:
             raise InputError(problems)
-    plan.scripts_dir.mkdir(parents=True, exist_ok=True)
-    (plan.run_dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
+    submission.scripts_dir.mkdir(parents=True, exist_ok=True)
+    (submission.run_dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
     ids: dict[str, str] = {}
     records = []
-    for job in plan.todo:
-        path = plan.scripts_dir / f"{job.key}.sbatch"
+    for job in submission.todo:
+        path = submission.scripts_dir / f"{job.key}.sbatch"
         write_text_atomic(path, job.script)
         argv = sbatch_argv(job, [ids[a] for a in job.after if a in ids], str(path))
         res = subprocess.run(argv, capture_output=True, text=True)

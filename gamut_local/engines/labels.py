@@ -4,7 +4,7 @@ A label distribution can be read off a single decoding step only when every labe
 with a different token *at the position it would take after the chat template's assistant
 prefix* (BPE merges depend on what comes before). Tokenizers differ: with SmolLM2's,
 `meets` is `me`+`ets` and `contradicts` starts with `cont`; with a leading space some labels
-become one token. So the plan is computed per tokenizer, for both spellings, never assumed.
+become one token. So the readout is computed per tokenizer, for both spellings, never assumed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ PROBE = [{"role": "user", "content": "Answer with one word."}]
 
 
 @dataclass(frozen=True)
-class LabelPlan:
+class LabelReadout:
     labels: tuple[str, ...]
     method: str  # "first_token" or "structured_choice"
     lead: str  # "" or " ": the spelling whose first tokens are distinct
@@ -45,15 +45,15 @@ def first_tokens(tokenizer, prefix: str, labels: Sequence[str], lead: str) -> li
     return out
 
 
-def cached_plan(cache: dict, tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelPlan:
-    """`plan_labels`, computed once per label set for an engine's tokenizer."""
+def cached_readout(cache: dict, tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelReadout:
+    """`label_readout_for`, computed once per label set for an engine's tokenizer."""
     key = tuple(labels)
     if key not in cache:
-        cache[key] = plan_labels(tokenizer, key, prefix)
+        cache[key] = label_readout_for(tokenizer, key, prefix)
     return cache[key]
 
 
-def plan_labels(tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelPlan:
+def label_readout_for(tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelReadout:
     """How to read `labels` off this tokenizer after `prefix` (default: the tokenizer's own
     rendering of the assistant turn's start)."""
     labels = tuple(labels)
@@ -65,8 +65,8 @@ def plan_labels(tokenizer, labels: Sequence[str], prefix: str | None = None) -> 
     for lead in ("", " "):  # the spelling the template's assistant turn invites comes first
         ids = first_tokens(tokenizer, prefix, labels, lead)
         if ids is not None and len(set(ids)) == len(ids):
-            return LabelPlan(labels, "first_token", lead, tuple(ids), max_tokens)
-    return LabelPlan(labels, "structured_choice", "", (), max_tokens)
+            return LabelReadout(labels, "first_token", lead, tuple(ids), max_tokens)
+    return LabelReadout(labels, "structured_choice", "", (), max_tokens)
 
 
 def normalise(logprobs: dict[str, float]) -> dict[str, float]:

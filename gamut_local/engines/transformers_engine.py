@@ -16,9 +16,9 @@ from typing import Sequence
 from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion
 from gamut_local.engines.labels import (
-    LabelPlan,
+    LabelReadout,
     argmax,
-    cached_plan,
+    cached_readout,
     format_top,
     has_image,
     normalise,
@@ -113,8 +113,8 @@ class TransformersEngine:
         gen_eos = self.model.generation_config.eos_token_id
         gen_eos = gen_eos if isinstance(gen_eos, list) else [gen_eos]
         self.eos_ids = sorted({i for i in (*gen_eos, tok.eos_token_id) if i is not None})
-        self._plans: dict[tuple[str, ...], LabelPlan] = {}
-        self.label_plan(JUDGE_LABELS)  # decided at start-up for the verdict labels
+        self._readouts: dict[tuple[str, ...], LabelReadout] = {}
+        self.label_readout(JUDGE_LABELS)  # decided at start-up for the verdict labels
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -221,23 +221,23 @@ class TransformersEngine:
             cache[key] = xgr.GrammarCompiler(info).compile_json_schema(key, any_whitespace=False)
         return {"logits_processor": [LogitsProcessor(cache[key])]}  # one per generate call
 
-    def label_plan(self, labels: Sequence[str]) -> LabelPlan:
-        return cached_plan(self._plans, self.tokenizer, labels)
+    def label_readout(self, labels: Sequence[str]) -> LabelReadout:
+        return cached_readout(self._readouts, self.tokenizer, labels)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         if not conversations:
             return []
-        plan = self.label_plan(labels)
+        readout = self.label_readout(labels)
         rendered = [self._render(c) for c in conversations]
-        if plan.method == FIRST_TOKEN:
-            return self._classify_first_token(rendered, plan)
-        return self._classify_sequences(rendered, plan)
+        if readout.method == FIRST_TOKEN:
+            return self._classify_first_token(rendered, readout)
+        return self._classify_sequences(rendered, readout)
 
-    def _classify_first_token(self, rendered, plan: LabelPlan) -> list[Classification]:
+    def _classify_first_token(self, rendered, readout: LabelReadout) -> list[Classification]:
         import torch
 
-        ids = torch.tensor(plan.first_token_ids)
-        names = {lab: self.tokenizer.decode([t]) for lab, t in zip(plan.labels, plan.first_token_ids)}
+        ids = torch.tensor(readout.first_token_ids)
+        names = {lab: self.tokenizer.decode([t]) for lab, t in zip(readout.labels, readout.first_token_ids)}
         out: list[Classification | None] = [None] * len(rendered)
         for idx in self._batches(rendered):
             enc = self._tensors([rendered[i][0] for i in idx], [im for i in idx for im in rendered[i][1]])
@@ -246,13 +246,13 @@ class TransformersEngine:
             logprobs = torch.log_softmax(logits, dim=-1)[:, ids.to(logits.device)].tolist()
             prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
             for row, i in enumerate(idx):
-                probs = normalise(dict(zip(plan.labels, logprobs[row])))
-                out[i] = Classification(probs=probs, label=argmax(probs, plan.labels),
+                probs = normalise(dict(zip(readout.labels, logprobs[row])))
+                out[i] = Classification(probs=probs, label=argmax(probs, readout.labels),
                                         raw=format_top(probs, names), method=FIRST_TOKEN,
                                         prompt_tokens=int(prompt_lens[row]), num_cached_tokens=None)
         return out  # type: ignore[return-value]
 
-    def _classify_sequences(self, rendered, plan: LabelPlan) -> list[Classification]:
+    def _classify_sequences(self, rendered, readout: LabelReadout) -> list[Classification]:
         """Labels whose first tokens collide: score each label's whole token sequence
         (log P(label | prompt), teacher-forced), one forward pass per label and batch."""
         import torch
@@ -263,8 +263,8 @@ class TransformersEngine:
             images = [im for i in idx for im in rendered[i][1]]
             base = self._tensors(texts, images)["attention_mask"].sum(dim=1)
             scores = {}
-            for label in plan.labels:
-                enc = self._tensors([t + plan.lead + label for t in texts], images)
+            for label in readout.labels:
+                enc = self._tensors([t + readout.lead + label for t in texts], images)
                 n = (enc["attention_mask"].sum(dim=1) - base).tolist()  # label tokens per row
                 width = max(n)
                 with torch.inference_mode():
@@ -276,8 +276,8 @@ class TransformersEngine:
                                  for r in range(len(idx))]
             prompt_lens = base.tolist()
             for row, i in enumerate(idx):
-                probs = normalise({lab: scores[lab][row] for lab in plan.labels})
-                out[i] = Classification(probs=probs, label=argmax(probs, plan.labels),
+                probs = normalise({lab: scores[lab][row] for lab in readout.labels})
+                out[i] = Classification(probs=probs, label=argmax(probs, readout.labels),
                                         raw=" ".join(f"{lab}={p:.4f}" for lab, p in probs.items()),
                                         method=LABEL_SEQUENCE, prompt_tokens=int(prompt_lens[row]),
                                         num_cached_tokens=None)

