@@ -56,19 +56,19 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
 
-def _check_fields(q) -> dict[str, str]:
+def _check_fields(question) -> dict[str, str]:
     """check_id -> the field a finding about it points at (its source item, or its place)."""
-    if q.checks:
-        return {c.check_id: f"checks.{i}" for i, c in enumerate(q.checks)}
-    index = {item.id: i for i, item in enumerate(q.meta_rubric.items)}
-    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks_for(q)}
+    if question.checks:
+        return {c.check_id: f"checks.{i}" for i, c in enumerate(question.checks)}
+    index = {item.id: i for i, item in enumerate(question.meta_rubric.items)}
+    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks_for(question)}
 
 
-def duplicate_checks(q):
+def duplicate_checks(question):
     """Two checks with the same text (error), or with nearly the same words (warning). Checks
     compiled from one item are alike by design ("mentions X as one of ..."), so near-duplicates
     are only sought between items."""
-    checks, fields, seen = checks_for(q), _check_fields(q), {}
+    checks, fields, seen = checks_for(question), _check_fields(question), {}
     words = [_words(c.text) for c in checks]
     for j, c in enumerate(checks):
         norm = " ".join(c.text.lower().split())
@@ -84,15 +84,15 @@ def duplicate_checks(q):
                 break
 
 
-def no_subject(q):
+def no_subject(question):
     """Checks must be self-contained: an item without `subject` compiles to checks that say
     "the required elements" or "the process" and name nothing a judge can place."""
-    if q.meta_rubric is not None:
-        for i, item in enumerate(q.meta_rubric.items):
+    if question.meta_rubric is not None:
+        for i, item in enumerate(question.meta_rubric.items):
             if not isinstance(item, Relationship) and not (item.subject or "").strip():
                 yield f"meta_rubric.items.{i}.subject", WARNING, \
                     f"item {item.id!r} has no subject, so its checks name no subject"
-    for i, c in enumerate(q.checks or []):
+    for i, c in enumerate(question.checks or []):
         if _PRONOUN_START.match(c.text.strip()):
             yield f"checks.{i}.text", WARNING, f"check {c.check_id!r} starts with a pronoun and names no subject"
 
@@ -101,11 +101,11 @@ def _joins_facts(text: str) -> bool:
     return ";" in text or " as well as " in text or bool(_SENTENCES.search(text.strip()))
 
 
-def joined_facts(q):
+def joined_facts(question):
     """One check, one fact: a fact, element or step with several sentences, a semicolon or
     "as well as" makes a judge grade two things as one."""
-    if q.meta_rubric is not None:
-        for i, item in enumerate(q.meta_rubric.items):
+    if question.meta_rubric is not None:
+        for i, item in enumerate(question.meta_rubric.items):
             parts = []
             if isinstance(item, Simple):
                 parts = [("fact", item.fact)]
@@ -117,72 +117,72 @@ def joined_facts(q):
                 if _joins_facts(text):
                     yield f"meta_rubric.items.{i}.{where}", WARNING, \
                         f"item {item.id!r} joins several facts in one; split them into separate items"
-    for i, c in enumerate(q.checks or []):
+    for i, c in enumerate(question.checks or []):
         if c.kind == "given" and _joins_facts(c.text):
             yield f"checks.{i}.text", WARNING, f"check {c.check_id!r} joins several facts; split it"
 
 
-def redundant_options(q):
+def redundant_options(question):
     """A flexible list that requires every option is a strict list: its per-option checks
     (one tier down) repeat what the coverage check already demands."""
-    for i, item in enumerate(q.meta_rubric.items if q.meta_rubric else []):
+    for i, item in enumerate(question.meta_rubric.items if question.meta_rubric else []):
         if isinstance(item, FlexibleList) and item.min_required == len(item.options):
             yield f"meta_rubric.items.{i}.min_required", WARNING, \
                 (f"item {item.id!r} requires all {len(item.options)} options, so its per-option checks "
                  f"are redundant; make it a strict_list or lower min_required")
 
 
-def one_step_process(q):
-    for i, item in enumerate(q.meta_rubric.items if q.meta_rubric else []):
+def one_step_process(question):
+    for i, item in enumerate(question.meta_rubric.items if question.meta_rubric else []):
         if isinstance(item, Process) and len(item.steps) == 1:
             yield f"meta_rubric.items.{i}.steps", WARNING, \
                 f"item {item.id!r} is a process with one step, which orders nothing; make it a simple item"
 
 
-def no_evidence(q):
+def no_evidence(question):
     """The paper grounds every item in web evidence; an uncited item cannot be audited."""
-    for i, item in enumerate(q.meta_rubric.items if q.meta_rubric else []):
+    for i, item in enumerate(question.meta_rubric.items if question.meta_rubric else []):
         if not item.evidence:
             yield f"meta_rubric.items.{i}.evidence", WARNING, f"item {item.id!r} cites no evidence"
-    for i, c in enumerate(q.checks or []):
+    for i, c in enumerate(question.checks or []):
         if not c.evidence:
             yield f"checks.{i}.evidence", WARNING, f"check {c.check_id!r} cites no evidence"
 
 
-def _entity_names(q) -> list[str]:
+def _entity_names(question) -> list[str]:
     """What the image shows, by name: the heads of the snippet titles ("Espresso" of
     "Espresso (encyclopedia article)") and the capitalised names the text-only question uses."""
     names = []
-    for s in (q.meta_rubric.snippets if q.meta_rubric else []):
+    for s in (question.meta_rubric.snippets if question.meta_rubric else []):
         head = re.split(r"\s[(\[]|:|\s[-–—]\s", s.title)[0].strip()
         if len(head) >= 4 and not head.lower().startswith("list of"):
             names.append(head)
-    if q.question_text_only:
+    if question.question_text_only:
         # Capitalised runs not at the start of a sentence: proper names ("Golden Gate Bridge").
-        for m in re.finditer(r"(?<![.?!]\s)(?<!^)\b([A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*)", q.question_text_only):
+        for m in re.finditer(r"(?<![.?!]\s)(?<!^)\b([A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)*)", question.question_text_only):
             if len(m.group(1)) >= 4:
                 names.append(m.group(1))
     return names
 
 
-def stranger_test(q):
+def stranger_test(question):
     """The paper's stranger test: a multimodal question refers to the image generically
     ("this drink"); a question that names the entity can be answered without looking."""
-    if q.image is None and q.question_text_only is None:
+    if question.image is None and question.question_text_only is None:
         return
-    if q.question_text_only and q.question.strip() == q.question_text_only.strip():
+    if question.question_text_only and question.question.strip() == question.question_text_only.strip():
         yield "question", ERROR, "question is the same as question_text_only; refer to the image generically"
         return
-    for name in _entity_names(q):
-        if re.search(rf"\b{re.escape(name)}\b", q.question, flags=re.IGNORECASE):
+    for name in _entity_names(question):
+        if re.search(rf"\b{re.escape(name)}\b", question.question, flags=re.IGNORECASE):
             yield "question", ERROR, (f"question names {name!r}, which the image should show (stranger test): "
                                       f"refer to it generically, e.g. 'this ...'")
             return
 
 
-def check_count(q):
+def check_count(question):
     """Per question: a check count far from the paper's 15.2, or no answer-critical check."""
-    checks = checks_for(q)
+    checks = checks_for(question)
     n = len(checks)
     if not PAPER_CHECKS / FAR <= n <= PAPER_CHECKS * FAR:
         yield "", WARNING, f"{n} checks, far from the paper's mean of {PAPER_CHECKS}"
@@ -194,10 +194,10 @@ RULES = (duplicate_checks, no_subject, joined_facts, redundant_options, one_step
          stranger_test, check_count)
 
 
-def lint_question(q, file: str, line: int | None) -> list[Finding]:
+def lint_question(question, file: str, line: int | None) -> list[Finding]:
     out = []
     for rule in RULES:
-        for field, severity, message in rule(q):
+        for field, severity, message in rule(question):
             out.append(Finding(file, line, field, severity, rule.__name__, message))
     return out
 
@@ -207,8 +207,8 @@ def tier_balance(questions, file: str) -> list[Finding]:
     if not questions:
         return []
     counts = {t: 0 for t in TIERS}
-    for q in questions:
-        for c in checks_for(q):
+    for question in questions:
+        for c in checks_for(question):
             counts[c.tier] += 1
     out = []
     for t in TIERS:
@@ -222,5 +222,5 @@ def tier_balance(questions, file: str) -> list[Finding]:
 
 def lint_questions(entries, file: str) -> list[Finding]:
     """`entries`: (question, line) pairs of one dataset file."""
-    findings = [f for q, line in entries for f in lint_question(q, file, line)]
-    return findings + tier_balance([q for q, _ in entries], file)
+    findings = [f for question, line in entries for f in lint_question(question, file, line)]
+    return findings + tier_balance([question for question, _ in entries], file)
