@@ -439,6 +439,16 @@ def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
     return str(Path(hit).parent), None
 
 
+def _validated(cls, data: dict, path: Path):
+    """`data` as a `cls` config read from `path`, which it remembers as its source."""
+    try:
+        spec = cls.model_validate(data)
+    except ValidationError as e:
+        raise InputError(pydantic_problems(e, str(path), None)) from None
+    spec._source = str(path)
+    return spec
+
+
 def load_run_config(path: str | Path) -> RunSpec:
     """Read a run YAML, resolve model/judge names and relative paths, validate everything."""
     path = Path(path)
@@ -470,11 +480,7 @@ def load_run_config(path: str | Path) -> RunSpec:
                          if isinstance(p, str) else p for i, p in enumerate(data[key])]
     if problems:
         raise InputError(problems)
-    try:
-        spec = RunSpec.model_validate(data)
-    except ValidationError as e:
-        raise InputError(pydantic_problems(e, str(path), None)) from None
-    spec._source = str(path)
+    spec = _validated(RunSpec, data, path)
     for kind in ("models", "judges"):
         for m, src in zip(getattr(spec, kind), sources.get(kind, [])):
             m._source = str(src)
@@ -534,10 +540,6 @@ def load_authoring_config(path: str | Path, kind: type[DraftSpec] | type[AuditSp
             data = {**data, "model": model}
     if problems:
         raise InputError(problems)
-    try:
-        spec = kind.model_validate(data)
-    except ValidationError as e:
-        raise InputError(pydantic_problems(e, str(path), None)) from None
-    spec._source = str(path)
+    spec = _validated(kind, data, path)
     spec.model._source = str(model_src)
     return spec
