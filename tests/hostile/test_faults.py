@@ -21,10 +21,15 @@ FAKE_CLI = Path(__file__).with_name("fake_cli.py")
 TORN = b'{"question_id": "q1", "model": "cand", "variant": "text_o'
 
 
-def _start(world, *argv, delay: float = 0.3) -> subprocess.Popen:
+def _start(world, *argv, delay: float = 1.0) -> subprocess.Popen:
+    # 1 s per engine call: a signal sent after the first chunk lands mid-run, with time to
+    # spare on a loaded machine.
     env = {**os.environ, "FAKE_DELAY": str(delay), "PYTHONPATH": str(Path.cwd())}
+    # A shell's background job (`cmd &`, as CI may run) ignores SIGINT and its children inherit
+    # that; give the child the default handler so Ctrl-C reaches it as it would in a terminal.
     return subprocess.Popen([sys.executable, str(FAKE_CLI), *map(str, argv)], cwd=world.root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
