@@ -20,8 +20,6 @@ from gamut_local.config import RunSpec
 from gamut_local.data.consistency import table_problems
 from gamut_local.data.verdict_table import (
     VerdictTable,
-    read_dataset_for_scores,
-    read_verdicts,
     table_from_records,
 )
 from gamut_local.errors import InputError, Problem
@@ -36,13 +34,19 @@ def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
     (`data.consistency`): scoring others would change the scores silently."""
+    table, domains, dataset_input = _read_checked(paths, dataset, console)
+    return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
+                              dataset_input)
+
+
+def _read_checked(paths, dataset: Path | None, console: Console | None = None):
+    """(verdict table, domains, dataset input record), the verdicts checked against the dataset."""
     table, (questions, domains, dataset_input) = read_verdicts_and_dataset(paths, dataset, console)
     if dataset is not None:
         problems = table_problems(table, questions)
         if problems:
             raise InputError(problems)
-    return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
-                              dataset_input)
+    return table, domains, dataset_input
 
 
 def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
@@ -62,8 +66,7 @@ def _num(x) -> float | None:
 
 def score_files(paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT) -> dict:
     """Scores of verdict files as one dict (models, domains, responses inline); writes nothing."""
-    _, domains, dataset_input = read_dataset_for_scores(dataset)
-    table = read_verdicts([Path(p) for p in paths])
+    table, domains, dataset_input = _read_checked([Path(p) for p in paths], dataset)
     return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot), dataset_input)
 
 

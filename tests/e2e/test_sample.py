@@ -18,6 +18,7 @@ from gamut_local.data.records import (
     resolve_image,
     verdict_key,
 )
+from gamut_local.errors import InputError
 from gamut_local.rubric import compile_dataset
 from gamut_local.stages.score import score_files
 
@@ -145,3 +146,13 @@ def test_the_cli_scores_the_sample(gamut, tmp_path):
     assert result.exit_code == 0, result.output
     models = {m["model"]: m["gamut_score"] for m in json.loads(out.read_text())["models"]}
     assert models["reference-complete"] > models["reference-omissive"] > models["reference-contradicting"]
+
+
+def test_score_files_refuses_verdicts_the_dataset_does_not_back(tmp_path):
+    # The Python API holds verdicts to the dataset as `gamut-local score --dataset` does.
+    record = json.loads(GOLD.read_text().splitlines()[0])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(GOLD.read_text() + json.dumps({**record, "question_id": "no-such-question"}) + "\n")
+    with pytest.raises(InputError, match="no-such-question"):
+        score_files([bad], dataset=QUESTIONS)
+    assert score_files([bad])["models"]  # without a dataset there is nothing to hold them to
