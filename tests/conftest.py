@@ -14,9 +14,19 @@ keeps test modules importable by those workers.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 
 from gamut_local.config import EngineArgs, ModelSpec
+
+# gamut-local's caches (the columnar verdict tables, the viewer's columns) go to a folder of
+# this session, never the user's ~/.cache; set here so every CLI child process inherits it.
+os.environ["GAMUT_LOCAL_CACHE"] = tempfile.mkdtemp(prefix="gamut-local-test-cache-")
+atexit.register(shutil.rmtree, os.environ["GAMUT_LOCAL_CACHE"], ignore_errors=True)
 
 # Small, fixed settings for vLLM on a CPU: eager (graph capture costs a minute on 2 cores),
 # a bounded KV cache and context, so tests start fast and leave memory to everything else.

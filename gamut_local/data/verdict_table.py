@@ -1,16 +1,15 @@
 """Verdict files as one columnar table: integer codes per verdict plus the dictionaries they index.
 
-`read_verdicts` reads each file with pyarrow's JSON reader straight into columns and validates
-them column-wise: required fields present and non-empty, strings where strings belong (the
-reader refuses a number in a string column), labels and tiers from the vocabulary, `probs`
-an object of numbers, one record per line, no duplicate (question, model, variant, judge,
-check) key across the files (except a human annotator's later verdict, which replaces the
-earlier: `rundir.human`), one settings hash per judge. Only when any of that fails, or the
-file is something the column reader does not take (blank lines, a record without `variant`,
-which defaults to multimodal, a torn last line, an empty file, bytes that are not UTF-8), are
-the files read again record by record with `data.records.load_records`, the reference, which names every problem as `FILE:LINE: field:
-message`. So errors are the reference's own, and a good file never pays for a Python dict per
-verdict.
+`read_verdicts` takes each file's checked columns from `data.verdict_files` (pyarrow's JSON
+reader, or the columnar cache of a file with the same bytes), merges them into one table and
+makes the checks that span files: no duplicate (question, model, variant, judge, check) key
+(except a human annotator's later verdict, which replaces the earlier: `rundir.human`), one
+settings hash per judge. Only when any of that fails, or a file is something the column
+reader does not take (blank lines, a record without `variant`, which defaults to multimodal,
+a torn last line, an empty file, bytes that are not UTF-8), are the files read again record
+by record with `data.records.load_records`, the reference, which names every problem as
+`FILE:LINE: field: message`. So errors are the reference's own, and a good file never pays
+for a Python dict per verdict.
 
 pyarrow rather than DuckDB (both measured, scripts/bench_analysis.py and docs/outputs.md):
 DuckDB's JSON reader casts a number in a VARCHAR column to text silently (strictness would
@@ -22,9 +21,7 @@ its SQL. Without pyarrow installed (the core install), the reference path reads 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,22 +29,18 @@ from pathlib import Path
 import numpy as np
 
 from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.data.verdict_files import (
+    STRING_FIELDS,
+    FileColumns,
+    file_record,
+    parse_options,
+    read_file_columns,
+)
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
-# Deeper than this, a line goes to the reference (json.loads stops near 1,000 levels too).
-MAX_DEPTH = 1000
-OPENERS, CLOSERS = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
-# Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
-BLOCK_SIZE = 4 << 20
-STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
-# The dictionary each string field is coded against; the vocabularies are fixed.
-FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
-# Names that become file names (`records.SafeName`).
-SAFE_NAMES = ("model", "judge")
-_SAFE = re.compile(NAME_PATTERN)
 # The per-row arrays of a VerdictTable (the rest are dictionaries and file records).
 ROW_FIELDS = ("judge", "model", "variant", "question", "check", "tier", "verdict", "probs", "file", "line",
               "settings_hash")
@@ -86,29 +79,7 @@ class VerdictTable:
         return len(self.verdict)
 
 
-# ---------------------------------------------------------------- inputs and their hashes
-
-def file_record(path: Path, raw: bytes | None = None) -> dict:
-    """Path, size, mtime and content hash of an input file (hashing `raw` when given)."""
-    stat = path.stat()
-    if raw is None:
-        raw = path.read_bytes()
-    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-            "sha256": hashlib.sha256(raw).hexdigest()}
-
-
-def current_record(old: dict) -> dict | None:
-    """`old` still describes its file? Same size and mtime: trust the hash (as git's index
-    does); else hash again. Returns the file's record now, or None if it is gone."""
-    path = Path(old.get("path", ""))
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    if stat.st_size == old.get("bytes") and stat.st_mtime_ns == old.get("mtime_ns"):
-        return dict(old)
-    return file_record(path)
-
+# ---------------------------------------------------------------- inputs
 
 def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
     """A dataset file's questions, question_id -> domain, and its input record (all empty or
@@ -282,179 +253,59 @@ def newest_human_verdicts(table: VerdictTable, repeats: np.ndarray) -> VerdictTa
 
 # ---------------------------------------------------------------- the column path
 
-def _parse_options(pa, pj):
-    schema = pa.schema([(f, pa.string()) for f in (*STRING_FIELDS, "raw", "settings_hash")])
-    # "infer" (not "ignore") for the other fields: pyarrow then still parses and UTF-8-checks
-    # them, as json.loads does in the reference; a field whose type varies between records
-    # is a reader error and sends the files to the reference path, which accepts it.
-    return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-
-
-def _encoded(column) -> tuple[np.ndarray, list] | None:
-    """(codes, dictionary) of a string column; None if it has a null (missing) or "" value."""
-    if column.null_count:
-        return None
-    encoded = column.combine_chunks().dictionary_encode()
-    values = encoded.dictionary.to_pylist()
-    if "" in values:
-        return None
-    return encoded.indices.to_numpy(zero_copy_only=False), values
-
-
-def _probs(tab, pa) -> np.ndarray | None:
-    """The `probs` column as an (n, 4) float matrix; None where it is not an object of numbers
-    with a number for every key it names (absent and null keys look alike in columns)."""
-    out = np.full((tab.num_rows, len(JUDGE_LABELS)), np.nan)
-    if "probs" not in tab.column_names or pa.types.is_null(tab.schema.field("probs").type):
-        return out
-    column = tab.column("probs").combine_chunks()
-    if not pa.types.is_struct(column.type):
-        return None
-    valid = column.is_valid().to_numpy(zero_copy_only=False)
-    for k in range(column.type.num_fields):
-        name = column.type.field(k).name
-        child = column.field(k)
-        if not (pa.types.is_floating(child.type) or pa.types.is_integer(child.type)):
-            return None
-        child_valid = child.is_valid().to_numpy(zero_copy_only=False)
-        if (valid & ~child_valid).any():
-            return None
-        if name in JUDGE_LABELS:
-            values = child.cast(pa.float64()).to_numpy(zero_copy_only=False)
-            out[:, JUDGE_LABELS.index(name)] = np.where(valid, values, np.nan)
-    return out
-
-
-def _lines_if_shallow(raw: bytes) -> int:
-    """The number of lines, or 0 if the file is empty or a line may nest deeper than
-    MAX_DEPTH: pyarrow's parser recurses and a deep enough line kills the process (between
-    5,000 and 20,000 levels), where the reference says "nested too deeply"."""
-    data = np.frombuffer(raw, dtype=np.uint8)
-    newline = data == ord("\n")
-    if not _no_long_lines(newline) and _may_nest_deep(data, newline):
-        return 0
-    return int(np.count_nonzero(newline)) + (not raw.endswith(b"\n")) if raw else 0
-
-
-def _no_long_lines(newline: np.ndarray) -> bool:
-    """No line is longer than 2 * MAX_DEPTH bytes, so none nests deeper than MAX_DEPTH (a
-    line of n bytes nests at most n / 2 deep). Such a line would cover a whole aligned
-    block of MAX_DEPTH bytes, so: every block has a newline. Cheaper than finding the lines."""
-    blocks = len(newline) // MAX_DEPTH
-    return bool(newline[:blocks * MAX_DEPTH].reshape(blocks, MAX_DEPTH).any(axis=1).all())
-
-
-def _may_nest_deep(data: np.ndarray, newline: np.ndarray) -> bool:
-    """Some line nests deeper than MAX_DEPTH (brackets inside strings count too: cautious)."""
-    ends = np.flatnonzero(newline)
-    starts = np.r_[0, ends + 1]
-    stops = np.r_[ends, len(data)]
-    for k in np.flatnonzero(stops - starts > 2 * MAX_DEPTH):
-        line = data[starts[k]:stops[k]]
-        step = np.isin(line, OPENERS).astype(np.int32) - np.isin(line, CLOSERS)
-        if np.cumsum(step).max() > MAX_DEPTH:
-            return True
-    return False
-
-
-def _is_utf8(raw: bytes, pa) -> bool:
-    """The whole file is UTF-8, as `json.loads` of each line requires: pyarrow's reader checks
-    neither the bytes of its string columns nor fields outside its schema. One SIMD pass."""
-    offsets = pa.py_buffer(np.array([0, len(raw)], dtype=np.int64))
-    whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(raw)])
-    try:
-        whole.validate(full=True)  # checks the bytes in place, no copy
-    except pa.ArrowInvalid:
-        return False
-    return True
-
-
-def _read_columns(path: Path, pa, pj, options) -> dict | None:
-    """One file's columns, coded against its own dictionaries; None: read it the reference way."""
-    try:
-        raw = path.read_bytes()
-        n_lines = _lines_if_shallow(raw)
-        if not n_lines or not _is_utf8(raw, pa):
-            return None
-        tab = pj.read_json(pa.BufferReader(raw), parse_options=options,
-                           read_options=pj.ReadOptions(block_size=BLOCK_SIZE))
-        return _columns(path, raw, n_lines, tab, pa)
-    # UnicodeDecodeError (a ValueError) can come late: a bad byte in a key shows when the
-    # schema's names are read.
-    except (OSError, ValueError, pa.ArrowException):
-        return None
-
-
-def _columns(path: Path, raw: bytes, n_lines: int, tab, pa) -> dict | None:
-    # One record per line: pyarrow also takes two objects on one line, the reference does not,
-    # and a blank line (which both skip) would shift line numbers.
-    if tab.num_rows != n_lines:
-        return None
-    cols = {}
-    for f in STRING_FIELDS:
-        cols[f] = _encoded(tab.column(f))
-        if cols[f] is None or (f in FIXED and not set(cols[f][1]) <= set(FIXED[f])):
-            return None
-        if f in SAFE_NAMES and not all(_SAFE.fullmatch(v) for v in cols[f][1]):
-            return None
-    hashes = tab.column("settings_hash").combine_chunks().dictionary_encode()
-    probs = _probs(tab, pa)
-    if probs is None:
-        return None
-    idx = hashes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
-    cols["settings_hash"] = (idx, hashes.dictionary.to_pylist())
-    return {"cols": cols, "probs": probs, "n": tab.num_rows, "input": file_record(path, raw)}
-
-
-def _merge(parts: list[dict], files: list[str], field_name: str, fixed=None) -> tuple[list, np.ndarray]:
+def _merge(parts: list[FileColumns], name: str, fixed=None, dtype=np.int32) -> tuple[list, np.ndarray]:
     """One dictionary (sorted, or the fixed vocabulary) for a field over every file, and the
-    codes of every row against it."""
-    dictionary = list(fixed) if fixed else sorted({v for p in parts for v in p["cols"][field_name][1]})
+    codes of every row against it (-1: no value)."""
+    dictionary = list(fixed) if fixed else sorted({v for p in parts for v in p.codes[name][1]})
     index = {v: i for i, v in enumerate(dictionary)}
-    out = []
+    out = np.empty(sum(p.n for p in parts), dtype=dtype)
+    at = 0
     for p in parts:
-        codes, values = p["cols"][field_name]
-        lookup = np.array([index[v] for v in values] + [-1], dtype=np.int32)
-        out.append(lookup[codes])  # code -1 (no value) picks the appended -1
-    return dictionary, np.concatenate(out) if out else np.zeros(0, dtype=np.int32)
+        codes, values = p.codes[name]
+        lookup = np.array([index[v] for v in values] + [-1], dtype=dtype)
+        np.take(lookup, codes, out=out[at:at + p.n])  # code -1 (no value) picks the appended -1
+        at += p.n
+    return dictionary, out
 
 
-def _table_from_parts(parts: list[dict], files: list[str]) -> VerdictTable:
-    judges, judge = _merge(parts, files, "judge")
-    models, model = _merge(parts, files, "model")
-    questions, question = _merge(parts, files, "question_id")
-    checks, check = _merge(parts, files, "check_id")
-    hashes, settings_hash = _merge(parts, files, "settings_hash")
+def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:
+    judges, judge = _merge(parts, "judge")
+    models, model = _merge(parts, "model")
+    questions, question = _merge(parts, "question_id")
+    checks, check = _merge(parts, "check_id")
+    hashes, settings_hash = _merge(parts, "settings_hash")
+    sizes = np.array([p.n for p in parts], dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    file = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
     return VerdictTable(
         judges=judges, models=models, questions=questions, checks=checks, files=files,
         judge=judge, model=model, question=question, check=check,
-        variant=_merge(parts, files, "variant", VARIANTS)[1].astype(np.int8),
-        tier=_merge(parts, files, "tier", TIERS)[1].astype(np.int8),
-        verdict=_merge(parts, files, "verdict", VERDICTS)[1].astype(np.int8),
-        probs=np.concatenate([p["probs"] for p in parts]),
-        file=np.concatenate([np.full(p["n"], k, dtype=np.int32) for k, p in enumerate(parts)]),
-        line=np.concatenate([np.arange(1, p["n"] + 1, dtype=np.int32) for p in parts]),
-        settings_hashes=hashes, settings_hash=settings_hash, inputs=[p["input"] for p in parts])
+        variant=_merge(parts, "variant", VARIANTS, np.int8)[1],
+        tier=_merge(parts, "tier", TIERS, np.int8)[1],
+        verdict=_merge(parts, "verdict", VERDICTS, np.int8)[1],
+        probs=np.concatenate([p.probs for p in parts]),
+        file=file, line=(np.arange(int(sizes.sum())) - starts[file] + 1).astype(np.int32),
+        settings_hashes=hashes, settings_hash=settings_hash, inputs=[p.input for p in parts])
 
 
-def read_verdicts(paths: list[str | Path], on_file=None) -> VerdictTable:
+def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> VerdictTable:
     """Read and validate verdict JSONL files into one VerdictTable (see the module docstring).
 
-    `on_file(path)` is called after each file (a progress bar). Raises InputError with the
-    reference's own FILE:LINE messages.
+    `on_file(path)` is called after each file (a progress bar); `cache`: "use" the columnar
+    cache of files already read, "read" it but never write, or leave it "off". Raises
+    InputError with the reference's own FILE:LINE messages.
     """
     paths = [Path(p) for p in paths]
     try:
-        import pyarrow as pa
-        import pyarrow.json as pj
+        import pyarrow  # noqa: F401
     except ImportError:
         return read_verdicts_reference(paths)
-    options = _parse_options(pa, pj)
+    options = parse_options()
     parts = []
     # Files in parallel as well as blocks within a file: pyarrow and hashlib release the GIL,
     # and a 12 MB file has too few blocks to keep every core busy on its own.
     with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        for path, part in zip(paths, pool.map(lambda p: _read_columns(p, pa, pj, options), paths)):
+        for path, part in zip(paths, pool.map(lambda p: read_file_columns(p, options, cache), paths)):
             parts.append(part)
             if on_file is not None:
                 on_file(path)

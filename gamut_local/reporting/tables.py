@@ -3,7 +3,7 @@
 cells are Python's shortest round-trip repr of each double); rounding is the Markdown's job.
 
 A scores or agreement file is *current* for a set of inputs when it names the same files
-(paths resolved) with the same content hashes (`data.verdict_table.current_record` rehashes
+(paths resolved) with the same content hashes (`data.verdict_files.current_record` rehashes
 only a file whose size or mtime changed) and the same bootstrap settings.
 """
 
@@ -28,12 +28,9 @@ from gamut_local.analysis.scoring import (
     response_columns,
     scores_from_columns,
 )
-from gamut_local.data.verdict_table import (
-    VerdictTable,
-    current_record,
-    read_dataset_for_scores,
-    read_verdicts,
-)
+from gamut_local.data import arrow
+from gamut_local.data.verdict_files import current_record
+from gamut_local.data.verdict_table import VerdictTable, read_dataset_for_scores, read_verdicts
 from gamut_local.errors import InputError
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
@@ -119,11 +116,10 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
         import pyarrow.parquet as pq
 
         # Strings leave as plain string columns (any reader), built from codes in C++.
-        arrays = {k: pa.DictionaryArray.from_arrays(pa.array(v.codes, pa.int32()), pa.array(v.values,
-                                                                                           pa.string()))
-                  .cast(pa.string()) if isinstance(v, Coded) else pa.array(v) for k, v in cols.items()}
+        arrays = [arrow.dictionary(v.codes, v.values).cast(pa.string()) if isinstance(v, Coded)
+                  else arrow.from_numpy(np.asarray(v)) for v in cols.values()]
         buf = pa.BufferOutputStream()  # then one atomic write: fsynced, no temp file left on failure
-        pq.write_table(pa.table(arrays), buf)
+        pq.write_table(pa.Table.from_arrays(arrays, names=list(cols)), buf)
         write_bytes_atomic(path, buf.getvalue().to_pybytes())
     else:
         lists = {k: v.tolist() if isinstance(v, Coded) else v for k, v in cols.items()}
@@ -147,12 +143,13 @@ def read_responses(path: Path) -> dict:
         tab = pq.read_table(path)
         cols = {}
         for name in tab.column_names:
-            column = tab.column(name)
+            column = tab.column(name).combine_chunks()
             if pa.types.is_string(column.type):
-                encoded = column.combine_chunks().dictionary_encode()
-                cols[name] = Coded(encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist())
+                cols[name] = Coded(*arrow.encoded(column))
+            elif pa.types.is_floating(column.type):
+                cols[name] = arrow.floats(column)
             else:
-                cols[name] = column.to_numpy()
+                cols[name] = arrow.values(column.cast(pa.int64()), np.int64)
     else:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
         names = list(rows[0]) if rows else []

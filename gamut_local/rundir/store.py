@@ -202,9 +202,11 @@ def append_jsonl(path: str | Path, records: Iterable[dict]) -> int:
     return n
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -> None:
     """Write via a temporary file in the same folder, fsync, rename: readers never see half
-    a file, and a failure (disk full, interrupt) leaves the old file and no temporary one."""
+    a file, and a failure (disk full, interrupt) leaves the old file and no temporary one.
+    `durable=False` (a cache entry, which checks itself when read): no fsync, and not in the
+    JOURNAL of what this command wrote."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():
@@ -213,7 +215,8 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     try:
         try:
             _write_all(fd, data, path)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.chmod(tmp, 0o644)
@@ -221,7 +224,17 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    JOURNAL.replaced.append(str(path))
+    if durable:
+        JOURNAL.replaced.append(str(path))
+
+
+def cache_dir(name: str) -> Path:
+    """Where gamut-local keeps the cache called `name`: `$GAMUT_LOCAL_CACHE/name`, by default
+    `$XDG_CACHE_HOME/gamut-local/name` (`~/.cache/...`). Never inside a run directory: any
+    cache may be deleted at any time."""
+    root = os.environ.get("GAMUT_LOCAL_CACHE") or \
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gamut-local"
+    return Path(root) / name
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

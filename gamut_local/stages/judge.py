@@ -26,6 +26,7 @@ from rich.console import Console
 from gamut_local.config import JudgeSpec, RunSpec, resolve_model_path
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
+from gamut_local.data.verdict_files import cache_files
 from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
@@ -203,6 +204,7 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
     total = sum(len(it.checks) for it in items)
     task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
     written = invalid = 0
+    files: set[Path] = set()
     with open_engine(spec) as engine:
         for chunk in chunk_items(items, chunk_size):
             images: dict[str, object] = {}
@@ -227,9 +229,12 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
                     by_file.setdefault((rec["model"], rec["variant"]), []).append(rec)
                     k += 1
             for (m, v), recs in by_file.items():
-                written += append_jsonl(verdicts_path(out_dir, spec.name, m, v, shard), recs)
+                path = verdicts_path(out_dir, spec.name, m, v, shard)
+                written += append_jsonl(path, recs)
+                files.add(path)
             if progress:
                 progress.advance(task, len(convs))
+    cache_files(sorted(files))  # so score, agree and report start from columns
     return written, invalid
 
 

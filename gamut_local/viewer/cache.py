@@ -1,9 +1,9 @@
 """The viewer's columns, kept between starts so reopening a large run is quick.
 
-Stored under `$XDG_CACHE_HOME/gamut-local/view/` (default `~/.cache/...`), never in the run
+Stored under `rundir.store.cache_dir("view")` (`~/.cache/gamut-local/view/`), never in the run
 directory, one folder per run; valid while every input it was built from (the dataset and each
 model judge's verdict file) has the same path, size and modification time, as git's index and
-`data.verdict_table.current_record` judge a file unchanged. Human verdicts are not cached (they
+`data.verdict_files.current_record` judge a file unchanged. Human verdicts are not cached (they
 change while the app runs and are small). `--read-only` reads a cache but never writes one.
 """
 
@@ -17,13 +17,14 @@ from pathlib import Path
 
 import numpy as np
 
+from gamut_local.rundir import store
+
 VERSION = 1
 _ARRAYS = ("q", "s", "c", "j", "code", "tier", "probs")
 
 
 def cache_dir(run_dir: Path) -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gamut-local" / "view"
-    return root / hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:20]
+    return store.cache_dir("view") / hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:20]
 
 
 def inputs_key(files: list[Path]) -> list[list]:

@@ -198,7 +198,7 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
     cached = columns_cache.load(run_dir, key) if key else None
     with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
         groups = [] if cached else _groups(model_files, run_dir)
-        pending = [pool.submit(read_table, group) for group in groups]
+        pending = [pool.submit(read_table, group, cache) for group in groups]
         pending_answers = pool.submit(read_answers, answer_files)
         questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
         answers = pending_answers.result()
@@ -279,11 +279,12 @@ def _lookup(names: list[str], index: dict[str, int]) -> np.ndarray:
     return np.array([index[n] for n in names] + [-1], dtype=np.int32)
 
 
-def read_table(files: list[Path]):
-    """One group of verdict files through the project's verdict reader."""
+def read_table(files: list[Path], cache: str = "off"):
+    """One group of verdict files through the project's verdict reader (`cache`: its columnar
+    cache's mode, as `open_run`'s)."""
     from gamut_local.data.verdict_table import read_verdicts as read_table_files
 
-    return read_table_files(files)
+    return read_table_files(files, cache=cache)
 
 
 def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path]) -> tuple[Verdicts, list[str]]:

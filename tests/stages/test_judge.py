@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -22,6 +23,7 @@ from gamut_local.stages.judge import (
     build_requests,
     chunk_items,
     classify_with_retries,
+    judge_with,
     pending_verdicts,
 )
 from gamut_local.vocab import JUDGE_LABELS
@@ -221,3 +223,38 @@ def test_another_shards_line_in_progress_is_left_alone_and_own_torn_tail_is_cut(
     assert done == 2  # the half-written line is not done
     assert sibling.read_bytes() == sibling_bytes  # not ours: untouched
     assert own.read_bytes().endswith(b"\n") and len(own.read_bytes().splitlines()) == 1
+
+
+def test_the_files_a_judge_writes_are_cached_for_the_analysis(tmp_path, monkeypatch):
+    """judge_with ends by putting each verdict file it wrote in the columnar cache, so the first
+    `score` after a judge run starts from columns (and reads what the reference reads)."""
+    from contextlib import contextmanager
+
+    from gamut_local.data import verdict_files
+    from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+    from gamut_local.testing.fake_engine import FakeEngine
+
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    answers = [_answer(qid, model) for model in ("a", "b") for qid in sorted(questions)]
+    items, _ = pending_verdicts(_spec(), answers, questions, checks, tmp_path)
+
+    @contextmanager
+    def fake(spec):
+        yield FakeEngine(spec.name)
+
+    judge_with(_spec(), items, SAMPLE, tmp_path, Shard(), 7, open_engine=fake)
+    files = sorted((tmp_path / "verdicts" / "j").glob("*.jsonl"))
+    assert [p.name for p in files] == ["a.text_only.jsonl", "b.text_only.jsonl"]
+    for path in files:
+        sha = verdict_files.file_record(path)["sha256"]
+        assert verdict_files._cache_path(sha).is_file(), path
+    monkeypatch.setattr(verdict_files, "_parse", lambda *_: pytest.fail("parsed a file the judge cached"))
+    table = read_verdicts(files)
+    assert len(table) == sum(len(it.checks) for it in items)
+    assert table.judges == ["j"] and table.models == ["a", "b"]
+    reference = read_verdicts_reference(files)
+    for name in ("question", "check", "verdict", "tier", "line"):
+        assert (getattr(table, name) == getattr(reference, name)).all(), name
+    assert np.array_equal(table.probs, reference.probs, equal_nan=True)

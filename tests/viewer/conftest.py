@@ -9,7 +9,7 @@ import pytest
 @pytest.fixture(autouse=True)
 def _own_cache(tmp_path, monkeypatch):
     """The viewer's column cache goes to this test's folder, never the user's ~/.cache."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
 
 
 @pytest.fixture

@@ -1,0 +1,303 @@
+"""One verdict file as columns: read with pyarrow and checked column-wise, or taken from the
+columnar cache of a file with the same content.
+
+`read_file_columns` reads the file's bytes once (into a buffer each thread reuses: a fresh
+1 GB `bytes` costs more in page faults than the copy), hashes them, and looks the hash up in
+the cache (`$GAMUT_LOCAL_CACHE/verdict-tables/`, by default `~/.cache/gamut-local/...`). A
+miss parses the bytes with pyarrow's JSON reader and checks each column: strings non-empty,
+names safe, labels and tiers from the vocabulary, `probs` an object of numbers, one record
+per line. A file that passes goes into the cache, keyed by the sha256 of its bytes: the checks
+depend on nothing but those bytes, so an entry can never be stale, and a hit repeats the
+checks on its (small) dictionaries. Anything the columns cannot vouch for returns None, and
+the caller reads the files record by record (`verdict_table.read_verdicts_reference`), whose
+messages name FILE:LINE: field.
+
+Checks that span files (a key in two files, one judge under two settings) are the table's
+(`verdict_table`), made on every read, cached or not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gamut_local.data import arrow
+from gamut_local.rundir.store import cache_dir, write_bytes_atomic
+from gamut_local.vocab import JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+
+STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
+CODED_FIELDS = (*STRING_FIELDS, "settings_hash")  # settings_hash may be absent (code -1)
+# The dictionary each string field is checked against; the vocabularies are fixed.
+FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
+SAFE_NAMES = ("model", "judge")  # names that become file names (`records.SafeName`)
+_SAFE = re.compile(NAME_PATTERN)
+# Deeper than this, a line goes to the reference (json.loads stops near 1,000 levels too).
+MAX_DEPTH = 1000
+OPENERS, CLOSERS = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
+# Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
+BLOCK_SIZE = 4 << 20
+# Bump when what a cache entry holds, or what it vouches for, changes.
+CACHE_VERSION = 1
+_BUFFERS = threading.local()
+
+
+@dataclass
+class FileColumns:
+    """A checked verdict file: per coded field, (codes, dictionary) with code -1 for an absent
+    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent; `input` the file's
+    record (`file_record`)."""
+
+    codes: dict[str, tuple[np.ndarray, list[str]]]
+    probs: np.ndarray
+    n: int
+    input: dict
+
+
+# ---------------------------------------------------------------- inputs and their hashes
+
+def file_record(path: Path, raw=None, stat: os.stat_result | None = None) -> dict:
+    """Path, size, mtime and content hash of an input file (hashing `raw` when given)."""
+    stat = stat or path.stat()
+    if raw is None:
+        raw = path.read_bytes()
+    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+            "sha256": hashlib.sha256(raw).hexdigest()}
+
+
+def current_record(old: dict) -> dict | None:
+    """`old` still describes its file? Same size and mtime: trust the hash (as git's index
+    does); else hash again. Returns the file's record now, or None if it is gone."""
+    path = Path(old.get("path", ""))
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    if stat.st_size == old.get("bytes") and stat.st_mtime_ns == old.get("mtime_ns"):
+        return dict(old)
+    return file_record(path)
+
+
+def _read_into_buffer(path: Path) -> tuple[memoryview, os.stat_result]:
+    """The file's bytes in this thread's reusable buffer (valid until its next call)."""
+    with open(path, "rb", buffering=0) as f:
+        stat = os.fstat(f.fileno())
+        buf = getattr(_BUFFERS, "buf", None)
+        if buf is None or len(buf) < stat.st_size:
+            buf = _BUFFERS.buf = bytearray(stat.st_size)
+        view = memoryview(buf)[:stat.st_size]
+        got = 0
+        while got < stat.st_size:  # a regular file fills it in one read; a pipe may not
+            n = f.readinto(view[got:])
+            if not n:
+                break
+            got += n
+    return view[:got], stat
+
+
+# ---------------------------------------------------------------- one file
+
+def read_file_columns(path: Path, options, cache: str = "use") -> FileColumns | None:
+    """The file's checked columns, or None: read it the reference way. `options`: pyarrow's
+    parse options (`parse_options`); `cache`: "use", "read" (never write) or "off"."""
+    import pyarrow as pa
+
+    try:
+        raw, stat = _read_into_buffer(path)
+        record = file_record(path, raw, stat)
+        entry = _cache_path(record["sha256"]) if cache != "off" else None
+        part = _from_cache(entry, record) if entry is not None else None
+        if part is None:
+            part = _parse(raw, record, options)
+            if part is not None and entry is not None and cache == "use":
+                _to_cache(entry, part)
+        return part
+    # UnicodeDecodeError (a ValueError) can come late: a bad byte in a key shows when the
+    # schema's names are read.
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+
+
+def cache_files(paths: list[Path]) -> None:
+    """Put these files' checked columns in the cache now (the judge stage, after writing them);
+    a file the columns cannot vouch for is left to its first reader. Needs pyarrow."""
+    try:
+        options = parse_options()
+    except ImportError:
+        return
+    for path in paths:
+        read_file_columns(path, options)
+
+
+def parse_options():
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([(f, pa.string()) for f in (*STRING_FIELDS, "raw", "settings_hash")])
+    # "infer" (not "ignore") for the other fields: pyarrow then still parses and UTF-8-checks
+    # them and refuses a repeated key in them, as json.loads does in the reference; a field
+    # whose type varies between records is a reader error and sends the files to the
+    # reference path, which accepts it.
+    return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+
+
+def _parse(raw: memoryview, record: dict, options) -> FileColumns | None:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    n_lines = _lines_if_shallow(raw)
+    if not n_lines or not _is_utf8(raw):
+        return None
+    tab = pj.read_json(pa.BufferReader(pa.py_buffer(raw)), parse_options=options,
+                       read_options=pj.ReadOptions(block_size=BLOCK_SIZE))
+    # One record per line: pyarrow also takes two objects on one line, the reference does not,
+    # and a blank line (which both skip) would shift line numbers.
+    if tab.num_rows != n_lines:
+        return None
+    # The schema makes each a string column: pyarrow refuses a number there.
+    probs = _probs(tab)
+    if probs is None:
+        return None
+    return _checked({name: arrow.encoded(tab.column(name)) for name in CODED_FIELDS}, probs, record)
+
+
+def _checked(codes: dict, probs: np.ndarray, record: dict) -> FileColumns | None:
+    """The columns if every value is one the reference accepts, else None."""
+    for name in STRING_FIELDS:
+        got, values = codes[name]
+        if (got < 0).any() or "" in values:  # a missing field, or an empty string
+            return None
+        if name in FIXED and not set(values) <= set(FIXED[name]):
+            return None
+        if name in SAFE_NAMES and not all(_SAFE.fullmatch(v) for v in values):
+            return None
+    return FileColumns(codes=codes, probs=probs, n=len(probs), input=record)
+
+
+# ---------------------------------------------------------------- probabilities
+
+def _probs(tab) -> np.ndarray | None:
+    """The `probs` column as an (n, 4) float matrix; None where it is not an object of numbers
+    with a number for every key it names (absent and null keys look alike in columns)."""
+    import pyarrow as pa
+
+    out = np.full((tab.num_rows, len(JUDGE_LABELS)), np.nan)
+    if "probs" not in tab.column_names or pa.types.is_null(tab.schema.field("probs").type):
+        return out
+    column = tab.column("probs").combine_chunks()
+    if not pa.types.is_struct(column.type):
+        return None
+    # flatten() applies the nulls of probs to its keys; a key with more nulls than that is
+    # null, or absent, in some probs.
+    for name, child in zip((f.name for f in column.type), column.flatten(), strict=True):
+        if not (pa.types.is_floating(child.type) or pa.types.is_integer(child.type)):
+            return None
+        if child.null_count != column.null_count:
+            return None
+        if name in JUDGE_LABELS:
+            out[:, JUDGE_LABELS.index(name)] = arrow.floats(child)
+    return out
+
+
+# ---------------------------------------------------------------- what pyarrow may be given
+
+def _lines_if_shallow(raw) -> int:
+    """The number of lines, or 0 if the file is empty or a line may nest deeper than
+    MAX_DEPTH: pyarrow's parser recurses and a deep enough line kills the process (between
+    5,000 and 20,000 levels), where the reference says "nested too deeply"."""
+    data = np.frombuffer(raw, dtype=np.uint8)
+    newline = data == ord("\n")
+    if not _no_long_lines(newline) and _may_nest_deep(data, newline):
+        return 0
+    return int(np.count_nonzero(newline) + (data[-1] != ord("\n"))) if len(data) else 0
+
+
+def _no_long_lines(newline: np.ndarray) -> bool:
+    """No line is longer than 2 * MAX_DEPTH bytes, so none nests deeper than MAX_DEPTH (a
+    line of n bytes nests at most n / 2 deep). Such a line would cover a whole aligned
+    block of MAX_DEPTH bytes, so: every block has a newline. Cheaper than finding the lines."""
+    blocks = len(newline) // MAX_DEPTH
+    return bool(newline[:blocks * MAX_DEPTH].reshape(blocks, MAX_DEPTH).any(axis=1).all())
+
+
+def _may_nest_deep(data: np.ndarray, newline: np.ndarray) -> bool:
+    """Some line nests deeper than MAX_DEPTH (brackets inside strings count too: cautious)."""
+    ends = np.flatnonzero(newline)
+    starts = np.r_[0, ends + 1]
+    stops = np.r_[ends, len(data)]
+    for k in np.flatnonzero(stops - starts > 2 * MAX_DEPTH):
+        line = data[starts[k]:stops[k]]
+        step = np.isin(line, OPENERS).astype(np.int32) - np.isin(line, CLOSERS)
+        if np.cumsum(step).max() > MAX_DEPTH:
+            return True
+    return False
+
+
+def _is_utf8(raw) -> bool:
+    """The whole file is UTF-8, as `json.loads` of each line requires: pyarrow's reader checks
+    neither the bytes of its string columns nor fields outside its schema. One SIMD pass."""
+    import pyarrow as pa
+
+    offsets = pa.py_buffer(np.array([0, len(raw)], dtype=np.int64))
+    whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(raw)])
+    try:
+        whole.validate(full=True)  # checks the bytes in place, no copy
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the cache
+
+def _cache_path(sha256: str) -> Path:
+    return cache_dir("verdict-tables") / f"v{CACHE_VERSION}" / f"{sha256}.arrow"
+
+
+def _cache_schema():
+    import pyarrow as pa
+
+    return pa.schema([(name, pa.dictionary(pa.int32(), pa.string())) for name in CODED_FIELDS]
+                     + [(f"probs.{label}", pa.float64()) for label in JUDGE_LABELS])
+
+
+def _to_cache(entry: Path, part: FileColumns) -> None:
+    """Store a checked file's columns as Arrow IPC; failures are ignored (a cache is never
+    worth an error, and a half-written entry fails its own read)."""
+    import pyarrow as pa
+
+    meta = {"version": CACHE_VERSION, "sha256": part.input["sha256"], "rows": part.n}
+    table = pa.Table.from_arrays([arrow.dictionary(*part.codes[name]) for name in CODED_FIELDS]
+                                 + [arrow.from_numpy(column) for column in part.probs.T], schema=_cache_schema())
+    try:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema.with_metadata({"gamut_local": json.dumps(meta)})) as writer:
+            writer.write_table(table)
+        write_bytes_atomic(entry, sink.getvalue().to_pybytes(), durable=False)
+    except (OSError, pa.ArrowException):
+        pass
+
+
+def _from_cache(entry: Path, record: dict) -> FileColumns | None:
+    """The cached columns for this content, checked again; None if absent or unusable."""
+    import pyarrow as pa
+
+    try:
+        table = pa.ipc.open_file(pa.py_buffer(entry.read_bytes())).read_all()
+        table.validate(full=True)  # indices inside their dictionaries, before numpy sees them
+        meta = json.loads(table.schema.metadata[b"gamut_local"])
+    except (OSError, KeyError, TypeError, ValueError, pa.ArrowException):
+        return None
+    if meta != {"version": CACHE_VERSION, "sha256": record["sha256"], "rows": table.num_rows} \
+            or not table.schema.remove_metadata().equals(_cache_schema()) \
+            or any(column.num_chunks != 1 for column in table.columns):
+        return None
+    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in CODED_FIELDS}
+    probs = np.stack([arrow.values(table.column(f"probs.{label}").chunk(0), np.float64) for label in JUDGE_LABELS],
+                     axis=1)
+    return _checked(codes, probs, record)

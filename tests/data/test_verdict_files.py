@@ -1,0 +1,172 @@
+"""The columnar cache of verdict files: a second read takes the columns from it and gives the
+very same table; an entry that is damaged, made for other bytes or vouches for values the
+checks refuse is ignored (the file is parsed again); "read" and "off" write nothing; a cache
+that cannot be written never fails a read."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+from gamut_local.data import verdict_files
+from gamut_local.data import verdict_table as vt
+from gamut_local.errors import InputError
+from gamut_local.rundir.store import write_jsonl
+from gamut_local.testing.synthetic import make_records
+
+
+def assert_same_table(a, b):
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), f.name
+        else:
+            assert x == y, f.name
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """This test's own cache folder."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(folder))
+    return folder
+
+
+@pytest.fixture
+def files(tmp_path):
+    """Two judges' verdict files of different sizes (one with probabilities, one without)."""
+    records = make_records(seed=5, models=("m1", "m2"), variants=("multimodal", "text_only"), questions=9)
+    paths = []
+    for judge in ("gold", "judge-a"):
+        rows = [{**r, "settings_hash": f"h-{judge}", "probs": None if judge == "gold" else
+                 {"meets": 0.25, "missing": 0.5, "partially_meets": 0.125, "contradicts": 0.125}}
+                for r in records if r["judge"] == judge]
+        path = tmp_path / "verdicts" / judge / "all.jsonl"
+        write_jsonl(path, rows)
+        paths.append(path)
+    return paths
+
+
+def entry_of(path):
+    return verdict_files._cache_path(hashlib.sha256(path.read_bytes()).hexdigest())
+
+
+def no_parse(monkeypatch):
+    def refuse(*_):
+        raise AssertionError("parsed a file the cache holds")
+    monkeypatch.setattr(verdict_files, "_parse", refuse)
+
+
+def test_a_second_read_comes_from_the_cache_and_is_identical(cache, files, monkeypatch):
+    first = vt.read_verdicts(files)
+    assert all(entry_of(p).is_file() for p in files)
+    assert str(cache) in str(entry_of(files[0]))
+    no_parse(monkeypatch)
+    assert_same_table(vt.read_verdicts(files), first)
+    assert_same_table(vt.read_verdicts(files), vt.read_verdicts_reference(files))
+
+
+def test_changed_bytes_miss_the_cache(cache, files):
+    vt.read_verdicts(files)
+    text = files[0].read_text().replace('"meets"', '"missing"', 1)
+    files[0].write_text(text)
+    assert not entry_of(files[0]).exists()
+    assert_same_table(vt.read_verdicts(files), vt.read_verdicts_reference(files))
+    assert entry_of(files[0]).is_file()
+
+
+def _damage(kind: str, entry, other_entry):
+    import pyarrow as pa
+
+    raw = entry.read_bytes()
+    if kind == "garbage":
+        entry.write_bytes(b"not arrow at all")
+    elif kind == "truncated":
+        entry.write_bytes(raw[: len(raw) // 2])
+    elif kind == "another_files_entry":
+        entry.write_bytes(other_entry.read_bytes())
+    elif kind in ("index_out_of_range", "unsafe_name", "wrong_schema"):
+        table = pa.ipc.open_file(pa.py_buffer(raw)).read_all()
+        meta = table.schema.metadata
+        column = table.column("model").chunk(0)
+        if kind == "index_out_of_range":
+            indices = np.full(len(column), 7, dtype=np.int32)
+            model = pa.DictionaryArray.from_buffers(column.type, len(column), [None, pa.py_buffer(indices)],
+                                                    dictionary=column.dictionary)
+        elif kind == "unsafe_name":
+            model = pa.DictionaryArray.from_arrays(column.indices, pa.array(["../escape"] * len(column.dictionary)))
+        else:
+            model = column.cast(pa.string())
+        table = table.set_column(table.column_names.index("model"), "model", model).replace_schema_metadata(meta)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        entry.write_bytes(sink.getvalue().to_pybytes())
+
+
+@pytest.mark.parametrize("kind", ["garbage", "truncated", "another_files_entry", "index_out_of_range",
+                                  "unsafe_name", "wrong_schema"])
+def test_an_unusable_entry_is_ignored_and_replaced(cache, files, kind):
+    reference = vt.read_verdicts_reference(files)
+    vt.read_verdicts(files)
+    entry = entry_of(files[0])
+    _damage(kind, entry, entry_of(files[1]))
+    damaged = entry.read_bytes()
+    assert_same_table(vt.read_verdicts(files), reference)
+    assert entry.read_bytes() != damaged  # parsed again and written anew
+    assert verdict_files._from_cache(entry, verdict_files.file_record(files[0])) is not None
+
+
+def test_a_file_the_columns_refuse_is_not_cached(cache, files):
+    files[0].write_text(files[0].read_text().replace('"meets"', '"great"', 1))
+    with pytest.raises(InputError, match="verdict"):
+        vt.read_verdicts(files)
+    assert not entry_of(files[0]).exists() and entry_of(files[1]).is_file()
+
+
+def test_read_and_off_write_nothing(cache, files, monkeypatch):
+    vt.read_verdicts(files, cache="read")
+    vt.read_verdicts(files, cache="off")
+    assert not cache.exists()
+    vt.read_verdicts(files)
+    no_parse(monkeypatch)
+    vt.read_verdicts(files, cache="read")  # reads the entries it may not write
+    with pytest.raises(AssertionError, match="parsed a file"):
+        vt.read_verdicts(files, cache="off")
+
+
+def test_a_cache_that_cannot_be_written_never_fails_a_read(tmp_path, files, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(blocker))
+    assert_same_table(vt.read_verdicts(files), vt.read_verdicts_reference(files))
+
+
+def test_the_reusable_buffer_holds_only_the_current_file(tmp_path):
+    big, small = tmp_path / "big", tmp_path / "small"
+    big.write_bytes(b"x" * 100_000)
+    small.write_bytes(b'{"a": 1}\n')
+    verdict_files._read_into_buffer(big)
+    view, stat = verdict_files._read_into_buffer(small)
+    assert bytes(view) == small.read_bytes() and stat.st_size == len(view)
+
+
+def test_the_judges_record_fields_are_cached_alike(cache, tmp_path, monkeypatch):
+    """A judge-stage record (every field `verdict_record` writes) and a human's record."""
+    judge = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j", "check_id": "c1",
+             "tier": "valuable", "verdict": "invalid", "raw": "I think so", "probs": None,
+             "method": "first_token", "prompt_tokens": 420, "num_cached_tokens": None, "attempts": 2,
+             "settings_hash": "abc", "answer_hash": "0123456789ab"}
+    human = {**judge, "judge": "human-ann", "verdict": "meets", "raw": None, "note": "looked twice",
+             "annotated_at": "2026-12-01T10:00:00.000+00:00", "revision": 1}
+    for name, record in (("judge", judge), ("human", human)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps(record) + "\n" + json.dumps({**record, "check_id": "c2"}) + "\n")
+        first = vt.read_verdicts([path])
+        assert entry_of(path).is_file(), name
+        assert_same_table(first, vt.read_verdicts_reference([path]))
+        assert_same_table(vt.read_verdicts([path]), first)
