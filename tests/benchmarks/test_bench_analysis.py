@@ -48,3 +48,16 @@ def test_duckdb_sql_computes_the_same_scores(bench, run, tmp_path, reader):
     theirs = {r[:3]: r[3] for r in duckdb.connect().execute(sql, [[str(f) for f in files]]).fetchall()}
     assert theirs == pytest.approx(ours, abs=1e-9)
     assert json.loads((tmp_path / "scores.json").read_text())["schema_version"] == 1
+
+
+@pytest.mark.parametrize("state", ["cold", "warm"])
+def test_the_timed_commands_run_as_a_user_runs_them(bench, run, state):
+    """Each command succeeds (timed_process raises otherwise); warm starts from the columns
+    the judge stage would have cached, cold from an empty cache."""
+    root, _, files = run
+    out = bench.time_commands(root, [str(f) for f in files], state)
+    assert set(out) == {"score", "agree", "report_fresh", "report_current"}
+    assert all(r["seconds"] > 0 and r["peak_rss_mb"] > 0 for r in out.values())
+    cached = list((root / f"cache-{state}" / "verdict-tables").glob("v*/*.arrow"))
+    assert len(cached) == (len(files) if state == "warm" else 0)  # cold: emptied before each command
+    assert (root / "report.md").is_file() and (root / "scores" / "agreement.json").is_file()
