@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only; never needs a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
 
 from gamut_local.rundir.store import write_bytes_atomic  # noqa: E402
 from gamut_local.vocab import TIERS, VERDICTS  # noqa: E402
@@ -57,6 +58,22 @@ def _by_judge(rows: list[dict], judges: list[str]) -> dict[str, list[dict]]:
     return {j: [r for r in rows if r["judge"] == j] for j in judges if any(r["judge"] == j for r in rows)}
 
 
+def _hbars(ax, y, widths, *, left=0.0, height: float = 0.8, color, label: str | None = None, **style):
+    """Horizontal bars as one PolyCollection, as `ax.barh` draws them (NaN: no bar) but one
+    artist per series instead of one per bar: a third less matplotlib time at paper scale."""
+    y = np.asarray(y, dtype=float)
+    x0 = np.broadcast_to(np.asarray(left, dtype=float), y.shape)
+    x1 = x0 + np.asarray(widths, dtype=float)
+    y0, y1 = y - height / 2, y + height / 2
+    corners = np.stack([np.stack(c, axis=1) for c in ((x0, y0), (x0, y1), (x1, y1), (x1, y0))], axis=1)
+    bars = PolyCollection(corners[np.isfinite(corners).all(axis=(1, 2))], facecolors=color, label=label,
+                          edgecolors=style.pop("edgecolor", "none"), linewidths=style.pop("lw", 0), **style)
+    bars.sticky_edges.x.extend(np.unique(x0))  # bars grow from their left edge, as barh's do
+    ax.add_collection(bars)
+    ax.autoscale_view()
+    return bars
+
+
 def _row_height(n: int) -> float:
     return max(2.6, 0.32 * n + 1.4)
 
@@ -76,7 +93,7 @@ def leaderboard(tables: dict, path: Path) -> Path | None:
         s = np.array([r["gamut_score"] for r in rows], dtype=float)
         lo = np.array([r["ci95_low"] if r["ci95_low"] is not None else np.nan for r in rows], dtype=float)
         hi = np.array([r["ci95_high"] if r["ci95_high"] is not None else np.nan for r in rows], dtype=float)
-        ax.barh(y, s, color="#5c6bc0", alpha=0.85)
+        _hbars(ax, y, s, color="#5c6bc0", alpha=0.85)
         # One (2, n) array: a list of two 1-element arrays trips numpy's scalar deprecation.
         ax.errorbar(s, y, xerr=np.vstack([s - lo, hi - s]), fmt="none", ecolor="black", capsize=3, lw=1)
         ax.set_yticks(y, [r["label"] for r in rows])
@@ -101,7 +118,7 @@ def tier_scores(tables: dict, path: Path) -> Path | None:
         for k, tier in enumerate(TIERS):
             vals = np.array([np.nan if r[tier] is None else r[tier] for r in rows], dtype=float)
             # Highest tier drawn on top within each model's group.
-            ax.barh(y + (1 - k) * h, vals, height=h, color=TIER_COLOURS[tier], label=tier)
+            _hbars(ax, y + (1 - k) * h, vals, height=h, color=TIER_COLOURS[tier], label=tier)
         ax.set_yticks(y, [r["label"] for r in rows])
         ax.axvline(0, color="black", lw=0.6)
         ax.set_xlabel("tier score (points)")
@@ -124,7 +141,7 @@ def verdict_distribution(tables: dict, path: Path) -> Path | None:
         left = np.zeros(len(rows))
         for v in VERDICTS:
             vals = 100 * np.array([r[v] or 0.0 for r in rows])
-            ax.barh(y, vals, left=left, color=VERDICT_COLOURS[v], label=v, edgecolor="white", lw=0.4)
+            _hbars(ax, y, vals, left=left, color=VERDICT_COLOURS[v], label=v, edgecolor="white", lw=0.4)
             left += vals
         ax.set_yticks(y, [r["label"] for r in rows])
         ax.set_xlim(0, 100)
