@@ -1,4 +1,4 @@
-"""What the columnar-reader guard (rundir.store.fast_reader_safe) costs beside the read it
+"""What the columnar-reader guard (data.arrow.jsonl_lines) costs beside the read it
 guards: verdict-shaped JSONL, N lines, the guard vs pyarrow's JSON parse of the same bytes,
 best of 3, and peak memory of each.
 
@@ -12,7 +12,7 @@ import json
 import time
 import tracemalloc
 
-from gamut_local.rundir.store import fast_reader_safe
+from gamut_local.data.arrow import jsonl_lines
 
 
 def _best(fn, repeat: int = 3) -> tuple[float, int]:
@@ -39,7 +39,7 @@ def main() -> None:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    guard, guard_mem = _best(lambda: fast_reader_safe(raw))
+    guard, guard_mem = _best(lambda: jsonl_lines(raw))
     parse, parse_mem = _best(lambda: pj.read_json(pa.BufferReader(raw)))
     print(json.dumps({"lines": n, "mb": round(len(raw) / 1e6, 1), "guard_s": round(guard, 3),
                       "pyarrow_parse_s": round(parse, 3), "guard_over_parse": round(guard / parse, 3),

@@ -38,9 +38,6 @@ CODED_FIELDS = (*STRING_FIELDS, "settings_hash")  # settings_hash may be absent 
 FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
 SAFE_NAMES = ("model", "judge")  # names that become file names (`records.SafeName`)
 _SAFE = re.compile(NAME_PATTERN)
-# Deeper than this, a line goes to the reference (json.loads stops near 1,000 levels too).
-MAX_DEPTH = 1000
-OPENERS, CLOSERS = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dtype=np.uint8)
 # Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
 BLOCK_SIZE = 4 << 20
 # Bump when what a cache entry holds, or what it vouches for, changes.
@@ -151,8 +148,8 @@ def _parse(raw: memoryview, record: dict, options) -> FileColumns | None:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    n_lines = _lines_if_shallow(raw)
-    if not n_lines or not _is_utf8(raw):
+    n_lines = arrow.jsonl_lines(raw)
+    if not n_lines:
         return None
     tab = pj.read_json(pa.BufferReader(pa.py_buffer(raw)), parse_options=options,
                        read_options=pj.ReadOptions(block_size=BLOCK_SIZE))
@@ -203,54 +200,6 @@ def _probs(tab) -> np.ndarray | None:
         if name in JUDGE_LABELS:
             out[:, JUDGE_LABELS.index(name)] = arrow.floats(child)
     return out
-
-
-# ---------------------------------------------------------------- what pyarrow may be given
-
-def _lines_if_shallow(raw) -> int:
-    """The number of lines, or 0 if the file is empty or a line may nest deeper than
-    MAX_DEPTH: pyarrow's parser recurses and a deep enough line kills the process (between
-    5,000 and 20,000 levels), where the reference says "nested too deeply"."""
-    data = np.frombuffer(raw, dtype=np.uint8)
-    newline = data == ord("\n")
-    if not _no_long_lines(newline) and _may_nest_deep(data, newline):
-        return 0
-    return int(np.count_nonzero(newline) + (data[-1] != ord("\n"))) if len(data) else 0
-
-
-def _no_long_lines(newline: np.ndarray) -> bool:
-    """No line is longer than 2 * MAX_DEPTH bytes, so none nests deeper than MAX_DEPTH (a
-    line of n bytes nests at most n / 2 deep). Such a line would cover a whole aligned
-    block of MAX_DEPTH bytes, so: every block has a newline. Cheaper than finding the lines."""
-    blocks = len(newline) // MAX_DEPTH
-    return bool(newline[:blocks * MAX_DEPTH].reshape(blocks, MAX_DEPTH).any(axis=1).all())
-
-
-def _may_nest_deep(data: np.ndarray, newline: np.ndarray) -> bool:
-    """Some line nests deeper than MAX_DEPTH (brackets inside strings count too: cautious)."""
-    ends = np.flatnonzero(newline)
-    starts = np.r_[0, ends + 1]
-    stops = np.r_[ends, len(data)]
-    for k in np.flatnonzero(stops - starts > 2 * MAX_DEPTH):
-        line = data[starts[k]:stops[k]]
-        step = np.isin(line, OPENERS).astype(np.int32) - np.isin(line, CLOSERS)
-        if np.cumsum(step).max() > MAX_DEPTH:
-            return True
-    return False
-
-
-def _is_utf8(raw) -> bool:
-    """The whole file is UTF-8, as `json.loads` of each line requires: pyarrow's reader checks
-    neither the bytes of its string columns nor fields outside its schema. One SIMD pass."""
-    import pyarrow as pa
-
-    offsets = pa.py_buffer(np.array([0, len(raw)], dtype=np.int64))
-    whole = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(raw)])
-    try:
-        whole.validate(full=True)  # checks the bytes in place, no copy
-    except pa.ArrowInvalid:
-        return False
-    return True
 
 
 # ---------------------------------------------------------------- the cache

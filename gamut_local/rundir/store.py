@@ -15,7 +15,6 @@ exactly what was and was not written when a command fails.
 
 from __future__ import annotations
 
-import codecs
 import json
 import os
 import tempfile
@@ -247,34 +246,3 @@ def write_json(path: str | Path, obj: Any) -> None:
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
     write_text_atomic(path, "".join(dumps(r) + "\n" for r in records))
-
-
-MAX_FAST_DEPTH = 64  # verdict and answer records nest 3 deep; deeper goes the careful way
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_SLICE = 1 << 22
-
-
-def fast_reader_safe(raw: bytes) -> bool:
-    """Whether a columnar JSON reader (pyarrow) may be given these bytes: valid UTF-8 and
-    nested at most MAX_FAST_DEPTH deep. pyarrow crashes the process on very deep nesting
-    and hands invalid UTF-8 on to Python; a False sends the file to `read_jsonl`, which
-    names the line. Brackets inside strings count too: a false alarm only costs speed.
-    Cost: scripts/bench_reader_guard.py (a fraction of the parse it guards)."""
-    import numpy as np
-
-    check = codecs.getincrementaldecoder("utf-8")()
-    parts = []
-    try:  # in slices, so the check never holds a second copy of a large file
-        for start in range(0, len(raw), _SLICE):
-            piece = raw[start:start + _SLICE]
-            check.decode(piece)
-            parts.append(piece.translate(None, _NOT_BRACKETS))
-        check.decode(b"", final=True)
-    except UnicodeDecodeError:
-        return False
-    brackets = b"".join(parts)
-    if len(brackets) <= MAX_FAST_DEPTH:
-        return True
-    step = np.zeros(256, dtype=np.int8)
-    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
-    return int(np.cumsum(step[np.frombuffer(brackets, np.uint8)], dtype=np.int32).max()) <= MAX_FAST_DEPTH

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from gamut_local.data.arrow import jsonl_lines
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import scores_path
-from gamut_local.rundir.store import fast_reader_safe
 from gamut_local.vocab import VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -236,10 +236,11 @@ def read_answers(files: list[Path]) -> dict[tuple, dict]:
         try:
             raw = Path(path).read_bytes()
             # pyarrow crashes the process on very deep nesting: such a file takes the strict loader.
-            if not fast_reader_safe(raw):
+            lines = jsonl_lines(raw)
+            if not lines:
                 raise ValueError("not for the columnar reader")
             t = pj.read_json(pa.BufferReader(raw), parse_options=opts)
-            ok = t.num_rows > 0 and all(t[f].null_count == 0 for f in fields) and \
+            ok = t.num_rows == lines and all(t[f].null_count == 0 for f in fields) and \
                 pc.all(pc.is_in(t["variant"], value_set=pa.array(VARIANTS))).as_py() is not False
         except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
             ok = False
