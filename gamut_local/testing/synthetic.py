@@ -1,11 +1,14 @@
 """Synthetic verdicts for tests and benchmarks (numpy rng): integer-coded arrays for the
-scorer (`scorer_arrays`) and multi-judge verdict records (`make_records`).
+scorer (`scorer_arrays`), multi-judge verdict records (`make_records`), and
+`assert_same_table` for readers that must agree.
 
 In `make_records` each (model, variant) has a quality; each judge copies the true verdict with its own
 reliability and otherwise picks any of the five codes (invalid included).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -42,3 +45,13 @@ def scorer_arrays(n_verdicts: int, n_responses: int, seed: int = 0):
     tier = rng.choice(3, size=n_verdicts, p=[0.4, 0.4, 0.2]).astype(np.int8)
     response = np.sort(rng.integers(0, n_responses, size=n_verdicts))
     return verdict, tier, response
+
+
+def assert_same_table(a, b) -> None:
+    """Two VerdictTables are equal field by field (arrays: same dtype, same values, NaN = NaN)."""
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), f.name
+        else:
+            assert x == y, f.name

@@ -5,7 +5,6 @@ that cannot be written never fails a read."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 
@@ -16,16 +15,7 @@ from gamut_local.data import verdict_files
 from gamut_local.data import verdict_table as vt
 from gamut_local.errors import InputError
 from gamut_local.rundir.store import write_jsonl
-from gamut_local.testing.synthetic import make_records
-
-
-def assert_same_table(a, b):
-    for f in dataclasses.fields(a):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, np.ndarray):
-            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), f.name
-        else:
-            assert x == y, f.name
+from gamut_local.testing.synthetic import assert_same_table, make_records
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 same agreement and the very same error messages, on the sample, on synthetic multi-judge
 data and on a corpus of bad verdict files."""
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -17,22 +16,13 @@ from gamut_local.data import verdict_table as vt
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError
 from gamut_local.rundir.store import write_jsonl
-from gamut_local.testing.synthetic import make_records
+from gamut_local.testing.synthetic import assert_same_table, make_records
 
 GOLD = Path(gamut_local.__file__).parent / "data" / "sample" / "verdicts" / "gold.jsonl"
 GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j", "check_id": "c1",
         "tier": "answer_critical", "verdict": "meets", "raw": "'meets'=0.9000",
         "probs": {"meets": 0.9, "partially_meets": 0.05, "missing": 0.03, "contradicts": 0.02},
         "settings_hash": "abc", "attempts": 1}
-
-
-def assert_same_table(a, b):
-    for f in dataclasses.fields(a):
-        x, y = getattr(a, f.name), getattr(b, f.name)
-        if isinstance(x, np.ndarray):
-            assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), f.name
-        else:
-            assert x == y, f.name
 
 
 @pytest.fixture
