@@ -105,12 +105,12 @@ def encoded(column) -> tuple[np.ndarray, list[str]]:
 
 
 def from_numpy(data: np.ndarray):
-    """A 1-d numeric or boolean numpy array as a pyarrow array (NaN stays NaN, not null)."""
+    """A 1-d numeric numpy array as a pyarrow array (NaN stays NaN, not null)."""
     import pyarrow as pa
 
     data = np.ascontiguousarray(data)
-    if data.dtype == bool:
-        return pa.Array.from_buffers(pa.bool_(), len(data), [None, pa.py_buffer(np.packbits(data, bitorder="little"))])
+    if data.dtype.kind not in "iuf":
+        raise TypeError(f"not a numeric array: {data.dtype}")
     return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [None, pa.py_buffer(data)])
 
 

@@ -222,9 +222,9 @@ def _to_cache(entry: Path, part: FileColumns) -> None:
     import pyarrow as pa
 
     meta = {"version": CACHE_VERSION, "sha256": part.input["sha256"], "rows": part.n}
-    table = pa.Table.from_arrays([arrow.dictionary(*part.codes[name]) for name in CODED_FIELDS]
-                                 + [arrow.from_numpy(column) for column in part.probs.T], schema=_cache_schema())
     try:
+        table = pa.Table.from_arrays([arrow.dictionary(*part.codes[name]) for name in CODED_FIELDS]
+                                     + [arrow.from_numpy(column) for column in part.probs.T], schema=_cache_schema())
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema.with_metadata({"gamut_local": json.dumps(meta)})) as writer:
             writer.write_table(table)
@@ -245,8 +245,9 @@ def _from_cache(entry: Path, record: dict) -> FileColumns | None:
         return None
     if meta != {"version": CACHE_VERSION, "sha256": record["sha256"], "rows": table.num_rows} \
             or not table.schema.remove_metadata().equals(_cache_schema()) \
-            or any(column.num_chunks != 1 for column in table.columns):
-        return None
+            or any(column.num_chunks != 1 for column in table.columns) \
+            or any(table.column(f"probs.{label}").null_count for label in JUDGE_LABELS):
+        return None  # not what _to_cache writes
     codes = {name: arrow.codes(table.column(name).chunk(0)) for name in CODED_FIELDS}
     probs = np.stack([arrow.values(table.column(f"probs.{label}").chunk(0), np.float64) for label in JUDGE_LABELS],
                      axis=1)
