@@ -8,7 +8,8 @@ miss parses the bytes with pyarrow's JSON reader and checks each column: strings
 names safe, labels and tiers from the vocabulary, `probs` an object of numbers, one record
 per line. A file that passes goes into the cache, keyed by the sha256 of its bytes: the checks
 depend on nothing but those bytes, so an entry can never be stale, and a hit repeats the
-checks on its (small) dictionaries. Anything the columns cannot vouch for returns None, and
+checks on its (small) dictionaries; past CACHE_MAX_BYTES the least recently used entries go
+(`prune_cache`). Anything the columns cannot vouch for returns None, and
 the caller reads the files record by record (`verdict_table.read_verdicts_reference`), whose
 messages name FILE:LINE: field.
 
@@ -42,6 +43,8 @@ _SAFE = re.compile(NAME_PATTERN)
 BLOCK_SIZE = 4 << 20
 # Bump when what a cache entry holds, or what it vouches for, changes.
 CACHE_VERSION = 1
+# Beyond this, the least recently used entries go (a paper-scale run's entries: ~0.14 GB).
+CACHE_MAX_BYTES = 2 << 30
 _BUFFERS = threading.local()
 
 
@@ -110,6 +113,8 @@ def read_file_columns(path: Path, options, cache: str = "use") -> FileColumns | 
         record = file_record(path, raw, stat)
         entry = _cache_path(record["sha256"]) if cache != "off" else None
         part = _from_cache(entry, record) if entry is not None else None
+        if part is not None and cache == "use":
+            _touch(entry)
         if part is None:
             part = _parse(raw, record, options)
             if part is not None and entry is not None and cache == "use":
@@ -131,6 +136,7 @@ def cache_files(paths: list[Path]) -> None:
     for path in paths:
         read_file_columns(path, options)
     _BUFFERS.__dict__.pop("buf", None)  # a long-lived process keeps no file-sized buffer
+    prune_cache()
 
 
 def parse_options():
@@ -209,6 +215,14 @@ def _cache_path(sha256: str) -> Path:
     return cache_dir("verdict-tables") / f"v{CACHE_VERSION}" / f"{sha256}.arrow"
 
 
+def _touch(entry: Path) -> None:
+    """Mark an entry as just used (`prune_cache` deletes the least recently used first)."""
+    try:
+        os.utime(entry)
+    except OSError:
+        pass
+
+
 def _cache_schema():
     import pyarrow as pa
 
@@ -231,6 +245,28 @@ def _to_cache(entry: Path, part: FileColumns) -> None:
         write_bytes_atomic(entry, sink.getvalue().to_pybytes(), durable=False)
     except (OSError, pa.ArrowException):
         pass
+
+
+def prune_cache(max_bytes: int = CACHE_MAX_BYTES) -> None:
+    """Keep the cache under `max_bytes`: past it, delete the least recently used entries (a
+    hit touches its entry) down to 80% of it, so not every read prunes. Failures are ignored."""
+    folder = _cache_path("x").parent
+    try:
+        stats = [(e.path, e.stat()) for e in os.scandir(folder) if e.name.endswith(".arrow")]
+    except OSError:
+        return
+    entries = [(st.st_mtime_ns, st.st_size, path) for path, st in stats]
+    total = sum(size for _, size, _ in entries)
+    if total <= max_bytes:
+        return
+    for _, size, path in sorted(entries):
+        if total <= 0.8 * max_bytes:
+            break
+        try:
+            os.unlink(path)
+            total -= size
+        except OSError:
+            pass
 
 
 def _from_cache(entry: Path, record: dict) -> FileColumns | None:

@@ -34,6 +34,7 @@ from gamut_local.data.verdict_files import (
     FileColumns,
     file_record,
     parse_options,
+    prune_cache,
     read_file_columns,
 )
 from gamut_local.errors import InputError, Problem
@@ -309,6 +310,8 @@ def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> 
             parts.append(part)
             if on_file is not None:
                 on_file(path)
+    if cache == "use":
+        prune_cache()
     if not parts or any(p is None for p in parts):
         return read_verdicts_reference(paths)
     table = _table_from_parts(parts, [str(p) for p in paths])

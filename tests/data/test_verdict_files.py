@@ -160,3 +160,22 @@ def test_the_judges_record_fields_are_cached_alike(cache, tmp_path, monkeypatch)
         assert entry_of(path).is_file(), name
         assert_same_table(first, vt.read_verdicts_reference([path]))
         assert_same_table(vt.read_verdicts([path]), first)
+
+
+def test_past_its_size_the_cache_drops_the_least_recently_used(cache, files, tmp_path):
+    import os
+
+    vt.read_verdicts(files)
+    old, recent = entry_of(files[0]), entry_of(files[1])
+    os.utime(old, ns=(1, 1))  # used long ago
+    os.utime(recent, ns=(2, 2))
+    vt.read_verdicts([files[1]])  # a hit touches its entry: now the most recent
+    size = old.stat().st_size + recent.stat().st_size
+    assert recent.stat().st_mtime_ns > 2
+    verdict_files.prune_cache(max_bytes=size)  # at the limit: nothing goes
+    assert old.exists() and recent.exists()
+    verdict_files.prune_cache(max_bytes=size - 1)
+    assert not old.exists() and recent.exists()
+    os.utime(recent, ns=(3, 3))
+    vt.read_verdicts([files[1]], cache="read")  # a read-only reader touches nothing
+    assert recent.stat().st_mtime_ns == 3
