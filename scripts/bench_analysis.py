@@ -174,13 +174,11 @@ def time_commands(root: Path, files: list[str], state: str) -> dict:
         subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
                         "from gamut_local.data.verdict_files import cache_files; "
                         "cache_files([Path(p) for p in sys.argv[1:]])", *files], env=env, check=True)
-    cold = dict(env) if state == "cold" else None
 
-    def fresh_env():  # cold: an empty cache for every command
-        if cold is None:
-            return env
-        shutil.rmtree(cache, ignore_errors=True)
-        return cold
+    def fresh_env():
+        if state == "cold":  # an empty cache for every command
+            shutil.rmtree(cache, ignore_errors=True)
+        return env
 
     out = {
         "score": timed_process([gamut, "score", *files, "--out", str(root / "bench-scores.json"),

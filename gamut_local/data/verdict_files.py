@@ -56,8 +56,11 @@ class FileColumns:
 
     codes: dict[str, tuple[np.ndarray, list[str]]]
     probs: np.ndarray
-    n: int
     input: dict
+
+    @property
+    def n(self) -> int:
+        return len(self.probs)
 
 
 # ---------------------------------------------------------------- inputs and their hashes
@@ -164,10 +167,10 @@ def _parse(raw: memoryview, record: dict, options) -> FileColumns | None:
     # and a blank line (which both skip) would shift line numbers.
     if tab.num_rows != n_lines:
         return None
-    # The schema makes each a string column: pyarrow refuses a number there.
     probs = _probs(tab)
     if probs is None:
         return None
+    # The schema makes each a string column: pyarrow refuses a number there.
     return _checked({name: arrow.encoded(tab.column(name)) for name in CODED_FIELDS}, probs, record)
 
 
@@ -181,7 +184,7 @@ def _checked(codes: dict, probs: np.ndarray, record: dict) -> FileColumns | None
             return None
         if name in SAFE_NAMES and not all(_SAFE.fullmatch(v) for v in values):
             return None
-    return FileColumns(codes=codes, probs=probs, n=len(probs), input=record)
+    return FileColumns(codes=codes, probs=probs, input=record)
 
 
 # ---------------------------------------------------------------- probabilities
@@ -211,8 +214,12 @@ def _probs(tab) -> np.ndarray | None:
 
 # ---------------------------------------------------------------- the cache
 
+def _cache_folder() -> Path:
+    return cache_dir("verdict-tables") / f"v{CACHE_VERSION}"
+
+
 def _cache_path(sha256: str) -> Path:
-    return cache_dir("verdict-tables") / f"v{CACHE_VERSION}" / f"{sha256}.arrow"
+    return _cache_folder() / f"{sha256}.arrow"
 
 
 def _touch(entry: Path) -> None:
@@ -250,9 +257,8 @@ def _to_cache(entry: Path, part: FileColumns) -> None:
 def prune_cache(max_bytes: int = CACHE_MAX_BYTES) -> None:
     """Keep the cache under `max_bytes`: past it, delete the least recently used entries (a
     hit touches its entry) down to 80% of it, so not every read prunes. Failures are ignored."""
-    folder = _cache_path("x").parent
     try:
-        stats = [(e.path, e.stat()) for e in os.scandir(folder) if e.name.endswith(".arrow")]
+        stats = [(e.path, e.stat()) for e in os.scandir(_cache_folder()) if e.name.endswith(".arrow")]
     except OSError:
         return
     entries = [(st.st_mtime_ns, st.st_size, path) for path, st in stats]

@@ -298,10 +298,9 @@ def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> 
     """
     paths = [Path(p) for p in paths]
     try:
-        import pyarrow  # noqa: F401
-    except ImportError:
+        options = parse_options()
+    except ImportError:  # no pyarrow (the core install)
         return read_verdicts_reference(paths)
-    options = parse_options()
     parts = []
     # Files in parallel as well as blocks within a file: pyarrow and hashlib release the GIL,
     # and a 12 MB file has too few blocks to keep every core busy on its own.

@@ -237,19 +237,28 @@ def test_permission_denied_is_a_message(world, expect, monkeypatch):
     expect(1, "compile", world.dataset, "--out", world.root / "locked" / "r.jsonl", named=["Permission denied", "locked"])
 
 
-def test_failed_rename_keeps_the_old_file_and_leaves_no_temp(world, expect, monkeypatch):
+def _renames_fail(monkeypatch) -> None:
+    """Every atomic write's final rename fails with EIO (a dying disk)."""
     from gamut_local.rundir import store
-
-    a = world.verdicts(world.root / "a.jsonl", judge="ja")
-    b = world.verdicts(world.root / "b.jsonl", judge="jb")
-    out = world.root / "out" / "agreement.json"
-    out.parent.mkdir()
-    out.write_text("old agreement\n")
 
     def replace(src, dst):
         raise OSError(errno.EIO, "Input/output error", str(dst))
 
     monkeypatch.setattr(store.os, "replace", replace)
+
+
+def _old_output(world, name: str, text: str) -> Path:
+    out = world.root / "out" / name
+    out.parent.mkdir()
+    out.write_text(text)
+    return out
+
+
+def test_failed_rename_keeps_the_old_file_and_leaves_no_temp(world, expect, monkeypatch):
+    a = world.verdicts(world.root / "a.jsonl", judge="ja")
+    b = world.verdicts(world.root / "b.jsonl", judge="jb")
+    out = _old_output(world, "agreement.json", "old agreement\n")
+    _renames_fail(monkeypatch)
     expect(1, "agree", a, b, "--out", out, named=["Input/output error", "agreement.json"], inputs_change=True)
     assert out.read_text() == "old agreement\n"
     assert sorted(p.name for p in out.parent.iterdir()) == ["agreement.json"]
@@ -316,16 +325,8 @@ def test_sigterm_cleans_up_says_what_was_written_and_the_rerun_resumes(world, ex
 
 
 def test_failed_scores_write_keeps_the_old_files_and_leaves_no_temp(world, expect, monkeypatch):
-    from gamut_local.rundir import store
-
     v = world.verdicts(world.root / "v.jsonl")
-    out = world.root / "out" / "s.json"
-    out.parent.mkdir()
-    out.write_text("old scores\n")
-
-    def replace(src, dst):
-        raise OSError(errno.EIO, "Input/output error", str(dst))
-
-    monkeypatch.setattr(store.os, "replace", replace)
+    out = _old_output(world, "s.json", "old scores\n")
+    _renames_fail(monkeypatch)
     expect(1, "score", v, "--out", out, named=["Input/output error"], inputs_change=True)
     assert out.read_text() == "old scores\n" and sorted(p.name for p in out.parent.iterdir()) == ["s.json"]
