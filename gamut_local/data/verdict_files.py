@@ -39,8 +39,9 @@ CODED_FIELDS = (*STRING_FIELDS, "settings_hash")  # settings_hash may be absent 
 FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
 SAFE_NAMES = ("model", "judge")  # names that become file names (`records.SafeName`)
 _SAFE = re.compile(NAME_PATTERN)
-# Bigger blocks than pyarrow's 1 MB default: fewer per-block type unifications on 12 MB files.
-BLOCK_SIZE = 4 << 20
+# Bigger blocks than pyarrow's 1 MB default: a paper-scale file (12 MB) is one block, with no
+# per-block type unification.
+BLOCK_SIZE = 16 << 20
 # Bump when what a cache entry holds, or what it vouches for, changes.
 CACHE_VERSION = 1
 # Beyond this, the least recently used entries go (a paper-scale run's entries: ~0.14 GB).
@@ -106,9 +107,11 @@ def _read_into_buffer(path: Path) -> tuple[memoryview, os.stat_result]:
 
 # ---------------------------------------------------------------- one file
 
-def read_file_columns(path: Path, options, cache: str = "use") -> FileColumns | None:
+def read_file_columns(path: Path, options, cache: str = "use", threads: bool = True) -> FileColumns | None:
     """The file's checked columns, or None: read it the reference way. `options`: pyarrow's
-    parse options (`parse_options`); `cache`: "use", "read" (never write) or "off"."""
+    parse options (`parse_options`); `cache`: "use", "read" (never write) or "off";
+    `threads`: let pyarrow parse the file's blocks in parallel (off when the caller reads
+    files in parallel itself)."""
     import pyarrow as pa
 
     try:
@@ -119,7 +122,7 @@ def read_file_columns(path: Path, options, cache: str = "use") -> FileColumns | 
         if part is not None and cache == "use":
             _touch(entry)
         if part is None:
-            part = _parse(raw, record, options)
+            part = _parse(raw, record, options, threads)
             if part is not None and entry is not None and cache == "use":
                 _to_cache(entry, part)
         return part
@@ -154,7 +157,7 @@ def parse_options():
     return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
 
 
-def _parse(raw: memoryview, record: dict, options) -> FileColumns | None:
+def _parse(raw: memoryview, record: dict, options, threads: bool) -> FileColumns | None:
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -162,7 +165,7 @@ def _parse(raw: memoryview, record: dict, options) -> FileColumns | None:
     if not n_lines:
         return None
     tab = pj.read_json(pa.BufferReader(pa.py_buffer(raw)), parse_options=options,
-                       read_options=pj.ReadOptions(block_size=BLOCK_SIZE))
+                       read_options=pj.ReadOptions(block_size=BLOCK_SIZE, use_threads=threads))
     # One record per line: pyarrow also takes two objects on one line, the reference does not,
     # and a blank line (which both skip) would shift line numbers.
     if tab.num_rows != n_lines:

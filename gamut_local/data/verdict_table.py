@@ -302,10 +302,14 @@ def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> 
     except ImportError:  # no pyarrow (the core install)
         return read_verdicts_reference(paths)
     parts = []
-    # Files in parallel as well as blocks within a file: pyarrow and hashlib release the GIL,
-    # and a 12 MB file has too few blocks to keep every core busy on its own.
-    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
-        for path, part in zip(paths, pool.map(lambda p: read_file_columns(p, options, cache), paths)):
+    # One file per thread (pyarrow and hashlib release the GIL), each parsed in one thread:
+    # the hashing, the line checks and the coding run in parallel too, and the cores spend
+    # no time handing blocks around (measured: 4.1 s against 4.9 s for the benchmark's 84
+    # files on 2 cores). With fewer files than threads, pyarrow splits each file instead.
+    workers = min(4, os.cpu_count() or 1)
+    threads = len(paths) < workers
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for path, part in zip(paths, pool.map(lambda p: read_file_columns(p, options, cache, threads), paths)):
             parts.append(part)
             if on_file is not None:
                 on_file(path)
