@@ -179,3 +179,97 @@ def test_past_its_size_the_cache_drops_the_least_recently_used(cache, files, tmp
     os.utime(recent, ns=(3, 3))
     vt.read_verdicts([files[1]], cache="read")  # a read-only reader touches nothing
     assert recent.stat().st_mtime_ns == 3
+
+
+# ---------------------------------------------------------------- remembered hashes
+
+@pytest.fixture
+def settled(monkeypatch):
+    """Files count as settled at once (else only files changed 2 s before a read are)."""
+    monkeypatch.setattr(verdict_files, "RACY_NS", 0)
+
+
+def no_read(monkeypatch):
+    def refuse(*_):
+        raise AssertionError("read a file whose hash is remembered")
+    monkeypatch.setattr(verdict_files, "_read_into_buffer", refuse)
+
+
+def test_an_unchanged_file_is_neither_read_nor_hashed_again(cache, files, settled, monkeypatch):
+    first = vt.read_verdicts(files)
+    assert all(verdict_files._stat_entry(p).is_file() for p in files)
+    no_read(monkeypatch)
+    again = vt.read_verdicts(files)
+    assert_same_table(again, first)
+    assert again.inputs == first.inputs == [verdict_files.file_record(p) for p in files]
+
+
+def test_a_file_changed_just_before_it_was_hashed_is_hashed_again(cache, files):
+    vt.read_verdicts(files)  # the files were written within RACY_NS of this read
+    assert not any(verdict_files._stat_entry(p).exists() for p in files)
+
+
+def test_a_change_that_keeps_size_and_mtime_is_seen(cache, files, settled):
+    import os
+
+    vt.read_verdicts(files)
+    before = files[0].stat()
+    text = files[0].read_text()
+    same_size = text.replace('"verdict":"missing"', '"verdict":"invalid"', 1)
+    assert len(same_size) == len(text) and same_size != text
+    files[0].write_text(same_size)
+    os.utime(files[0], ns=(before.st_atime_ns, before.st_mtime_ns))  # as `touch -r` would
+    assert files[0].stat().st_size == before.st_size and files[0].stat().st_mtime_ns == before.st_mtime_ns
+    assert_same_table(vt.read_verdicts(files), vt.read_verdicts_reference(files))
+
+
+@pytest.mark.parametrize("kind", ["garbage", "not_an_object", "bad_hash", "other_stat", "pruned_entry"])
+def test_an_unusable_remembered_hash_is_ignored(cache, files, settled, kind):
+    vt.read_verdicts(files)
+    known = verdict_files._stat_entry(files[0])
+    doc = json.loads(known.read_text())
+    if kind == "garbage":
+        known.write_bytes(b"\xff{")
+    elif kind == "not_an_object":
+        known.write_text("[1, 2]")
+    elif kind == "bad_hash":
+        known.write_text(json.dumps({**doc, "sha256": "../../elsewhere"}))
+    elif kind == "other_stat":
+        known.write_text(json.dumps({**doc, "stat": {**doc["stat"], "ino": doc["stat"]["ino"] + 1}}))
+    else:
+        entry_of(files[0]).unlink()
+    assert_same_table(vt.read_verdicts(files), vt.read_verdicts_reference(files))
+    assert json.loads(known.read_text()) == doc  # hashed again and remembered anew
+
+
+def test_read_only_readers_remember_nothing(cache, files, settled, monkeypatch):
+    vt.read_verdicts(files, cache="read")
+    assert not cache.exists()
+    vt.read_verdicts(files)
+    known = verdict_files._stat_entry(files[0])
+    import os
+
+    os.utime(known, ns=(5, 5))
+    no_read(monkeypatch)
+    vt.read_verdicts(files, cache="read")  # uses the remembered hashes, touches nothing
+    assert known.stat().st_mtime_ns == 5
+    with pytest.raises(AssertionError, match="read a file"):
+        vt.read_verdicts(files, cache="off")
+
+
+def test_past_their_number_the_least_recently_used_hashes_go(cache, files, settled, tmp_path):
+    import os
+
+    copies = [tmp_path / f"copy-{k}.jsonl" for k in range(5)]
+    for path in copies:
+        path.write_bytes(files[1].read_bytes())
+    for path in copies:  # one at a time: together they would be duplicates
+        vt.read_verdicts([path])
+    known = [verdict_files._stat_entry(p) for p in copies]
+    for k, entry in enumerate(known):
+        os.utime(entry, ns=(k + 1, k + 1))  # copy-0 used longest ago
+    vt.read_verdicts([copies[0]])  # a hit touches what it used: now the most recent
+    verdict_files.prune_cache(max_hashes=5)  # at the limit: nothing goes
+    assert all(entry.exists() for entry in known)
+    verdict_files.prune_cache(max_hashes=4)  # past it: down to 80% (3)
+    assert [entry.exists() for entry in known] == [True, False, False, True, True]
