@@ -127,20 +127,10 @@ def read_file_columns(path: Path, options, cache: str = "use", threads: bool = T
 
     try:
         part = _from_known_hash(path) if cache != "off" else None
-        if part is not None and cache == "use":
-            _touch(_stat_entry(path))
         if part is None:
-            hashed_ns = time.time_ns()
-            raw, stat = _read_into_buffer(path)
-            record = file_record(path, raw, stat)
-            entry = _cache_path(record["sha256"]) if cache != "off" else None
-            part = _from_cache(entry, record) if entry is not None else None
-            if part is None:
-                part = _parse(raw, record, options, threads)
-                if part is not None and entry is not None and cache == "use":
-                    _to_cache(entry, part)
-            if part is not None and cache == "use":
-                _remember_hash(path, stat, record["sha256"], hashed_ns)
+            part = _read_and_check(path, options, cache, threads)
+        elif cache == "use":
+            _touch(_stat_entry(path))
         if part is not None and cache == "use":
             _touch(_cache_path(part.input["sha256"]))
         return part
@@ -148,6 +138,24 @@ def read_file_columns(path: Path, options, cache: str = "use", threads: bool = T
     # schema's names are read.
     except (OSError, ValueError, pa.ArrowException):
         return None
+
+
+def _read_and_check(path: Path, options, cache: str, threads: bool) -> FileColumns | None:
+    """Read and hash the file; its columns from the cache entry of that hash, else parsed."""
+    hashed_ns = time.time_ns()
+    raw, stat = _read_into_buffer(path)
+    record = file_record(path, raw, stat)
+    if cache == "off":
+        return _parse(raw, record, options, threads)
+    entry = _cache_path(record["sha256"])
+    part = _from_cache(entry, record)
+    if part is None:
+        part = _parse(raw, record, options, threads)
+        if part is not None and cache == "use":
+            _to_cache(entry, part)
+    if part is not None and cache == "use":
+        _remember_hash(path, stat, record["sha256"], hashed_ns)
+    return part
 
 
 def cache_files(paths: list[Path]) -> None:

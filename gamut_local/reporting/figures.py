@@ -1,15 +1,14 @@
 """The report's PNG figures, drawn from `report_tables` output with matplotlib's Agg backend.
 
 One function per figure; each returns the path it wrote or None when its table is empty
-(the report says why that section is absent).
+(the report says why that section is absent). `reporting.drawing` draws them all, in worker
+processes where it can.
 """
 
 from __future__ import annotations
 
 import io
 import math
-import os
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -296,47 +295,6 @@ FIGURES = {"leaderboard": leaderboard, "tiers": tier_scores, "verdicts": verdict
            "variants": variants}
 
 
-# The order worker processes take the figures in: slowest first (measured at paper scale,
-# scripts/bench_analysis.py), so the workers finish at about the same time.
-SLOWEST_FIRST = ("domains", "verdicts", "tiers", "leaderboard", "judge_scatter", "variants", "confusion")
-
-
 def draw(name: str, tables: dict, out_dir: Path) -> Path | None:
     """Draw one figure (FIGURES[name]) into out_dir; None when its table is empty."""
     return FIGURES[name](tables, Path(out_dir) / f"{name}.png")
-
-
-def _pool(workers: int):
-    """Worker processes forked from this one (matplotlib already imported, the tables in
-    memory: no start-up cost), or None where fork() does not exist (Windows). The children
-    only draw and write PNGs; the threads this process may still have (pyarrow's idle pool)
-    hold no lock they would need."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return None
-    # `run` reports in the process that held an engine: torch's OpenMP pool and vLLM's
-    # threads are not safe to fork, so such a process draws in-process instead.
-    if any(name in sys.modules for name in ("torch", "vllm")):
-        return None
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
-
-
-def draw_all(tables: dict, out_dir: Path, workers: int | None = None) -> dict[str, Path]:
-    """Draw every figure that has data; {name: path}, in FIGURES' order.
-
-    matplotlib draws on one core and the figures are independent, so with more than one
-    core they are drawn by `workers` processes at once (default: one per core, at most
-    one per figure). Each figure is drawn by the same function either way: the same PNGs.
-    """
-    names = [n for n in SLOWEST_FIRST if n in FIGURES] + [n for n in FIGURES if n not in SLOWEST_FIRST]
-    workers = min(len(names), os.cpu_count() or 1) if workers is None else workers
-    pool = _pool(workers) if workers > 1 else None
-    if pool is None:
-        paths = {n: draw(n, tables, out_dir) for n in names}
-    else:
-        with pool:
-            jobs = {n: pool.submit(draw, n, tables, out_dir) for n in names}
-            paths = {n: job.result() for n, job in jobs.items()}
-    return {n: paths[n] for n in FIGURES if paths[n] is not None}

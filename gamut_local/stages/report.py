@@ -27,6 +27,7 @@ from gamut_local.analysis.outputs import AgreementFile, ReportTablesFile, Scores
 from gamut_local.analysis.scoring import N_BOOT, Scores, score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
+from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
     current_figures,
@@ -150,17 +151,17 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     """Write report.md, figures/ and tables/ into the run directory; return report.md's path."""
     run_dir = Path(run_dir)
     files, dataset_path, notes = run_inputs(run_dir, dataset)
-    doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console)
-    t = report_tables(scores, agreement)
-    write_report_tables(run_dir / "tables", ReportTablesFile(
-        inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
-    digest = tables_digest(t)
-    figures = current_figures(run_dir / "figures", digest)
-    if figures is None:
-        from gamut_local.reporting.figures import draw_all  # matplotlib: only when drawing
-
-        figures = draw_all(t, run_dir / "figures")
-        record_figures(run_dir / "figures", digest, figures)
+    # The drawing workers start first: they load matplotlib while this process reads.
+    with drawing_pool() as pool:
+        doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console)
+        t = report_tables(scores, agreement)
+        write_report_tables(run_dir / "tables", ReportTablesFile(
+            inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
+        digest = tables_digest(t)
+        figures = current_figures(run_dir / "figures", digest)
+        if figures is None:
+            figures = draw_all(t, run_dir / "figures", pool)
+            record_figures(run_dir / "figures", digest, figures)
     report = run_dir / "report.md"
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 

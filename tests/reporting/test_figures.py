@@ -4,7 +4,7 @@ from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.scoring import score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.data.verdict_table import table_from_records
-from gamut_local.reporting import figures
+from gamut_local.reporting import drawing, figures
 from gamut_local.testing.synthetic import make_records
 
 
@@ -18,13 +18,14 @@ def _tables() -> dict:
 
 def test_workers_draw_the_same_figures_as_one_process(tmp_path):
     t = _tables()
-    alone = figures.draw_all(t, tmp_path / "one", workers=1)
-    pooled = figures.draw_all(t, tmp_path / "pool", workers=3)
-    assert list(alone) == list(pooled) == [n for n in figures.FIGURES if n in alone]
-    assert set(alone) == set(figures.FIGURES)  # every figure has data here
+    alone = drawing.draw_all(t, tmp_path / "one")
+    with drawing.drawing_pool(workers=3) as pool:
+        assert pool is not None
+        pooled = drawing.draw_all(t, tmp_path / "pool", pool)
+    assert set(alone) == set(pooled) == set(figures.FIGURES)  # every figure has data here
     for name, path in alone.items():
         assert path.read_bytes() == pooled[name].read_bytes(), name
 
 
 def test_every_figure_has_a_place_in_the_workers_order():
-    assert sorted(figures.SLOWEST_FIRST) == sorted(figures.FIGURES)
+    assert sorted(drawing.SLOWEST_FIRST) == sorted(figures.FIGURES)

@@ -1,0 +1,64 @@
+"""Drawing the report's figures (`reporting.figures`), in worker processes where it can.
+
+matplotlib takes ~0.35 s to import and draws on one core, and the figures are independent.
+So `drawing_pool()` forks its workers as soon as it is entered, before the report has read
+anything (no threads to inherit yet), and each worker imports matplotlib while this process
+reads and scores; `draw_all` then hands them the figures, slowest first. This module does not
+import matplotlib: with a pool, this process never does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+# Every figure (`figures.FIGURES`), in the order the workers take them: slowest first
+# (measured at paper scale, scripts/bench_analysis.py), so the workers finish together.
+SLOWEST_FIRST = ("domains", "verdicts", "tiers", "leaderboard", "judge_scatter", "variants", "confusion")
+
+
+def draw(name: str, tables: dict, out_dir: Path) -> Path | None:
+    """Draw one figure into out_dir; None when its table is empty."""
+    from gamut_local.reporting import figures
+
+    return figures.draw(name, tables, out_dir)
+
+
+def _load() -> None:
+    """A worker's start: import matplotlib and the figures now, while nothing waits on it."""
+    try:
+        from gamut_local.reporting import figures  # noqa: F401
+    except ImportError:  # no matplotlib: `draw` raises it where someone sees it
+        pass
+
+
+@contextmanager
+def drawing_pool(workers: int | None = None):
+    """Worker processes for `draw_all`, started now; None where they cannot be (one core, no
+    fork() as on Windows, or a process that holds an engine: torch's OpenMP pool and vLLM's
+    threads are not safe to fork, and `run` reports in the process that judged)."""
+    import multiprocessing
+
+    workers = min(len(SLOWEST_FIRST), os.cpu_count() or 1) if workers is None else workers
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() \
+            or any(name in sys.modules for name in ("torch", "vllm")):
+        yield None
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"), initializer=_load) as pool:
+        pool.submit(int)  # with fork, the first job starts every worker
+        yield pool
+
+
+def draw_all(tables: dict, out_dir: Path, pool=None) -> dict[str, Path]:
+    """Draw every figure that has data, by `pool`'s workers (`drawing_pool`) or in this
+    process; {name: path}. Each figure is drawn by the same function either way: the same PNGs."""
+    if pool is None:
+        paths = {n: draw(n, tables, out_dir) for n in SLOWEST_FIRST}
+    else:
+        jobs = {n: pool.submit(draw, n, tables, out_dir) for n in SLOWEST_FIRST}
+        paths = {n: job.result() for n, job in jobs.items()}
+    return {n: path for n, path in paths.items() if path is not None}
