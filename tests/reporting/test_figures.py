@@ -1,5 +1,8 @@
 """The report's figures: drawn by worker processes or in this one, the very same PNGs."""
 
+import sys
+import types
+
 from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.scoring import score_table
 from gamut_local.analysis.summary import report_tables
@@ -16,15 +19,42 @@ def _tables() -> dict:
     return report_tables(scores, agree_panel(panel_from_table(table), scores.score))
 
 
+# The workers' side runs in a fresh interpreter: in this one, other tests may have loaded
+# torch, and `drawing_pool` rightly refuses to fork such a process.
+WORKERS = """
+import json, sys
+from pathlib import Path
+from gamut_local.reporting import drawing
+tables = json.loads(Path(sys.argv[1]).read_text())
+with drawing.drawing_pool(workers=3) as pool:
+    assert pool is not None, "no worker processes"
+    paths = drawing.draw_all(tables, Path(sys.argv[2]), pool)
+assert "matplotlib" not in sys.modules, "this process imported matplotlib"
+print(json.dumps({name: str(path) for name, path in paths.items()}))
+"""
+
+
 def test_workers_draw_the_same_figures_as_one_process(tmp_path):
-    t = _tables()
-    alone = drawing.draw_all(t, tmp_path / "one")
-    with drawing.drawing_pool(workers=3) as pool:
-        assert pool is not None
-        pooled = drawing.draw_all(t, tmp_path / "pool", pool)
+    import json
+    import subprocess
+    from pathlib import Path
+
+    (tmp_path / "tables.json").write_text(json.dumps(_tables()))
+    tables = json.loads((tmp_path / "tables.json").read_text())  # the very data the workers get
+    alone = drawing.draw_all(tables, tmp_path / "one")
+    done = subprocess.run([sys.executable, "-c", WORKERS, str(tmp_path / "tables.json"), str(tmp_path / "pool")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    pooled = json.loads(done.stdout)
     assert set(alone) == set(pooled) == set(figures.FIGURES)  # every figure has data here
     for name, path in alone.items():
-        assert path.read_bytes() == pooled[name].read_bytes(), name
+        assert path.read_bytes() == Path(pooled[name]).read_bytes(), name
+
+
+def test_an_engine_process_draws_alone(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch") or types.ModuleType("torch"))
+    with drawing.drawing_pool(workers=3) as pool:
+        assert pool is None
 
 
 def test_every_figure_has_a_place_in_the_workers_order():
