@@ -125,11 +125,14 @@ def run_inputs(run_dir: Path, dataset: Path | None = None) -> tuple[list[Path], 
 
 
 def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, *, seed: int,
-                        console: Console | None = None) -> tuple[ScoresFile, Scores, dict | None]:
-    """The run's scores and agreement: read where current, else computed and written."""
+                        console: Console | None = None,
+                        computing=lambda: None) -> tuple[ScoresFile, Scores, dict | None]:
+    """The run's scores and agreement: read where current, else computed and written
+    (`computing()` is called first: the figures will change)."""
     table = None
     current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT)
     if current is None:
+        computing()
         table, (_, domains, dataset_input) = read_verdicts_and_dataset(files, dataset, console)
         scores = score_table(table, domains, seed=seed)
         doc = write_scores_files(scores_path(run_dir), table, scores, dataset_input)
@@ -139,6 +142,7 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
         return doc, scores, None
     agreement = read_current_agreement(agreement_path(run_dir), files)
     if agreement is None:
+        computing()
         table = table if table is not None else read_verdict_table(files, console)
         # The panel's full-coverage scores are the very response scores above.
         agreement = AgreementFile(inputs=table.inputs, **agree_panel(panel_from_table(table), scores.score))
@@ -151,16 +155,17 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     """Write report.md, figures/ and tables/ into the run directory; return report.md's path."""
     run_dir = Path(run_dir)
     files, dataset_path, notes = run_inputs(run_dir, dataset)
-    # The drawing workers start first: they load matplotlib while this process reads.
-    with drawing_pool() as pool:
-        doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console)
+    # The drawing workers start before anything is computed: they load matplotlib meanwhile.
+    with drawing_pool() as workers:
+        doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
+                                                     computing=workers.start)
         t = report_tables(scores, agreement)
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
         digest = tables_digest(t)
         figures = current_figures(run_dir / "figures", digest)
         if figures is None:
-            figures = draw_all(t, run_dir / "figures", pool)
+            figures = draw_all(t, run_dir / "figures", workers)
             record_figures(run_dir / "figures", digest, figures)
     report = run_dir / "report.md"
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only

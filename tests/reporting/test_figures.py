@@ -26,9 +26,10 @@ import json, sys
 from pathlib import Path
 from gamut_local.reporting import drawing
 tables = json.loads(Path(sys.argv[1]).read_text())
-with drawing.drawing_pool(workers=3) as pool:
-    assert pool is not None, "no worker processes"
-    paths = drawing.draw_all(tables, Path(sys.argv[2]), pool)
+with drawing.drawing_pool(workers=3) as workers:
+    workers.start()
+    assert workers.pool is not None, "no worker processes"
+    paths = drawing.draw_all(tables, Path(sys.argv[2]), workers)
 assert "matplotlib" not in sys.modules, "this process imported matplotlib"
 print(json.dumps({name: str(path) for name, path in paths.items()}))
 """
@@ -53,8 +54,9 @@ def test_workers_draw_the_same_figures_as_one_process(tmp_path):
 
 def test_an_engine_process_draws_alone(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", sys.modules.get("torch") or types.ModuleType("torch"))
-    with drawing.drawing_pool(workers=3) as pool:
-        assert pool is None
+    with drawing.drawing_pool(workers=3) as workers:
+        workers.start()
+        assert workers.pool is None
 
 
 def test_every_figure_has_a_place_in_the_workers_order():

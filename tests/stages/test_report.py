@@ -9,6 +9,7 @@ from PIL import Image
 
 from gamut_local.analysis.comparisons import variant_comparison
 from gamut_local.errors import InputError
+from gamut_local.reporting.drawing import Workers
 from gamut_local.rundir.store import write_json, write_jsonl
 from gamut_local.stages.compare import compare_scores_file
 from gamut_local.stages.report import write_report
@@ -216,8 +217,11 @@ def test_report_reuses_current_scores_agreement_and_figures(tmp_path, monkeypatc
 
     def no_reading(*args, **kwargs):
         raise AssertionError("read the verdicts although scores and agreement are current")
+    def no_workers(self):
+        raise AssertionError("started drawing workers with nothing to draw")
     monkeypatch.setattr(report_stage, "read_verdict_table", no_reading)
     monkeypatch.setattr(report_stage, "read_verdicts_and_dataset", no_reading)
+    monkeypatch.setattr(Workers, "start", no_workers)
     write_report(root)
     assert _mtimes(root) == first  # nothing recomputed, no figure redrawn
     assert (root / "tables" / "leaderboard.csv").read_text() == board
