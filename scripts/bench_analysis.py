@@ -17,7 +17,10 @@ as its own process, peak RSS from the kernel (`wait4` rusage of that child):
 Each gamut-local command runs twice: "cold", with an empty columnar verdict cache
 (`GAMUT_LOCAL_CACHE`, see `data/verdict_files.py`), so it parses and checks every byte, as
 on files this machine has never read; and "warm", as a run is left by the judge stage,
-which caches each file it writes (`verdict_files.cache_files`, called here untimed).
+which caches each file it writes (`verdict_files.cache_files`, called here untimed), once any
+command has read it since: these files were written minutes before, so `cache_files` also
+remembers their hashes, as the first read after judging does (a file written within 2 s of
+being hashed is hashed again on its next read).
 
 Prints one JSON object: seconds, peak RSS, the ratios to DuckDB and whether each target is
 met (within 2x of DuckDB's `read_json_auto` time, peak RSS < 1 GB; report on a current run
