@@ -304,8 +304,9 @@ def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> 
     parts = []
     # One file per thread (pyarrow and hashlib release the GIL), each parsed in one thread:
     # the hashing, the line checks and the coding run in parallel too, and the cores spend
-    # no time handing blocks around (measured: 4.1 s against 4.9 s for the benchmark's 84
-    # files on 2 cores). With fewer files than threads, pyarrow splits each file instead.
+    # no time handing blocks around (measured, interleaved: 4.2-5.0 s against 4.5-5.9 s for
+    # the benchmark's 84 files on 2 cores). With fewer files than threads, pyarrow splits
+    # each file instead.
     workers = min(4, os.cpu_count() or 1)
     threads = len(paths) < workers
     with ThreadPoolExecutor(max_workers=workers) as pool:
