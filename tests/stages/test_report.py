@@ -270,3 +270,18 @@ def test_data_files_keep_full_precision(full_run):
     assert len(repr(alpha).split(".")[-1]) > 6  # not the 4 or 6 decimals of before
     text = (root / "report.md").read_text()
     assert f"{alpha:.3f}" in text and repr(alpha) not in text  # rounded only for people
+
+
+def test_a_report_never_imports_pandas(tmp_path):
+    """pandas costs 0.3 s to import, and pyarrow pulls it in on some paths (`read_table`)."""
+    import subprocess
+    import sys
+
+    records = make_records(seed=19, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=6)
+    root = _write_run(tmp_path, records)
+    code = ("import sys; from gamut_local.stages.report import write_report; "
+            "write_report(sys.argv[1]); write_report(sys.argv[1]); print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
+    assert (root / "scores" / "scores.responses.parquet").is_file()
+
