@@ -33,6 +33,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISREG
 
 import numpy as np
 
@@ -277,9 +278,9 @@ def _stat_entry(path: Path) -> Path:
 def _remember_hash(path: Path, stat: os.stat_result, sha256: str, hashed_ns: int) -> None:
     """Note the file's hash beside its stat, unless it changed less than RACY_NS before the
     hashing began: a change in the same clock tick would not show in the stat (git's
-    "racily clean" rule). Failures are ignored."""
-    if max(stat.st_mtime_ns, stat.st_ctime_ns) + RACY_NS > hashed_ns:
-        return
+    "racily clean" rule); and only for a regular file. Failures are ignored."""
+    if max(stat.st_mtime_ns, stat.st_ctime_ns) + RACY_NS > hashed_ns or not S_ISREG(stat.st_mode):
+        return  # a pipe's stat says nothing about what it will hold next
     try:
         write_bytes_atomic(_stat_entry(path), json.dumps(
             {"path": os.path.abspath(path), "stat": _stat_key(stat), "sha256": sha256}).encode(), durable=False)

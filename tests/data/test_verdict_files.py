@@ -273,3 +273,17 @@ def test_past_their_number_the_least_recently_used_hashes_go(cache, files, settl
     assert all(entry.exists() for entry in known)
     verdict_files.prune_cache(max_hashes=4)  # past it: down to 80% (3)
     assert [entry.exists() for entry in known] == [True, False, False, True, True]
+
+
+def test_only_a_regular_files_hash_is_remembered(cache, files, settled):
+    import stat as st
+    from types import SimpleNamespace
+
+    real = files[0].stat()
+    pipe = SimpleNamespace(**{k: getattr(real, k) for k in ("st_size", "st_mtime_ns", "st_ctime_ns", "st_ino", "st_dev")},
+                           st_mode=st.S_IFIFO | 0o600)  # the same stat, but of a pipe
+    later = real.st_ctime_ns + 10**12
+    verdict_files._remember_hash(files[0], pipe, "0" * 64, later)
+    assert not verdict_files._stat_entry(files[0]).exists()
+    verdict_files._remember_hash(files[0], real, "0" * 64, later)
+    assert verdict_files._stat_entry(files[0]).is_file()
