@@ -84,8 +84,11 @@ def file_record(path: Path, raw=None, stat: os.stat_result | None = None) -> dic
     stat = stat or path.stat()
     if raw is None:
         raw = path.read_bytes()
-    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-            "sha256": hashlib.sha256(raw).hexdigest()}
+    return _record(path, stat, hashlib.sha256(raw).hexdigest())
+
+
+def _record(path: Path, stat: os.stat_result, sha256: str) -> dict:
+    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
 
 
 def current_record(old: dict) -> dict | None:
@@ -299,8 +302,7 @@ def _from_known_hash(path: Path) -> FileColumns | None:
     if not isinstance(known, dict) or known.get("stat") != _stat_key(stat) \
             or not isinstance(sha256 := known.get("sha256"), str) or not _SHA256.fullmatch(sha256):
         return None
-    record = {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-    return _from_cache(_cache_path(sha256), record)
+    return _from_cache(_cache_path(sha256), _record(path, stat, sha256))
 
 
 def _cache_schema():
