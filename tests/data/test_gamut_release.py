@@ -356,3 +356,17 @@ def test_cli_plan_and_slurm_print_the_warnings_and_take_strict(gamut, tmp_path):
     assert res.exit_code == 1 and "rubrics.Valuable.1.Ingredient: missing or empty" in res.output
     res = gamut("slurm", str(tmp_path / "run.yaml"), "--dry-run", "--strict")
     assert res.exit_code == 1 and "rubrics.Valuable.1.Ingredient: missing or empty" in res.output
+
+
+def test_loading_a_release_never_imports_pandas(tmp_path):
+    """pyarrow's read_table imports pandas (0.3 s) through pyarrow.dataset; a release load
+    must not pay for it."""
+    import subprocess
+    import sys
+
+    path = write_release(tmp_path / "test.parquet")
+    code = ("import sys; from gamut_local.data.dataset import load_questions; "
+            "print(len(load_questions(sys.argv[1], check_images=False))); print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    count, pandas = out.stdout.split()
+    assert int(count) > 0 and pandas == "False"
