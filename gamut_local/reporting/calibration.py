@@ -5,11 +5,9 @@ reads verdict files and writes `calibration.json` + `reliability.png` (what `agr
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 from gamut_local.analysis.calibration import HUMAN_PREFIX, calibrate_table
-from gamut_local.rundir.store import write_bytes_atomic
 
 
 def reliability_diagram(cal: dict, path: Path) -> Path | None:
@@ -17,12 +15,10 @@ def reliability_diagram(cal: dict, path: Path) -> Path | None:
     judges = {j: b["calibration"] for j, b in cal["judges"].items() if b.get("calibration")}
     if not judges:
         return None
-    import matplotlib
+    from gamut_local.reporting.figures import DPI, plt, save_figure  # matplotlib only when drawing
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax, hist) = plt.subplots(2, 1, figsize=(5.2, 6.0), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    fig, (ax, hist) = plt.subplots(2, 1, figsize=(5.2, 6.0), sharex=True, dpi=DPI,
+                                   gridspec_kw={"height_ratios": [3, 1]})
     ax.plot([0, 1], [0, 1], color="#9e9e9e", linestyle="--", linewidth=1, label="perfectly calibrated")
     width = 1.0 / cal["n_bins"] / (len(judges) + 1)
     for k, (judge, c) in enumerate(sorted(judges.items())):
@@ -33,13 +29,7 @@ def reliability_diagram(cal: dict, path: Path) -> Path | None:
            title=f"Reliability of label probabilities (gold: {cal['gold']})")
     ax.legend(fontsize=8, loc="upper left")
     hist.set(xlabel="probability of the label given (confidence)", ylabel="cells")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    buf = io.BytesIO()  # then one atomic write: a killed report never leaves half a PNG
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=110)
-    plt.close(fig)
-    write_bytes_atomic(path, buf.getvalue())
-    return path
+    return save_figure(fig, path)
 
 
 def _f(x, digits=3) -> str:

@@ -39,8 +39,9 @@ def _grid(n: int, width: float, height: float, max_cols: int = 3):
     return fig, list(axes.flat[:n])
 
 
-def _save(fig, path: Path) -> Path:
-    """Lay the figure out and write it: one layout pass and one drawing. (`bbox_inches="tight"`
+def save_figure(fig, path: Path) -> Path:
+    """Lay the figure out and write it (every figure of a report, the reliability diagram too):
+    one layout pass and one drawing. (`bbox_inches="tight"`
     would draw it once more to measure it: with that, and without the shared renderer, the
     seven figures took 4.6-4.8 CPU-s at paper scale against 3.9.) A legend below the panels
     gets its own strip, added to the figure's height."""
@@ -61,7 +62,7 @@ def _save(fig, path: Path) -> Path:
 
 
 def _legend_below(fig, handles, names, ncol: int) -> None:
-    """A legend for the whole figure, below its panels (`_save` makes room for it)."""
+    """A legend for the whole figure, below its panels (`save_figure` makes room for it)."""
     fig.legend(handles, names, loc="lower center", ncol=ncol, fontsize=8, frameon=False)
 
 
@@ -113,7 +114,7 @@ def leaderboard(tables: dict, path: Path) -> Path | None:
         ax.set_xlabel("GAMUT score (points), 95% bootstrap CI")
         ax.set_title(f"judge: {judge}")
         ax.grid(axis="x", alpha=0.3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def tier_scores(tables: dict, path: Path) -> Path | None:
@@ -137,7 +138,7 @@ def tier_scores(tables: dict, path: Path) -> Path | None:
         ax.grid(axis="x", alpha=0.3)
     handles, names = axes[0].get_legend_handles_labels()
     _legend_below(fig, handles, names, ncol=3)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def verdict_distribution(tables: dict, path: Path) -> Path | None:
@@ -160,7 +161,7 @@ def verdict_distribution(tables: dict, path: Path) -> Path | None:
         ax.set_title(f"judge: {judge}  (grey = omission, red = contradiction)", fontsize=10)
     handles, names = axes[0].get_legend_handles_labels()
     _legend_below(fig, handles, names, ncol=5)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 ANNOTATE_MAX_CELLS = 200
@@ -192,7 +193,7 @@ def domain_heatmap(tables: dict, path: Path) -> Path | None:
         ax.set_yticks(range(len(labels)), labels)
         ax.set_title(f"judge: {judge}")
         fig.colorbar(im, ax=ax, shrink=0.8, label="GAMUT score")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 LEGEND_MAX = 20  # more points than this: no per-point legend, the table names them
@@ -246,7 +247,7 @@ def judge_scatter(tables: dict, path: Path) -> Path | None:
         ax.set_xlabel(f"{p['judge_a']} (GAMUT)")
         ax.set_ylabel(f"{p['judge_b']} (GAMUT)")
     _point_legend(fig, colours)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def confusion(tables: dict, path: Path) -> Path | None:
@@ -270,7 +271,7 @@ def confusion(tables: dict, path: Path) -> Path | None:
         ax.set_ylabel(p["judge_a"])
         kappa = p["cohen_kappa"]
         ax.set_title(f"κ = {'—' if kappa is None else f'{kappa:.2f}'} (shade: row share)", fontsize=10)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def variants(tables: dict, path: Path) -> Path | None:
@@ -287,7 +288,7 @@ def variants(tables: dict, path: Path) -> Path | None:
         ax.set_title(f"judge: {judge}; mean gain {v['mean_gain']:+.1f}, "
                      f"r(mm, gain) = {'—' if r is None else f'{r:.2f}'}", fontsize=9)
     _point_legend(fig, colours)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 FIGURES = {"leaderboard": leaderboard, "tiers": tier_scores, "verdicts": verdict_distribution,
