@@ -40,11 +40,11 @@ def _grid(n: int, width: float, height: float, max_cols: int = 3):
 
 
 def save_figure(fig, path: Path) -> Path:
-    """Lay the figure out and write it (every figure of a report, the reliability diagram too):
-    one layout pass and one drawing. (`bbox_inches="tight"`
-    would draw it once more to measure it: with that, and without the shared renderer, the
-    seven figures took 4.6-4.8 CPU-s at paper scale against 3.9.) A legend below the panels
-    gets its own strip, added to the figure's height."""
+    """Lay the figure out and write it (every figure of a report, the reliability diagram
+    too): one layout pass and one drawing. (`bbox_inches="tight"` would draw it once more to
+    measure it: with that, and without the shared renderer, the seven figures took 4.6-4.8
+    CPU-s at paper scale against 3.9.) A legend below the panels gets its own strip, added to
+    the figure's height."""
     path.parent.mkdir(parents=True, exist_ok=True)
     bottom = 0.0
     for legend in fig.legends:  # `_legend_below`'s, the only kind of figure legend here
