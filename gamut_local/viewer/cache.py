@@ -10,9 +10,8 @@ change while the app runs and are small). `--read-only` reads a cache but never 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -57,17 +56,14 @@ def save(run_dir: Path, key: list, v, question_ids: list[str]) -> None:
     a cache is never worth an error."""
     folder = cache_dir(run_dir)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         (folder / "meta.json").unlink(missing_ok=True)  # no moment where old meta vouches for new columns
-        with tempfile.NamedTemporaryFile(dir=folder, suffix=".npz", delete=False) as f:
-            np.savez(f, **{name: getattr(v, name) for name in _ARRAYS})
-        os.replace(f.name, folder / "columns.npz")
+        columns = io.BytesIO()
+        np.savez(columns, **{name: getattr(v, name) for name in _ARRAYS})
+        store.write_bytes_atomic(folder / "columns.npz", columns.getvalue(), durable=False)
         meta = {"version": VERSION, "run_dir": str(Path(run_dir).resolve()), "inputs": key,
                 "judges": v.judges, "systems": [list(s) for s in v.systems], "checks": v.checks,
                 "question_ids": question_ids}
-        tmp = folder / f".meta.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(meta), encoding="utf-8")
-        os.replace(tmp, folder / "meta.json")
+        store.write_bytes_atomic(folder / "meta.json", json.dumps(meta).encode("utf-8"), durable=False)
     except OSError:
         pass
 
