@@ -61,3 +61,19 @@ def test_an_engine_process_draws_alone(monkeypatch):
 
 def test_every_figure_has_a_place_in_the_workers_order():
     assert sorted(drawing.SLOWEST_FIRST) == sorted(figures.FIGURES)
+
+
+def test_each_figure_is_drawn_once(tmp_path, monkeypatch):
+    """One drawing per PNG: a second (measuring) drawing costs ~15% of a paper-scale report's
+    figures, and it comes back silently (`bbox_inches="tight"`, or `fig.tight_layout()`, whose
+    leftover layout engine makes savefig draw first without rendering)."""
+    from matplotlib.figure import Figure
+
+    drawn = []
+    real = Figure.draw
+    monkeypatch.setattr(Figure, "draw", lambda fig, renderer: (drawn.append(fig), real(fig, renderer))[1])
+    tables = _tables()
+    for name in figures.FIGURES:
+        drawn.clear()
+        assert figures.draw(name, tables, tmp_path) is not None, name
+        assert len(drawn) == 1, (name, len(drawn))
