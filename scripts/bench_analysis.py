@@ -28,7 +28,7 @@ met (within 2x of DuckDB's `read_json_auto` time, peak RSS < 1 GB; report on a c
 `duckdb` (in the `test` extra). Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
-        [--variants 2] [--judges 3] [--dir /tmp/gamut-bench-run] [--keep]
+        [--variants 2] [--judges 3] [--one-file-per-judge] [--dir /tmp/gamut-bench-run] [--keep]
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers,
 
 
 def build_run(root: Path, *, questions: int, checks: int, models: int, variants: int, judges: int,
-              seed: int = 0) -> dict:
-    """Write verdicts/<judge>/<model>.<variant>.jsonl, dataset.jsonl and manifest.json."""
+              seed: int = 0, one_file_per_judge: bool = False) -> dict:
+    """Write verdicts/<judge>/<model>.<variant>.jsonl (or every verdict of a judge in
+    verdicts/<judge>/all.jsonl), dataset.jsonl and manifest.json."""
     rng = np.random.default_rng(seed)
     qids = [f"q{i:05d}" for i in range(questions)]
     check_ids = [f"item{c:02d}.fact" for c in range(checks)]
@@ -99,10 +100,12 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
                 logits = rng.normal(size=(questions, checks, 4))
                 logits[np.arange(questions)[:, None], np.arange(checks)[None, :], np.minimum(codes, 3)] += 3
                 probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-                path = root / "verdicts" / judge / f"model-{m:02d}.{variant}.jsonl"
+                path = root / "verdicts" / judge / ("all.jsonl" if one_file_per_judge
+                                                     else f"model-{m:02d}.{variant}.jsonl")
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text("".join(_verdict_lines(judge, f"model-{m:02d}", variant, qids, check_ids,
-                                                       tiers, codes, probs, f"hash{j:08d}")))
+                with path.open("a") as f:
+                    f.write("".join(_verdict_lines(judge, f"model-{m:02d}", variant, qids, check_ids,
+                                                   tiers, codes, probs, f"hash{j:08d}")))
                 n += codes.size
     dataset = root / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({
@@ -205,6 +208,8 @@ def main() -> None:
     ap.add_argument("--judges", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gamut-bench-run"))
+    ap.add_argument("--one-file-per-judge", action="store_true",
+                    help="all of a judge's verdicts in one file (as imported from elsewhere), not one per model and variant")
     ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
     args = ap.parse_args()
 
@@ -212,7 +217,8 @@ def main() -> None:
     shutil.rmtree(root, ignore_errors=True)
     t0 = time.perf_counter()
     built = build_run(root, questions=args.questions, checks=args.checks, models=args.models,
-                      variants=args.variants, judges=args.judges, seed=args.seed)
+                      variants=args.variants, judges=args.judges, seed=args.seed,
+                      one_file_per_judge=args.one_file_per_judge)
     build_s = time.perf_counter() - t0
     files = sorted(str(p) for p in (root / "verdicts").glob("*/*.jsonl"))
     size_mb = sum(Path(f).stat().st_size for f in files) / 2**20
@@ -236,7 +242,8 @@ def main() -> None:
         cur["meets_target"] = cur["seconds"] < 3.0 and cur["peak_rss_mb"] < 1024
     print(json.dumps({
         "shape": {"questions": args.questions, "checks": args.checks, "models": args.models,
-                  "variants": args.variants, "judges": args.judges},
+                  "variants": args.variants, "judges": args.judges,
+                  "one_file_per_judge": args.one_file_per_judge},
         "verdicts": built["verdicts"], "files": len(files), "jsonl_mb": round(size_mb, 1),
         "build_s (not timed work)": round(build_s, 1),
         "load_average_1min_before": load_before,

@@ -33,6 +33,7 @@ from gamut_local.data.verdict_files import (
     STRING_FIELDS,
     FileColumns,
     file_record,
+    merge_codes,
     parse_options,
     prune_cache,
     read_file_columns,
@@ -257,16 +258,8 @@ def newest_human_verdicts(table: VerdictTable, repeats: np.ndarray) -> VerdictTa
 def _merge(parts: list[FileColumns], name: str, fixed=None, dtype=np.int32) -> tuple[list, np.ndarray]:
     """One dictionary (sorted, or the fixed vocabulary) for a field over every file, and the
     codes of every row against it (-1: no value)."""
-    dictionary = list(fixed) if fixed else sorted({v for p in parts for v in p.codes[name][1]})
-    index = {v: i for i, v in enumerate(dictionary)}
-    out = np.empty(sum(p.n for p in parts), dtype=dtype)
-    at = 0
-    for p in parts:
-        codes, values = p.codes[name]
-        lookup = np.array([index[v] for v in values] + [-1], dtype=dtype)
-        np.take(lookup, codes, out=out[at:at + p.n])  # code -1 (no value) picks the appended -1
-        at += p.n
-    return dictionary, out
+    codes, dictionary = merge_codes([p.codes[name] for p in parts], fixed, dtype)
+    return dictionary, codes
 
 
 def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:

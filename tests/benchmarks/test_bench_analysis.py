@@ -61,3 +61,14 @@ def test_the_timed_commands_run_as_a_user_runs_them(bench, run, state):
     cached = list((root / f"cache-{state}" / "verdict-tables").glob("v*/*.arrow"))
     assert len(cached) == (len(files) if state == "warm" else 0)  # cold: emptied before each command
     assert (root / "report.md").is_file() and (root / "scores" / "agreement.json").is_file()
+
+
+def test_one_file_per_judge_holds_the_same_verdicts(bench, run, tmp_path):
+    _, built, files = run
+    bench.build_run(tmp_path, questions=23, checks=7, models=3, variants=2, judges=3, seed=4, one_file_per_judge=True)
+    merged = sorted((tmp_path / "verdicts").glob("*/*.jsonl"))
+    assert [p.relative_to(tmp_path).as_posix() for p in merged] == [
+        f"verdicts/{j}/all.jsonl" for j in ("gold", "judge-1", "judge-2")]
+    a, b = (read_verdicts(paths, cache="off") for paths in (files, merged))
+    rows = [sorted(zip(t.judge, t.model, t.variant, t.question, t.check, t.verdict)) for t in (a, b)]
+    assert len(b) == built["verdicts"] and rows[0] == rows[1]

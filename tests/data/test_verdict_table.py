@@ -145,9 +145,13 @@ def _read_or_error(path):
         return e
 
 
+@pytest.mark.parametrize("piece_bytes", [verdict_files.PIECE_BYTES, 320], ids=["whole", "in_pieces"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_file_messages_are_the_references(tmp_path, name, monkeypatch):
+def test_bad_file_messages_are_the_references(tmp_path, name, piece_bytes, monkeypatch):
     content, expected = CASES[name]
+    # 320 bytes: a file of two lines or more is read one line a piece (a file with a longer line
+    # goes to the reference)
+    monkeypatch.setattr(verdict_files, "PIECE_BYTES", piece_bytes)
     path = tmp_path / f"{name}.jsonl"
     path.write_bytes(content)
     try:
@@ -170,6 +174,37 @@ def test_bad_file_messages_are_the_references(tmp_path, name, monkeypatch):
     text = str(fast)
     for want in expected:
         assert want.format(path=path) in text, text
+
+
+def test_big_files_are_read_in_pieces_to_the_same_table(tmp_path, fast_only, monkeypatch):
+    """A file past PIECE_BYTES is hashed, then parsed piece by piece (each cut after a newline,
+    parsed and checked as a file of its own) and merged: the very table of reading it whole."""
+    records = make_records(seed=7, models=("m1", "m2"), variants=("multimodal", "text_only"), questions=9)
+    paths = _write_judges(tmp_path, records)
+    whole = vt.read_verdicts(paths, cache="off")
+    monkeypatch.setattr(verdict_files, "PIECE_BYTES", 4096)
+    parsed = []
+    real = verdict_files._parse
+    monkeypatch.setattr(verdict_files, "_parse", lambda raw, *a, **k: (parsed.append(len(raw)), real(raw, *a, **k))[1])
+    pieces = vt.read_verdicts(paths)
+    assert len(parsed) > 2 * len(paths) and max(parsed) <= 4096
+    assert_same_table(pieces, whole)
+    assert pieces.inputs == whole.inputs  # the same hashes, taken piece by piece
+    assert_same_table(vt.read_verdicts(paths), whole)  # then from the cache entries they made
+
+
+def test_a_file_changed_between_hashing_and_parsing_is_not_taken(tmp_path, monkeypatch):
+    path = tmp_path / "v.jsonl"
+    path.write_bytes(lines(*(line(check_id=f"c{k}") for k in range(40))))
+    monkeypatch.setattr(verdict_files, "PIECE_BYTES", 2048)
+    real = verdict_files._hash_in_pieces
+
+    def then_change(p):
+        got = real(p)
+        p.write_bytes(lines(*(line(check_id=f"c{k}", verdict="missing") for k in range(40))))
+        return got
+    monkeypatch.setattr(verdict_files, "_hash_in_pieces", then_change)
+    assert verdict_files.read_file_columns(path, verdict_files.parse_options(), cache="off") is None
 
 
 def test_human_revisions_take_the_column_path(tmp_path, fast_only):
