@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,7 +27,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import scores_path
-from gamut_local.vocab import VARIANTS, VERDICTS
+from gamut_local.vocab import NAME_PATTERN, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -221,39 +222,57 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
     return index
 
 
+# `records.Answer`'s typed fields as pyarrow reads them (tests/viewer/test_index.py keeps the
+# two alike); the required ones come first. A value of another JSON type is a reader error.
+ANSWER_COLUMNS = {"question_id": "string", "model": "string", "variant": "string", "response": "string",
+                  "finish_reason": "string", "settings_hash": "string",
+                  "prompt_tokens": "int64", "completion_tokens": "int64"}
+REQUIRED = ("question_id", "model", "variant", "response")
+_SAFE = re.compile(NAME_PATTERN)
+
+
 def read_answers(files: list[Path]) -> dict[tuple, dict]:
     """(question_id, model, variant) -> {"response": ...}, column-wise; the strict loader
-    (FILE:LINE messages) for any file with a problem or a repeated key."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.json as pj
-
-    fields = ("question_id", "model", "variant", "response")
-    schema = pa.schema([(f, pa.string()) for f in fields])
-    opts = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    (FILE:LINE messages) for any file the columns cannot vouch for, or a repeated key."""
     out: dict[tuple, dict] = {}
     for path in files:
-        try:
-            raw = Path(path).read_bytes()
-            # pyarrow crashes the process on very deep nesting: such a file takes the strict loader.
-            lines = jsonl_lines(raw)
-            if not lines:
-                raise ValueError("not for the columnar reader")
-            t = pj.read_json(pa.BufferReader(raw), parse_options=opts)
-            ok = t.num_rows == lines and all(t[f].null_count == 0 for f in fields) and \
-                pc.all(pc.is_in(t["variant"], value_set=pa.array(VARIANTS))).as_py() is not False
-        except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
-            ok = False
-        if ok:
-            rows = list(zip(*(t[f].to_pylist() for f in fields)))
+        columns = _answer_columns(Path(path))
+        if columns is not None:
+            rows = list(zip(*columns))
         else:  # raises, naming the lines; or reads what the fast reader could not take
-            rows = [tuple(a[f] for f in fields) for a in load_records([path], Answer, answer_key)]
+            rows = [tuple(a[f] for f in REQUIRED) for a in load_records([path], Answer, answer_key)]
         before = len(out)
         for qid, model, variant, response in rows:
             out[(qid, model, variant)] = {"response": response}
         if len(out) - before != len(rows):
             load_records(files, Answer, answer_key)  # raises on the repeated keys
     return out
+
+
+def _answer_columns(path: Path) -> list[list] | None:
+    """The file's required columns if every record is one `records.Answer` accepts, else None.
+    As `data.verdict_files` reads verdicts: the typed fields in the schema, the others
+    inferred, so pyarrow still refuses a repeated key or a type that changes anywhere."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in ANSWER_COLUMNS.items()])
+    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+    try:
+        raw = path.read_bytes()
+        lines = jsonl_lines(raw)  # 0 for a line nested deep enough to crash pyarrow's parser, too
+        if not lines:
+            return None
+        table = pj.read_json(pa.BufferReader(raw), parse_options=options)
+    except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
+        return None
+    if table.num_rows != lines or any(table[f].null_count for f in REQUIRED):
+        return None
+    columns = [table[f].to_pylist() for f in REQUIRED]
+    qids, models, variants, _ = columns
+    if "" in qids or not set(variants) <= set(VARIANTS) or not all(_SAFE.fullmatch(m) for m in set(models)):
+        return None
+    return columns
 
 
 def read_humans(files: list[Path]) -> dict[str, dict]:

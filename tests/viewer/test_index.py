@@ -98,3 +98,86 @@ def test_an_answers_file_nested_too_deeply_for_pyarrow_is_a_message(tmp_path):
         read_answers([path])
     path.write_text(json.dumps(good) + "\n")
     assert read_answers([path]) == {("q1", "m", "multimodal"): {"response": "ok"}}
+
+
+# ---------------------------------------------------------------- answers, column-wise
+
+GOOD_ANSWER = {"question_id": "q1", "model": "m", "variant": "multimodal", "response": "ok",
+               "finish_reason": "stop", "prompt_tokens": 12, "completion_tokens": 30, "settings_hash": "abc"}
+
+
+def _answer(**changes) -> str:
+    return json.dumps({k: v for k, v in {**GOOD_ANSWER, **changes}.items() if v is not ...})
+
+
+def _answers(*rows) -> bytes:
+    return ("\n".join(rows) + "\n").encode()
+
+
+# Each file is read by the viewer as by `load_records`, the strict loader every other command
+# uses: the same answers, or the same FILE:LINE messages. (The viewer once read only the four
+# columns it shows and let every other field through unchecked.)
+ANSWER_CASES = {
+    "good": _answers(_answer(), _answer(question_id="q2")),
+    "empty_question_id": _answers(_answer(question_id="")),
+    "unsafe_model_name": _answers(_answer(model="../m")),
+    "tokens_as_text": _answers(_answer(prompt_tokens="12")),
+    "tokens_as_float": _answers(_answer(prompt_tokens=12.0)),
+    "tokens_as_bool": _answers(_answer(completion_tokens=True)),
+    "tokens_too_big_for_int64": _answers(_answer(prompt_tokens=2**70)),
+    "finish_reason_a_number": _answers(_answer(finish_reason=5)),
+    "settings_hash_a_number": _answers(_answer(settings_hash=5)),
+    "repeated_key_in_an_extra_field": _answers(_answer().replace('"ok"', '"ok", "x": 1, "x": 2')),
+    "repeated_typed_key": _answers(_answer().replace('"prompt_tokens": 12', '"prompt_tokens": 12, "prompt_tokens": 13')),
+    "variant_absent": _answers(_answer(variant=...)),
+    "variant_unknown": _answers(_answer(variant="audio")),
+    "response_null": _answers(_answer(response=None)),
+    "response_a_number": _answers(_answer(response=5)),
+    "optional_fields_null": _answers(_answer(finish_reason=None, prompt_tokens=None, completion_tokens=None,
+                                             settings_hash=None)),
+    "extra_field_changing_type": _answers(_answer(x=1), _answer(question_id="q2", x="a")),
+    "blank_line": _answers(_answer(), "", _answer(question_id="q2")),
+    "duplicate_answer": _answers(_answer(), _answer()),
+    "not_utf8_in_an_extra_field": _answers(_answer(x="caf\u00e9")).replace(b"\\u00e9", b"\xe9"),
+}
+
+
+def _answers_or_error(read):
+    try:
+        return read()
+    except InputError as e:
+        return [str(p) for p in e.problems]
+
+
+@pytest.mark.parametrize("name", sorted(ANSWER_CASES))
+def test_answers_are_read_as_the_strict_loader_reads_them(tmp_path, name):
+    from gamut_local.data.records import Answer, answer_key
+    from gamut_local.viewer.index import read_answers
+
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(ANSWER_CASES[name])
+    reference = _answers_or_error(lambda: {answer_key(a): {"response": a["response"]}
+                                           for a in load_records([path], Answer, answer_key)})
+    assert _answers_or_error(lambda: read_answers([path])) == reference
+
+
+def test_good_answers_take_the_column_path(tmp_path, monkeypatch):
+    from gamut_local.viewer import index
+
+    path = tmp_path / "m.multimodal.jsonl"
+    path.write_bytes(ANSWER_CASES["good"] + ANSWER_CASES["optional_fields_null"].replace(b'"q1"', b'"q3"'))
+    monkeypatch.setattr(index, "load_records", lambda *a: pytest.fail("fell back to the strict loader"))
+    assert set(index.read_answers([path])) == {("q1", "m", "multimodal"), ("q2", "m", "multimodal"),
+                                               ("q3", "m", "multimodal")}
+
+
+def test_the_answer_columns_mirror_the_answer_record():
+    """ANSWER_COLUMNS types what `records.Answer` types, so the column path refuses what it refuses."""
+    from gamut_local.data.records import Answer
+    from gamut_local.viewer.index import ANSWER_COLUMNS, REQUIRED
+
+    fields = Answer.model_fields
+    assert set(ANSWER_COLUMNS) == set(fields)
+    assert set(REQUIRED) == {name for name, f in fields.items() if f.is_required()}
+    for name, kind in ANSWER_COLUMNS.items():
+        assert ("int" in str(fields[name].annotation)) == (kind == "int64"), name
