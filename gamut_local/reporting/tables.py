@@ -189,12 +189,39 @@ def read_current_scores(scores_json: Path, paths: list[Path], dataset: Path | No
     if not _same_inputs([i.model_dump() for i in doc.inputs], paths) or \
             not _same_inputs(have_dataset, want_dataset):
         return None
-    responses = Path(scores_json).with_name(doc.responses_file)
-    if not responses.is_file():
+    try:
+        responses = Path(scores_json).with_name(doc.responses_file)  # a name, never a path
+    except ValueError:
         return None
-    scores = scores_from_columns(read_responses(responses), list(doc.judges), seed=seed, n_boot=n_boot,
-                                 formula=doc.formula.model_dump())
-    return doc, scores
+    scores = _responses_as_scores(responses, doc) if responses.is_file() else None
+    return None if scores is None else (doc, scores)
+
+
+RESPONSE_COLUMNS = {"judge", "model", "variant", "question_id", "domain", "score", *TIERS,
+                    *(f"n_{verdict}" for verdict in VERDICTS)}
+# What reading a damaged per-response file can raise (pyarrow's errors subclass these).
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError)
+
+
+def _responses_as_scores(path: Path, doc: ScoresFile) -> Scores | None:
+    """The Scores a per-response file holds, if it is the file `doc` describes: readable, the
+    columns `write_responses` writes, and every row of `doc` (all but the bootstrap CIs)
+    recomputed from it as written. Else None: a damaged or hand-edited file is not current,
+    and the caller computes the scores again from the verdicts."""
+    try:
+        cols = read_responses(path)
+        if set(cols) != RESPONSE_COLUMNS:
+            return None
+        scores = scores_from_columns(cols, list(doc.judges), seed=doc.bootstrap.seed, n_boot=doc.bootstrap.n_boot,
+                                     formula=doc.formula.model_dump())
+    except _UNREADABLE:
+        return None
+    written = doc.model_dump(mode="json")
+    rows = [{k: v for k, v in row.items() if k != "ci95"} for row in model_rows(scores, boot=np.empty(0))]
+    if rows != [{k: v for k, v in row.items() if k != "ci95"} for row in written["models"]] \
+            or domain_rows(scores) != written["domains"]:
+        return None
+    return scores
 
 
 def read_current_agreement(path: Path, paths: list[Path]) -> AgreementFile | None:

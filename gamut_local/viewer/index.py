@@ -23,7 +23,7 @@ import numpy as np
 from gamut_local.data.arrow import jsonl_lines
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
-from gamut_local.errors import InputError, Problem
+from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import scores_path
@@ -214,12 +214,30 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
                      build_cells(verdicts, len(question_ids)), notes=notes)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
-    sp = scores_path(run_dir)
-    if sp.is_file():
-        index.scores = json.loads(sp.read_text(encoding="utf-8"))
-    else:
-        notes.append(f"no {sp.relative_to(run_dir)}: run `gamut-local score-run` for the leaderboard")
+    index.scores = read_scores(scores_path(run_dir), run_dir, notes)
     return index
+
+
+def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
+    """The run's scores file, for the leaderboard; None and a note where it is absent or is
+    not a scores file (the rest of the run is still worth looking at)."""
+    from pydantic import ValidationError
+
+    from gamut_local.analysis.outputs import ScoresFile
+
+    name = path.relative_to(run_dir)
+    if not path.is_file():
+        notes.append(f"no {name}: run `gamut-local score-run` for the leaderboard")
+        return None
+    try:
+        return ScoresFile.model_validate_json(path.read_bytes()).model_dump(mode="json")
+    except ValidationError as e:
+        problem = pydantic_problems(e, str(name), None)[0]
+        why = f"{problem.field or '<file>'}: {problem.message}"
+    except (OSError, ValueError) as e:
+        why = str(e)
+    notes.append(f"{name} is not a scores file ({why}): no leaderboard; `gamut-local score-run` writes it again")
+    return None
 
 
 # `records.Answer`'s typed fields as pyarrow reads them (tests/viewer/test_index.py keeps the

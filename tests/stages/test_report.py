@@ -240,6 +240,50 @@ def test_report_reuses_current_scores_agreement_and_figures(tmp_path, monkeypatc
     assert (root / "tables" / "leaderboard.csv").read_text() != board
 
 
+def _damage(scores_dir, how):
+    """Spoil a run's per-response file (or scores.json's name for it) in one way."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, doc = scores_dir / "scores.responses.parquet", scores_dir / "scores.json"
+    table = pq.ParquetFile(path).read()
+    column = table.column_names.index("score")
+    if how == "not_parquet":
+        path.write_text("garbage")
+    elif how == "other_columns":
+        pq.write_table(pa.table({"x": [1, 2]}), path)
+    elif how == "rows_dropped":
+        pq.write_table(table.slice(0, 3), path)
+    elif how == "scores_nan":
+        pq.write_table(table.set_column(column, "score", pa.array(np.full(len(table), np.nan))), path)
+    elif how == "score_a_string":
+        pq.write_table(table.set_column(column, "score", table["score"].cast(pa.string())), path)
+    elif how == "one_score_edited":
+        scores = table["score"].to_numpy().copy()
+        scores[0] = scores[0] / 2 + 0.25
+        pq.write_table(table.set_column(column, "score", pa.array(scores)), path)
+    else:  # the name scores.json gives for its per-response file
+        record = json.loads(doc.read_text())
+        record["responses_file"] = {"name_escapes": "../../etc/passwd", "name_of_another_file": "agreement.json"}[how]
+        doc.write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("how", ["not_parquet", "other_columns", "rows_dropped", "scores_nan", "score_a_string",
+                                 "one_score_edited", "name_escapes", "name_of_another_file"])
+def test_a_damaged_per_response_file_is_not_current(tmp_path, how):
+    """The report trusts scores/ only while it is what score wrote: a damaged or hand-edited
+    per-response file is computed again from the verdicts, never read as the scores (or a crash)."""
+    records = make_records(seed=23, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=6)
+    root = _write_run(tmp_path, records)
+    write_report(root)
+    written = {name: (root / "scores" / name).read_bytes() for name in ("scores.json", "scores.responses.parquet")}
+    board = (root / "tables" / "leaderboard.csv").read_text()
+    _damage(root / "scores", how)
+    write_report(root)
+    assert {name: (root / "scores" / name).read_bytes() for name in written} == written
+    assert (root / "tables" / "leaderboard.csv").read_text() == board
+
+
 def test_report_reads_what_score_wrote(gamut, tmp_path, monkeypatch):
     import gamut_local.stages.report as report_stage
 

@@ -38,6 +38,18 @@ def test_overview_numbers_are_the_scores_file(sample_run, client_for):
     assert o["n_disagree"] == sum(_disagree(j) for j in cells.values()) > 0
 
 
+@pytest.mark.parametrize("content", [b'{"schema_version": 1, "models": ', b'{"schema_version": 2}', b"\xff\xfe",
+                                     b'{"kind": "gamut-local agreement"}'])
+def test_a_damaged_scores_file_leaves_the_leaderboard_out_with_a_note(sample_run, client_for, content):
+    scores_path(sample_run).write_bytes(content)
+    client = client_for(sample_run)
+    o = client.get("/api/overview").json()
+    assert o["leaderboard"] == {} and o["n_cells"] > 0
+    (note,) = [n for n in o["notes"] if "scores.json" in n]
+    assert note.startswith("scores/scores.json is not a scores file (") and "score-run" in note
+    assert client.get("/").status_code == 200
+
+
 def test_questions_filter_and_sort_by_disagreement(sample_run, client_for):
     client = client_for(sample_run)
     cells = _cells(sample_run)
