@@ -32,6 +32,7 @@ from gamut_local.data import arrow
 from gamut_local.data.verdict_files import current_record
 from gamut_local.data.verdict_table import VerdictTable, read_dataset_for_scores, read_verdicts
 from gamut_local.errors import InputError
+from gamut_local.reporting.drawing import SLOWEST_FIRST
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
 from gamut_local.vocab import TIERS, VERDICTS
@@ -251,7 +252,12 @@ def current_figures(figures_dir: Path, digest: str) -> dict[str, Path] | None:
         return None
     if not isinstance(stamp, dict) or stamp.get("tables_sha256") != digest:
         return None
-    figures = {k: Path(figures_dir) / name for k, name in (stamp.get("figures") or {}).items()}
+    names = stamp.get("figures")
+    # Each figure under its own name in figures/, as draw_all writes them: a stamp naming any
+    # other file (`../manifest.json`) is not ours, and the figures are drawn again.
+    if not isinstance(names, dict) or any(k not in SLOWEST_FIRST or name != f"{k}.png" for k, name in names.items()):
+        return None
+    figures = {k: Path(figures_dir) / name for k, name in names.items()}
     return figures if all(p.is_file() for p in figures.values()) else None
 
 

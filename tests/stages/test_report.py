@@ -284,6 +284,24 @@ def test_a_damaged_per_response_file_is_not_current(tmp_path, how):
     assert (root / "tables" / "leaderboard.csv").read_text() == board
 
 
+@pytest.mark.parametrize("figures", [{"leaderboard": "../manifest.json"}, {"leaderboard": "tiers.png"},
+                                     {"unknown": "unknown.png"}, ["leaderboard.png"], None])
+def test_a_figures_stamp_naming_other_files_is_not_current(tmp_path, figures):
+    """figures/figures.json says which figures are current; one naming files that are not the
+    figures (outside the run, another figure) is not ours: every figure is drawn again and
+    the report links only to figures/NAME.png."""
+    records = make_records(seed=24, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=6)
+    root = _write_run(tmp_path, records)
+    write_report(root)
+    text = (root / "report.md").read_text()
+    stamp = root / "figures" / "figures.json"
+    record = json.loads(stamp.read_text())
+    stamp.write_text(json.dumps({**record, "figures": figures}))
+    write_report(root)
+    assert (root / "report.md").read_text() == text
+    assert json.loads(stamp.read_text()) == record
+
+
 def test_report_reads_what_score_wrote(gamut, tmp_path, monkeypatch):
     import gamut_local.stages.report as report_stage
 
