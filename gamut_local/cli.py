@@ -190,10 +190,12 @@ def score(
     seed: int = typer.Option(0, help="Bootstrap seed."),
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
+    from gamut_local.reporting.tables import responses_path
     from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.score import write_scores
 
-    check_outputs({"--out": out_path}, [*verdicts, dataset])
+    beside = responses_path(out_path) if out_path.name else None  # `--out .` is refused as a folder
+    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset])
     result = write_scores(out_path, verdicts, dataset, seed=seed, console=err).model_dump()
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
@@ -330,8 +332,8 @@ def report(
     from gamut_local.rundir.paths import check_outputs
     from gamut_local.stages.report import write_report
 
-    check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures",
-                   "tables": run_dir / "tables"}, [dataset], folders=("figures", "tables"))
+    check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures", "tables": run_dir / "tables",
+                   "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
     path = write_report(run_dir, dataset, seed=seed)
     out.print(f"{path}")
 

@@ -93,9 +93,10 @@ def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: 
     return doc
 
 
-def responses_name(scores_json: Path, parquet: bool) -> str:
-    """`scores.json` -> `scores.responses.parquet` (JSONL when pyarrow is not installed)."""
-    return f"{Path(scores_json).stem}.responses.{'parquet' if parquet else 'jsonl'}"
+def responses_path(scores_json: Path) -> Path:
+    """`scores.json` -> the per-response file beside it: `scores.responses.parquet` (JSONL
+    when pyarrow is not installed)."""
+    return Path(scores_json).with_name(f"{Path(scores_json).stem}.responses.{'parquet' if _has_pyarrow() else 'jsonl'}")
 
 
 def _has_pyarrow() -> bool:
@@ -109,10 +110,9 @@ def _has_pyarrow() -> bool:
 def write_responses(scores_json: Path, scores: Scores) -> str:
     """Write the per-response file beside `scores_json`; return its name."""
     cols = {k: v for k, v in response_columns(scores).items() if v is not None}
-    parquet = _has_pyarrow()
-    path = Path(scores_json).with_name(responses_name(scores_json, parquet))
+    path = responses_path(scores_json)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if parquet:
+    if path.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 

@@ -35,6 +35,15 @@ def test_score_out_equal_to_the_dataset_is_refused(world, expect):
     expect(1, "score", v, "--dataset", world.dataset, "--out", world.dataset, named=["is also an input"])
 
 
+def test_score_out_whose_per_response_file_is_an_input_is_refused(world, expect):
+    """score also writes OUT's per-response file beside it (s.json -> s.responses.parquet)."""
+    v = world.verdicts(world.root / "v.jsonl")
+    dataset = world.root / "s.responses.parquet"
+    dataset.write_bytes(b"a release the user keeps here")
+    expect(1, "score", v, "--dataset", dataset, "--out", world.root / "s.json",
+           named=["s.responses.parquet", "--out (per-response file)", "is also an input"])
+
+
 def test_agree_out_equal_to_the_second_input_is_refused(world, expect):
     a = world.verdicts(world.root / "a.jsonl", judge="ja")
     b = world.verdicts(world.root / "b.jsonl", judge="jb")
@@ -63,6 +72,13 @@ def test_report_dataset_inside_its_tables_folder_is_refused(world, expect):
     ds = world.run_dir / "tables" / "data.jsonl"
     ds.write_bytes(world.dataset.read_bytes())
     expect(1, "report", world.run_dir, "--dataset", ds, named=["tables", "contains the input"])
+
+
+def test_report_dataset_inside_its_scores_folder_is_refused(world, expect):
+    (world.run_dir / "scores").mkdir(parents=True)
+    ds = world.run_dir / "scores" / "data.jsonl"
+    ds.write_bytes(world.dataset.read_bytes())
+    expect(1, "report", world.run_dir, "--dataset", ds, named=["scores", "contains the input"])
 
 
 def test_extra_verdicts_inside_the_runs_verdict_folder_are_refused(world, expect):
