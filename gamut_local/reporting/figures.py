@@ -161,7 +161,7 @@ def verdict_distribution(tables: dict, path: Path) -> Path | None:
         ax.set_yticks(y, [r["label"] for r in rows])
         ax.set_xlim(0, 100)
         ax.set_xlabel("% of checks")
-        ax.set_title(f"judge: {judge}  (grey = omission, red = contradiction)", fontsize=10)
+        ax.set_title(f"judge: {judge}", fontsize=10)  # a longer title ran past a narrow panel
     handles, names = axes[0].get_legend_handles_labels()
     _legend_below(fig, handles, names, ncol=5)
     return save_figure(fig, path)
@@ -241,15 +241,18 @@ def judge_scatter(tables: dict, path: Path) -> Path | None:
     label = {(s["model"], s["variant"]): s["label"] for s in tables["systems"]}
     colours = _colours([s["label"] for s in tables["systems"]])
     fig, axes = _grid(len(a["pairs"]), 4.3, 4.3)
+    shown = set()
     for ax, p, ps in zip(axes, a["pairs"], a["pair_scores"]):
         pts = [(m["a"], m["b"], label[(m["model"], m["variant"])]) for m in ps["models"]]
+        shown.update(name for *_, name in pts)
         if pts:
             _scatter_with_diagonal(ax, pts, colours)
         tau = p["kendall_tau_b"]
         ax.set_title(f"Kendall τ-b = {'—' if tau is None else f'{tau:.2f}'} (dashed: y = x)", fontsize=10)
         ax.set_xlabel(f"{p['judge_a']} (GAMUT)")
         ax.set_ylabel(f"{p['judge_b']} (GAMUT)")
-    _point_legend(fig, colours)
+    # Only systems with a point: one scored by a single judge has none (same colours as elsewhere).
+    _point_legend(fig, {name: c for name, c in colours.items() if name in shown})
     return save_figure(fig, path)
 
 

@@ -77,3 +77,16 @@ def test_each_figure_is_drawn_once(tmp_path, monkeypatch):
         drawn.clear()
         assert figures.draw(name, tables, tmp_path) is not None, name
         assert len(drawn) == 1, (name, len(drawn))
+
+
+def test_the_scatter_legend_names_only_systems_with_a_point(tmp_path, monkeypatch):
+    """A system only one judge scored has no point in any judge-vs-judge panel."""
+    tables = _tables()
+    tables["systems"] = [*tables["systems"], {"model": "solo", "variant": "text_only", "label": "solo (text)"}]
+    saved = []
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: saved.append(fig) or path)
+    figures.draw("judge_scatter", tables, tmp_path)
+    (legend,) = saved[0].legends
+    named = {t.get_text() for t in legend.get_texts()}
+    plotted = {s["label"] for s in tables["systems"]} - {"solo (text)"}
+    assert named == plotted
