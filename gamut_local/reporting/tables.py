@@ -96,7 +96,8 @@ def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: 
 def responses_path(scores_json: Path) -> Path:
     """`scores.json` -> the per-response file beside it: `scores.responses.parquet` (JSONL
     when pyarrow is not installed)."""
-    return Path(scores_json).with_name(f"{Path(scores_json).stem}.responses.{'parquet' if _has_pyarrow() else 'jsonl'}")
+    suffix = "parquet" if _has_pyarrow() else "jsonl"
+    return Path(scores_json).with_name(f"{Path(scores_json).stem}.responses.{suffix}")
 
 
 def _has_pyarrow() -> bool:
