@@ -14,9 +14,9 @@ the caller reads the files record by record (`verdict_table.read_verdicts_refere
 messages name FILE:LINE: field.
 
 A file bigger than PIECE_BYTES (16 MB; the judge stage's files are ~12 MB at paper scale) is
-read twice instead, in pieces cut after a newline: hashed, then, on a cache miss, parsed and
+read in pieces cut after a newline: hashed, then, on a cache miss, read again, parsed and
 checked piece by piece as files of their own and merged (its bytes hashed again, to be sure
-they are the ones looked up). So memory stays bounded whatever the layout: three judges' 338 MB
+they are the ones looked up; with the cache off, that one pass is all). So memory stays bounded whatever the layout: three judges' 338 MB
 files read together peaked at 2.1 GB whole, 0.58 GB in pieces.
 
 A file already hashed is not even read while its stat (size, mtime, ctime, inode) is what
@@ -166,6 +166,8 @@ def _read_and_check(path: Path, options, cache: str, threads: bool) -> FileColum
     """Read and hash the file; its columns from the cache entry of that hash, else parsed."""
     hashed_ns = time.time_ns()
     whole = os.stat(path).st_size <= PIECE_BYTES
+    if not whole and cache == "off":  # no entry to look up: one pass, hashing as it parses
+        return _parse_in_pieces(path, os.stat(path), options, threads)
     if whole:
         raw, stat = _read_into_buffer(path)
         record = file_record(path, raw, stat)
@@ -173,7 +175,9 @@ def _read_and_check(path: Path, options, cache: str, threads: bool) -> FileColum
         record, stat = _hash_in_pieces(path)
 
     def parse() -> FileColumns | None:
-        return _parse(raw, record, options, threads) if whole else _parse_in_pieces(path, record, options, threads)
+        if whole:
+            return _parse(raw, record, options, threads)
+        return _parse_in_pieces(path, stat, options, threads, record["sha256"])
 
     if cache == "off":
         return parse()
@@ -213,7 +217,8 @@ def parse_options():
     return pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
 
 
-def _parse(raw: memoryview, record: dict, options, threads: bool) -> FileColumns | None:
+def _parse(raw: memoryview, record: dict | None, options, threads: bool) -> FileColumns | None:
+    """One file's (or piece's: `record` None) checked columns, or None."""
     import pyarrow as pa
     import pyarrow.json as pj
 
@@ -269,14 +274,16 @@ def _hash_in_pieces(path: Path) -> tuple[dict, os.stat_result]:
     return _record(path, stat, sha.hexdigest()), stat
 
 
-def _parse_in_pieces(path: Path, record: dict, options, threads: bool) -> FileColumns | None:
-    """A big file's columns, each piece parsed and checked as a file of its own, then merged;
-    None if a piece fails, or the bytes are no longer those `record` hashed. `threads`: parse
-    PIECE_THREADS pieces side by side (copies, a few in flight: memory stays bounded)."""
+def _parse_in_pieces(path: Path, stat: os.stat_result, options, threads: bool,
+                     sha256: str | None = None) -> FileColumns | None:
+    """A big file's columns, each piece parsed and checked as a file of its own, then merged,
+    with the record of the bytes parsed; None if a piece fails, or the bytes are not those
+    hashed as `sha256`. `threads`: parse PIECE_THREADS pieces side by side (copies, a few in
+    flight: memory stays bounded)."""
     parts, sha = [], hashlib.sha256()
     if not threads:
         for piece, sha in _pieces(path):
-            parts.append(_parse(piece, record, options, threads=False))
+            parts.append(_parse(piece, None, options, threads=False))
             if parts[-1] is None:
                 return None
     else:
@@ -284,12 +291,13 @@ def _parse_in_pieces(path: Path, record: dict, options, threads: bool) -> FileCo
             pending: deque = deque()
             for piece, sha in _pieces(path):
                 # A copy: the next piece is read into the same buffer.
-                pending.append(pool.submit(_parse, bytes(piece), record, options, False))
+                pending.append(pool.submit(_parse, bytes(piece), None, options, False))
                 if len(pending) > PIECE_THREADS:
                     parts.append(pending.popleft().result())
             parts += [future.result() for future in pending]
-    if sha.hexdigest() != record["sha256"] or not parts or any(part is None for part in parts):
+    if sha256 not in (None, sha.hexdigest()) or not parts or any(part is None for part in parts):
         return None  # a piece failed, or changed between the hashing and the parsing: the reference reads it
+    record = _record(path, stat, sha.hexdigest())
     codes = {name: merge_codes([p.codes[name] for p in parts], dtype=np.int32) for name in CODED_FIELDS}
     return FileColumns(codes=codes, probs=np.concatenate([p.probs for p in parts]), input=record)
 
@@ -308,7 +316,7 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     return out, dictionary
 
 
-def _checked(codes: dict, probs: np.ndarray, record: dict) -> FileColumns | None:
+def _checked(codes: dict, probs: np.ndarray, record: dict | None) -> FileColumns | None:
     """The columns if every value is one the reference accepts, else None."""
     for name in STRING_FIELDS:
         got, values = codes[name]

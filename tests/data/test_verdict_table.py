@@ -194,6 +194,7 @@ def test_big_files_are_read_in_pieces_to_the_same_table(tmp_path, fast_only, mon
 
 
 def test_a_file_changed_between_hashing_and_parsing_is_not_taken(tmp_path, monkeypatch):
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))  # a miss: hashed, then parsed
     path = tmp_path / "v.jsonl"
     path.write_bytes(lines(*(line(check_id=f"c{k}") for k in range(40))))
     monkeypatch.setattr(verdict_files, "PIECE_BYTES", 2048)
@@ -204,7 +205,20 @@ def test_a_file_changed_between_hashing_and_parsing_is_not_taken(tmp_path, monke
         p.write_bytes(lines(*(line(check_id=f"c{k}", verdict="missing") for k in range(40))))
         return got
     monkeypatch.setattr(verdict_files, "_hash_in_pieces", then_change)
-    assert verdict_files.read_file_columns(path, verdict_files.parse_options(), cache="off") is None
+    assert verdict_files.read_file_columns(path, verdict_files.parse_options(), cache="read") is None
+
+
+def test_without_a_cache_a_big_file_is_read_once(tmp_path, monkeypatch):
+    """With no cache entry to look up, the parse pass hashes the bytes itself: no hashing pass."""
+    path = tmp_path / "v.jsonl"
+    path.write_bytes(lines(*(line(check_id=f"c{k}") for k in range(40))))
+    whole = vt.read_verdicts([path], cache="off")
+    monkeypatch.setattr(verdict_files, "PIECE_BYTES", 2048)
+    monkeypatch.setattr(verdict_files, "_hash_in_pieces", lambda p: pytest.fail("hashed before parsing"))
+    monkeypatch.setattr(vt, "read_verdicts_reference", lambda p: pytest.fail("fell back"))
+    pieces = vt.read_verdicts([path], cache="off")
+    assert_same_table(pieces, whole)
+    assert pieces.inputs == whole.inputs
 
 
 def test_human_revisions_take_the_column_path(tmp_path, fast_only):
