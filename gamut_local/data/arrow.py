@@ -21,8 +21,8 @@ OPENERS, CLOSERS = np.frombuffer(b"{[", dtype=np.uint8), np.frombuffer(b"}]", dt
 def jsonl_lines(raw) -> int:
     """The number of lines of JSONL bytes that pyarrow's JSON reader may be given, or 0 if it
     may not: empty, not UTF-8, or a line that may nest deeper than MAX_DEPTH (brackets
-    inside strings count too: a false alarm only costs speed). Callers compare the count
-    with the rows read: pyarrow takes two objects on one line and skips blank lines."""
+    inside strings count too: a false alarm only costs speed). `read_jsonl` compares the
+    count with the rows read."""
     data = np.frombuffer(raw, dtype=np.uint8)
     if not len(data) or not _is_utf8(raw):
         return 0
@@ -30,6 +30,21 @@ def jsonl_lines(raw) -> int:
     if not _no_long_lines(newline) and _may_nest_deep(data, newline):
         return 0
     return int(np.count_nonzero(newline) + (data[-1] != ord("\n")))
+
+
+def read_jsonl(raw, parse_options, read_options=None):
+    """pyarrow's table of JSONL bytes, one row per line; None where the bytes are not for its
+    reader (`jsonl_lines`) or a line did not make exactly one row: pyarrow takes two objects
+    on one line, which `json.loads` refuses, and skips a blank line, which would shift line
+    numbers. pyarrow's own errors (a type that changes, a repeated key) propagate."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    lines = jsonl_lines(raw)
+    if not lines:
+        return None
+    table = pj.read_json(pa.BufferReader(pa.py_buffer(raw)), parse_options=parse_options, read_options=read_options)
+    return table if table.num_rows == lines else None
 
 
 def _no_long_lines(newline: np.ndarray) -> bool:

@@ -219,17 +219,10 @@ def parse_options():
 
 def _parse(raw: memoryview, record: dict | None, options, threads: bool) -> FileColumns | None:
     """One file's (or piece's: `record` None) checked columns, or None."""
-    import pyarrow as pa
     import pyarrow.json as pj
 
-    n_lines = arrow.jsonl_lines(raw)
-    if not n_lines:
-        return None
-    tab = pj.read_json(pa.BufferReader(pa.py_buffer(raw)), parse_options=options,
-                       read_options=pj.ReadOptions(block_size=BLOCK_SIZE, use_threads=threads))
-    # One record per line: pyarrow also takes two objects on one line, the reference does not,
-    # and a blank line (which both skip) would shift line numbers.
-    if tab.num_rows != n_lines:
+    tab = arrow.read_jsonl(raw, options, pj.ReadOptions(block_size=BLOCK_SIZE, use_threads=threads))
+    if tab is None:
         return None
     probs = _probs(tab)
     if probs is None:

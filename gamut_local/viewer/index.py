@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.data.arrow import jsonl_lines
+from gamut_local.data.arrow import read_jsonl
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
 from gamut_local.errors import InputError, Problem, pydantic_problems
@@ -277,14 +277,10 @@ def _answer_columns(path: Path) -> list[list] | None:
     schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in ANSWER_COLUMNS.items()])
     options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
     try:
-        raw = path.read_bytes()
-        lines = jsonl_lines(raw)  # 0 for a line nested deep enough to crash pyarrow's parser, too
-        if not lines:
-            return None
-        table = pj.read_json(pa.BufferReader(raw), parse_options=options)
+        table = read_jsonl(path.read_bytes(), options)
     except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
         return None
-    if table.num_rows != lines or any(table[f].null_count for f in REQUIRED):
+    if table is None or any(table[f].null_count for f in REQUIRED):
         return None
     columns = [table[f].to_pylist() for f in REQUIRED]
     qids, models, variants, _ = columns
