@@ -40,6 +40,7 @@ from gamut_local.engines.labels import (
     match_label,
     normalise,
 )
+from gamut_local.engines.watchdog import guard_descendants
 from gamut_local.errors import InputError, Problem
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -225,6 +226,7 @@ class VllmEngine:
         if problems:
             raise InputError(problems)
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+        guard_descendants()  # vLLM's engine processes end with this one, however it dies
         from vllm import LLM
         from vllm.platforms import current_platform
 
