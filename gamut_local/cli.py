@@ -55,6 +55,19 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
+def _cli_framework_exceptions() -> tuple[type[BaseException], ...]:
+    """What typer itself raises to exit, abort or report a usage error: passed through to it.
+    Typer up to 0.2x re-exports click's classes; from 0.29 it vendors click and has its own, and
+    click may not be installed at all."""
+    names = ("Exit", "Abort", "TyperException", "BadParameter")
+    found = [getattr(typer, n) for n in names if isinstance(getattr(typer, n, None), type)]
+    try:
+        import click
+    except ImportError:
+        return tuple(found)
+    return (*found, click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort)
+
+
 def user_errors(fn):
     """Every command's error handling: bad input (InputError), file-system and resource
     errors are one line per problem and exit 1; Ctrl-C exits 130, SIGTERM 143; an unexpected internal
@@ -63,8 +76,6 @@ def user_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        import click
-
         from gamut_local.rundir.store import JOURNAL
 
         JOURNAL.reset()
@@ -87,7 +98,7 @@ def user_errors(fn):
             _fail(["<input>: <record>: nested too deeply to read"], "1 problem", 1)
         except MemoryError:
             _fail(["<input>: <record>: out of memory reading the input"], "1 problem", 1)
-        except (click.exceptions.Exit, click.exceptions.ClickException, click.exceptions.Abort):
+        except _cli_framework_exceptions():
             raise
         except Exception as e:  # a bug, not bad input: short message, traceback on request
             if _OPTIONS["debug"]:
