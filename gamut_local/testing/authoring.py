@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gamut_local.testing.engines import VLLM_CPU_TEST_ENGINE
+
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "questions.jsonl"
 QUESTION_FIELDS = ("question_id", "domain", "question", "question_text_only", "image")
 
@@ -40,6 +42,26 @@ def write_authoring_inputs(folder: str | Path, n: int | None = None,
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# {s['title']}\n\n{s['text']}\n", encoding="utf-8")
     return questions, evidence
+
+
+def write_draft_config(folder: str | Path, model_path: str, max_tokens: int, max_retries: int = 1) -> Path:
+    """A `draft` config for SmolLM2 on vllm-cpu with the test suite's engine settings (YAML
+    takes the JSON mapping), bounded
+    small (two items, two list elements, 40 characters) so a tiny model finishes quickly."""
+    cfg = Path(folder) / "draft.yaml"
+    cfg.write_text(f"""model:
+  name: smollm2
+  path: {model_path}
+  backend: vllm
+  vision: false
+  engine: {json.dumps(VLLM_CPU_TEST_ENGINE.model_dump(mode="json", exclude_unset=True))}
+  sampling: {{max_tokens: {max_tokens}}}
+max_retries: {max_retries}
+max_items: 2
+max_list: 2
+max_chars: 40
+""")
+    return cfg
 
 
 def main(argv: list[str] | None = None) -> None:

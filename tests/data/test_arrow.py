@@ -3,7 +3,6 @@ pyarrow's own conversions, and no pandas imported on the way."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import numpy as np
@@ -11,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from gamut_local.data import arrow
+from gamut_local.testing import processes
 
 
 def test_dictionary_and_codes_round_trip_with_nulls():
@@ -53,5 +53,6 @@ def test_no_pandas_is_imported():
     code = ("import sys, numpy as np; from gamut_local.data import arrow; "
             "a = arrow.dictionary(np.array([0, -1]), ['x']); arrow.codes(a); arrow.floats(arrow.from_numpy(np.ones(2))); "
             "arrow.jsonl_lines(b'{}\\n'); print('pandas' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    # 120 s: one Python start-up with numpy and pyarrow, on a busy machine.
+    out = processes.run([sys.executable, "-c", code], timeout=120, waiting_for="the import check")
+    assert out.returncode == 0 and out.stdout.strip() == "False", out.stderr

@@ -27,6 +27,7 @@ from gamut_local.data.crag_mm import (  # noqa: E402
 from gamut_local.data.dataset import load_questions  # noqa: E402
 from gamut_local.data.gamut_release import load_release  # noqa: E402
 from gamut_local.errors import InputError  # noqa: E402
+from gamut_local.testing import processes  # noqa: E402
 from gamut_local.testing.release import (  # noqa: E402
     BASIL,
     BRIDGE,
@@ -212,16 +213,16 @@ def test_build_dataset_end_to_end(gamut, tmp_path):
 
 def test_fetch_script_without_network_fails_cleanly(tmp_path):
     import os
-    import subprocess
     import sys
 
     script = PROJECT_ROOT / "scripts" / "fetch_data.py"
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    res = subprocess.run([sys.executable, str(script), "--out", str(tmp_path / "out")],
-                         env=env, capture_output=True, text=True, timeout=300)
+    # 300 s: the hub client gives up offline after its own retries.
+    res = processes.run([sys.executable, str(script), "--out", str(tmp_path / "out")], env=env, timeout=300,
+                        waiting_for="fetch_data.py to fail offline")
     assert res.returncode == 1
     assert "error: could not fetch the data" in res.stderr and "Traceback" not in res.stderr
     assert res.stdout == ""
-    res = subprocess.run([sys.executable, str(script), "--image-bound", "big"], capture_output=True, text=True,
-                         timeout=60)
+    res = processes.run([sys.executable, str(script), "--image-bound", "big"], timeout=60,  # argparse only
+                        waiting_for="fetch_data.py's usage error")
     assert res.returncode == 2 and "expected WIDTHxHEIGHT" in res.stderr

@@ -12,6 +12,7 @@ from gamut_local.data.dataset import collecting_warnings, load_questions, read_d
 from gamut_local.data.gamut_release import load_release, merge_text_only, row_to_record  # noqa: E402
 from gamut_local.errors import InputError, Problem  # noqa: E402
 from gamut_local.rubric.compiler import compile_dataset  # noqa: E402
+from gamut_local.testing import processes  # noqa: E402
 from gamut_local.testing.release import (  # noqa: E402
     BASIL,
     BRIDGE,
@@ -361,12 +362,13 @@ def test_cli_plan_and_slurm_print_the_warnings_and_take_strict(gamut, tmp_path):
 def test_loading_a_release_never_imports_pandas(tmp_path):
     """pyarrow's read_table imports pandas (0.3 s) through pyarrow.dataset; a release load
     must not pay for it."""
-    import subprocess
     import sys
 
     path = write_release(tmp_path / "test.parquet")
     code = ("import sys; from gamut_local.data.dataset import load_questions; "
             "print(len(load_questions(sys.argv[1], check_images=False))); print('pandas' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    # 120 s: one Python start-up reading a small parquet, on a busy machine.
+    out = processes.run([sys.executable, "-c", code, str(path)], timeout=120, waiting_for="the release load")
+    assert out.returncode == 0, out.stderr
     count, pandas = out.stdout.split()
     assert int(count) > 0 and pandas == "False"

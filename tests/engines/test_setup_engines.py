@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
 
 from gamut_local.config import PROJECT_ROOT
+from gamut_local.testing import processes
 
 SCRIPT = PROJECT_ROOT / "scripts" / "setup_engines.sh"
 PINNED = re.search(r'^VLLM_GPU_VERSION="([^"]+)"', SCRIPT.read_text(), re.MULTILINE).group(1)
@@ -25,9 +25,10 @@ def dry_run(tmp_path, cuda: str, **env):
     smi = bin_dir / "nvidia-smi"
     smi.write_text(f"#!/bin/bash\necho '| NVIDIA-SMI 570.00   Driver Version: 570.00   CUDA Version: {cuda}   |'\n")
     smi.chmod(0o755)
-    return subprocess.run(["bash", str(SCRIPT), sys.executable], capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                               "SETUP_ENGINES_DRY_RUN": "1", **env})
+    # 120 s: a dry run prints commands and runs pip only to read versions.
+    return processes.run(["bash", str(SCRIPT), sys.executable], timeout=120, waiting_for="the dry run",
+                         env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+                              "SETUP_ENGINES_DRY_RUN": "1", **env})
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")

