@@ -18,13 +18,15 @@ import hashlib
 import json
 import os
 import re
+import types
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
 from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
 
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
@@ -35,6 +37,31 @@ SafeName = Field(min_length=1, pattern=f"^{NAME_PATTERN}$")
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+Lines = dict[tuple, int]  # key path (keys and list indexes) -> 1-based line in its YAML file
+
+
+class _Located(_Config):
+    """A config read from a YAML file: it remembers the file and the line of each of its keys,
+    so a problem found later (a model folder that is not there) still points at the line."""
+
+    _source: str | None = PrivateAttr(default=None)
+    _lines: Lines = PrivateAttr(default_factory=dict)
+
+    @property
+    def source(self) -> str:
+        """The YAML file this spec came from, for messages that name it."""
+        return self._source or "<config>"
+
+    def line_of(self, *key) -> int | None:
+        """The line of `key` (a path of keys) in the spec's file; None when not written there."""
+        return self._lines.get(tuple(key))
+
+    def problem(self, field: str, message: str) -> Problem:
+        """A Problem at `field` (dotted) of this spec, with its file and line."""
+        parts = tuple(int(x) if x.isdigit() else x for x in field.split(".")) if field else ()
+        return Problem(self.source, self.line_of(*parts), field, message)
 
 
 class EngineArgs(_Config):
@@ -65,7 +92,7 @@ class Sampling(_Config):
     json_schema: dict | None = None
 
 
-class ModelSpec(_Config):
+class ModelSpec(_Located):
     name: str = SafeName  # the `model` / `judge` field of records; becomes file names
     path: str = Field(min_length=1)  # local folder, or a hub id resolved offline from the HF cache
     backend: Literal["vllm", "transformers", "auto"] = "auto"
@@ -75,18 +102,11 @@ class ModelSpec(_Config):
     system_prompt: str | None = None
     gpus: int | None = Field(default=None, ge=1)  # per task; defaults to tensor_parallel_size
     nodes: int = Field(default=1, ge=1)  # > 1: runs through Ray across nodes (see slurm/)
-    # The YAML file this spec came from (for error messages); set by load_run_config.
-    _source: str | None = PrivateAttr(default=None)
 
     @property
     def config_file(self) -> str | None:
         """The YAML file this spec came from; None for a spec written inline in a run config."""
         return self._source
-
-    @property
-    def source(self) -> str:
-        """The YAML file this spec came from, for messages that name it."""
-        return self._source or "<config>"
 
     def variants(self, run_variants) -> list[str]:
         """The run's variants this model can answer: without vision, only `text_only`."""
@@ -174,7 +194,7 @@ class PlanSpec(_Config):
     throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = {}
 
 
-class RunSpec(_Config):
+class RunSpec(_Located):
     name: str = SafeName
     dataset: str = Field(min_length=1)
     output_dir: str = Field(min_length=1)
@@ -191,8 +211,6 @@ class RunSpec(_Config):
     chunk_size: int = Field(default=1024, ge=1)
     slurm: SlurmSpec = SlurmSpec()
     plan: PlanSpec = PlanSpec()
-    # The run YAML this spec came from; set by load_run_config.
-    _source: str | None = PrivateAttr(default=None)
 
     @property
     def source(self) -> str:
@@ -207,8 +225,7 @@ class RunSpec(_Config):
         chosen = [m for m in specs if m.name == name]
         if not chosen:
             known = ", ".join(m.name for m in specs) or "none"
-            raise InputError([Problem(self.source, None, kind,
-                                      f"no {kind[:-1]} named {name!r} in this run (known: {known})")])
+            raise InputError([self.problem(kind, f"no {kind[:-1]} named {name!r} in this run (known: {known})")])
         return chosen
 
     def select_variants(self, variant: str | None) -> list[str]:
@@ -219,8 +236,7 @@ class RunSpec(_Config):
             raise InputError([Problem("--variant", None, "",
                                       f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
         if variant not in self.variants:
-            raise InputError([Problem(self.source, None, "variants",
-                                      f"this run does not include the {variant!r} variant")])
+            raise InputError([self.problem("variants", f"this run does not include the {variant!r} variant")])
         return [variant]
 
 
@@ -246,13 +262,6 @@ class _StrictLoader(yaml.SafeLoader):
                 continue
         return super().construct_mapping(node, deep=deep)
 
-    def get_single_data(self):
-        node = self.get_single_node()
-        if node is None:
-            return None
-        _expanded_size(node, {}, set())
-        return self.construct_document(node)
-
 
 def _expanded_size(node, memo: dict, stack: set) -> int:
     """Nodes in the document with every alias expanded; raises on a cycle or past the bound."""
@@ -275,17 +284,50 @@ def _expanded_size(node, memo: dict, stack: set) -> int:
     return size
 
 
+def _node_lines(node, path: tuple = (), out: Lines | None = None) -> Lines:
+    """The line of every key and list item under `node`, by key path; merged keys (`<<`)
+    count at the line of their anchor, keys written out win over merged ones."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        merged = [v for k, v in node.value if k.tag == "tag:yaml.org,2002:merge"]
+        for k, v in node.value:
+            if k.tag != "tag:yaml.org,2002:merge" and isinstance(k, yaml.ScalarNode):
+                out.setdefault((*path, k.value), k.start_mark.line + 1)
+                _node_lines(v, (*path, k.value), out)
+        for v in merged:
+            _node_lines(v, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.setdefault((*path, i), item.start_mark.line + 1)
+            _node_lines(item, (*path, i), out)
+    return out
+
+
+def load_yaml_lines(text: str) -> tuple[object, Lines]:
+    """YAML as our configs are read (safe, no repeated keys, aliases bounded), with the line
+    of every key, so an error can say where the key is written."""
+    loader = _StrictLoader(text)  # a SafeLoader subclass
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        _expanded_size(node, {}, set())
+        return loader.construct_document(node), _node_lines(node)
+    finally:
+        loader.dispose()
+
+
 def load_yaml_text(text: str):
     """YAML as our configs are read: safe, no repeated keys, aliases bounded."""
-    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    return load_yaml_lines(text)[0]
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path: Path) -> tuple[dict, Lines]:
     try:
         if not path.is_file():
             why = "not a file" if path.exists() else "config file not found"
             raise InputError([Problem(str(path), None, "", why)])
-        data = load_yaml_text(path.read_text(encoding="utf-8"))
+        data, lines = load_yaml_lines(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise InputError([Problem(str(path), None, "", f"cannot read: {e.strerror or e}")]) from None
     except RecursionError:
@@ -296,12 +338,84 @@ def _read_yaml(path: Path) -> dict:
                                   f"not valid YAML: {e}")]) from None
     if not isinstance(data, dict):
         raise InputError([Problem(str(path), None, "", "expected a YAML mapping at the top level")])
-    return data
+    return data, lines
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class _Written:
+    """Where the keys under `prefix` of a config are written: a file and its key lines (a run
+    file holds everything but the model and judge configs it names by name)."""
+
+    prefix: tuple
+    file: Path
+    lines: Lines
+
+
+def _where(parts: list[_Written], loc: tuple) -> tuple[_Written, tuple, int | None]:
+    """The file holding the key at `loc`, the key's path in that file, and its line (or the
+    line of the nearest key above it that is written, e.g. for a key that is missing)."""
+    part = max((p for p in parts if loc[:len(p.prefix)] == p.prefix), key=lambda p: len(p.prefix))
+    rest = loc[len(part.prefix):]
+    line = next((part.lines[rest[:n]] for n in range(len(rest), 0, -1) if rest[:n] in part.lines), None)
+    return part, rest, line
+
+
+def _unwrapped(t):
+    """A field's type without Annotated and without None in a union."""
+    while True:
+        if get_origin(t) is Annotated:
+            t = get_args(t)[0]
+        elif get_origin(t) in (Union, types.UnionType):
+            t = next(a for a in get_args(t) if a is not type(None))
+        else:
+            return t
+
+
+def _keys_at(cls, loc: tuple) -> list[str]:
+    """The keys a config accepts at `loc` (a path of keys and list indexes into `cls`)."""
+    t = cls
+    for part in loc:
+        t = _unwrapped(t)
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            t = t.model_fields[part].annotation if part in t.model_fields else None
+        elif get_origin(t) in (list, dict):
+            t = get_args(t)[-1]
+        else:
+            return []
+    t = _unwrapped(t)
+    return list(t.model_fields) if isinstance(t, type) and issubclass(t, BaseModel) else []
+
+
+# The regular expressions the configs check, in the words an error message uses.
+_FORMS = {
+    f"^{NAME_PATTERN}$": "a name of letters, digits and _ . + - (starting with a letter or digit)",
+    f"^{SLURM_TIME}$": "a SLURM time such as 90 (minutes), 12:00:00 or 1-00:00:00",
+    f"^{SLURM_MEM}$": "a memory size such as 64G (a number, then K, M, G or T)",
+    _SBATCH_WORD: "one word (letters, digits and _ . , : + = % -)",
+}
+
+
+def _config_problem(cls, err: dict, parts: list[_Written]) -> Problem:
+    """One validation error of a `cls` config as `FILE:LINE: key: message` in plain words."""
+    loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
+    part, rest, line = _where(parts, loc)
+    if err["type"] == "extra_forbidden":
+        message = unknown_key_message(loc[-1], _keys_at(cls, loc[:-1]))
+    else:
+        message = plain_message(err, _FORMS)
+    return Problem(str(part.file), line, ".".join(map(str, rest)), message)
+
+
+def _place(spec: _Located, parts: list[_Written], prefix: tuple) -> None:
+    """Tell `spec` (the config at `prefix`) which file it came from and its keys' lines."""
+    part, rest, _ = _where(parts, prefix)
+    spec._source = str(part.file)
+    spec._lines = {k[len(rest):]: v for k, v in part.lines.items() if k[:len(rest)] == rest}
 
 
 def _config_roots(run_path: Path) -> list[Path]:
@@ -321,31 +435,51 @@ def _config_roots(run_path: Path) -> list[Path]:
     return out
 
 
-def _resolve_ref(ref, kind: str, run_path: Path, problems: list[Problem], field: str):
-    """A model/judge given by name -> (its YAML as a dict, the file it came from)."""
+def _resolve_ref(ref, kind: str, run: _Written, key: tuple, problems: list[Problem]):
+    """A model/judge given by name -> (its YAML as a dict, the file it came from, its lines);
+    one written inline -> (the mapping, the run file, None)."""
+    field, line = ".".join(map(str, key)), run.lines.get(key)
     if isinstance(ref, dict):
-        return ref, run_path
+        return ref, run.file, None
     if not isinstance(ref, str):
-        problems.append(Problem(str(run_path), None, field, "expected a name or a mapping"))
+        problems.append(Problem(str(run.file), line, field, "expected a name or a mapping"))
         return None
     if not re.fullmatch(NAME_PATTERN, ref):
         # A reference is a plain name under configs/<kind>/, never a path (`../../x`).
-        problems.append(Problem(str(run_path), None, field, f"{ref!r} is not a config name (letters, digits, "
+        problems.append(Problem(str(run.file), line, field, f"{ref!r} is not a config name (letters, digits, "
                                 "_ . + -, starting with a letter or digit); write the settings inline instead"))
         return None
-    roots = _config_roots(run_path)
+    roots = _config_roots(run.file)
     for root in roots:
         candidate = root / kind / f"{ref}.yaml"
         if candidate.is_file():
-            data = _read_yaml(candidate)
+            data, lines = _read_yaml(candidate)
             data.setdefault("name", ref)
-            return data, candidate
+            return data, candidate, lines
     where = ", ".join(str(r / kind) for r in roots) or "no configs/ folder found"
-    problems.append(Problem(str(run_path), None, field, f"no {kind} config named {ref!r} (looked in {where})"))
+    problems.append(Problem(str(run.file), line, field, f"no {kind} config named {ref!r} (looked in {where})"))
     return None
 
 
-def expand_vars(value: str, file: Path, field: str, problems: list[Problem]) -> str:
+def _model_entry(ref, kind: str, run: _Written, key: tuple, problems: list[Problem],
+                 parts: list[_Written]) -> dict | None:
+    """One model or judge of a config, by name or inline, its path made absolute. A config
+    file it names joins `parts`, so an error inside that file points into it."""
+    got = _resolve_ref(ref, kind, run, key, problems)
+    if got is None:
+        return None
+    data, src, lines = got
+    if lines is None:  # inline: its keys are the run file's
+        field, line = ".".join(map(str, (*key, "path"))), run.lines.get((*key, "path"))
+    else:
+        parts.append(_Written(key, src, lines))
+        field, line = "path", lines.get(("path",))
+    if isinstance(data.get("path"), str):
+        data = {**data, "path": _model_path(expand_vars(data["path"], src, field, problems, line), src.parent)}
+    return data
+
+
+def expand_vars(value: str, file: Path, field: str, problems: list[Problem], line: int | None = None) -> str:
     """`${VAR}` / `${VAR:-default}` from the environment; an unset VAR without default is a problem."""
 
     def sub(m: re.Match) -> str:
@@ -354,7 +488,7 @@ def expand_vars(value: str, file: Path, field: str, problems: list[Problem]) -> 
             return os.environ[name]
         if default is not None:
             return default
-        problems.append(Problem(str(file), None, field,
+        problems.append(Problem(str(file), line, field,
                                 f"environment variable {name} is not set (write ${{{name}:-default}} for a fallback)"))
         return m.group(0)
 
@@ -412,83 +546,67 @@ def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
     Checked before any model loads, so a typo costs a second, not a GPU allocation.
     Hub ids are looked up in the Hugging Face cache only (no network).
     """
-    source = spec.source
     if not is_hub_id(spec.path) or Path(spec.path).is_absolute():
         path = Path(spec.path)
         if not path.is_dir():
-            return None, Problem(source, None, "path", f"model folder not found: {path}")
+            return None, spec.problem("path", f"model folder not found: {path}")
         if not any((path / name).is_file() for name in MODEL_CONFIG_FILES):
-            return None, Problem(source, None, "path",
-                                 f"not a model folder (no config.json, nor a Mistral-format "
-                                 f"params.json): {path}")
+            return None, spec.problem("path", f"not a model folder (no config.json, nor a Mistral-format "
+                                              f"params.json): {path}")
         return str(path), None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
-        return None, Problem(source, None, "path",
-                             f"{spec.path!r} looks like a hub id, but huggingface_hub is not installed")
+        return None, spec.problem("path", f"{spec.path!r} looks like a hub id, but huggingface_hub is "
+                                          "not installed")
     hits = [try_to_load_from_cache(spec.path, name) for name in MODEL_CONFIG_FILES]
     hit = next((h for h in hits if isinstance(h, str)), None)
     if hit is None:
         from huggingface_hub.constants import HF_HUB_CACHE
 
-        return None, Problem(source, None, "path",
-                             f"{spec.path!r} is neither a local folder nor a hub id in the Hugging Face "
-                             f"cache ({HF_HUB_CACHE}); download it where there is internet "
-                             f"(huggingface-cli download {spec.path}) or point path at a local folder")
+        return None, spec.problem("path", f"{spec.path!r} is neither a local folder nor a hub id in the "
+                                          f"Hugging Face cache ({HF_HUB_CACHE}); download it where there is "
+                                          f"internet (huggingface-cli download {spec.path}) or point path at "
+                                          "a local folder")
     return str(Path(hit).parent), None
 
 
-def _validated(cls, data: dict, path: Path):
-    """`data` as a `cls` config read from `path`, which it remembers as its source."""
+def _validated(cls, data: dict, parts: list[_Written]):
+    """`data` as a `cls` config; every error names the file and line its key is written on."""
     try:
         spec = cls.model_validate(data)
     except ValidationError as e:
-        raise InputError(pydantic_problems(e, str(path), None)) from None
-    spec._source = str(path)
+        found = [_config_problem(cls, err, parts) for err in e.errors()]
+        raise InputError(sorted(found, key=lambda p: (p.file, p.line or 0))) from None
+    _place(spec, parts, ())
     return spec
 
 
 def load_run_config(path: str | Path) -> RunSpec:
     """Read a run YAML, resolve model/judge names and relative paths, validate everything."""
     path = Path(path)
-    data = _read_yaml(path)
-    problems: list[Problem] = []
-    sources: dict[str, list[Path]] = {}
+    data, lines = _read_yaml(path)
+    run = _Written((), path, lines)
+    parts, problems = [run], []
     for kind in ("models", "judges"):
-        refs = data.get(kind, [])
-        if not isinstance(refs, list):
-            continue
-        resolved, sources[kind] = [], []
-        for i, r in enumerate(refs):
-            got = _resolve_ref(r, kind, path, problems, f"{kind}.{i}")
-            if got is None:
-                continue
-            spec, src = got
-            if isinstance(spec.get("path"), str):
-                spec = {**spec, "path": _model_path(expand_vars(spec["path"], src, "path", problems),
-                                                    src.parent)}
-            resolved.append(spec)
-            sources[kind].append(src)
-        data[kind] = resolved
+        if isinstance(data.get(kind), list):  # absent: the validator says it is missing
+            data[kind] = [_model_entry(r, kind, run, (kind, i), problems, parts) for i, r in enumerate(data[kind])]
     for key in ("dataset", "output_dir"):
         if isinstance(data.get(key), str):
-            data[key] = _relative(expand_vars(data[key], path, key, problems), path.parent)
+            data[key] = _relative(expand_vars(data[key], path, key, problems, lines.get((key,))), path.parent)
     for key in ("extra_answers", "extra_verdicts"):
         if isinstance(data.get(key), list):
-            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems), path.parent)
+            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems, lines.get((key, i))), path.parent)
                          if isinstance(p, str) else p for i, p in enumerate(data[key])]
     if problems:
         raise InputError(problems)
-    spec = _validated(RunSpec, data, path)
+    spec = _validated(RunSpec, data, parts)
     for kind in ("models", "judges"):
-        for m, src in zip(getattr(spec, kind), sources.get(kind, [])):
-            m._source = str(src)
-    for kind in ("models", "judges"):
+        for i, m in enumerate(getattr(spec, kind)):
+            _place(m, parts, (kind, i))
         names = [m.name for m in getattr(spec, kind)]
         for n in sorted({n for n in names if names.count(n) > 1}):
-            problems.append(Problem(str(path), None, kind,
-                                    f"{n!r} is listed twice (names key the result files)"))
+            problems.append(spec.problem(kind, f"{n!r} is listed twice (names key the result files)"))
     if problems:
         raise InputError(problems)
     return spec
@@ -497,7 +615,7 @@ def load_run_config(path: str | Path) -> RunSpec:
 # -- authoring rubrics: `gamut-local draft` and `gamut-local audit` ---------------------------
 
 
-class DraftSpec(_Config):
+class DraftSpec(_Located):
     """DRAFT.yaml: which model drafts meta-rubrics, and the bounds its output is held to."""
 
     model: ModelSpec  # a name under configs/models/ or an inline mapping
@@ -509,10 +627,9 @@ class DraftSpec(_Config):
     max_list: int = Field(default=10, ge=2)  # elements, options, steps, entities, aspects
     max_chars: int = Field(default=300, ge=20)  # any one text field
     max_snippet_chars: int = Field(default=1500, ge=100)  # evidence text shown per snippet
-    _source: str | None = PrivateAttr(default=None)
 
 
-class AuditSpec(_Config):
+class AuditSpec(_Located):
     """AUDIT.yaml: which model re-reads each cited snippet, and what happens to ungrounded items."""
 
     model: ModelSpec
@@ -521,25 +638,18 @@ class AuditSpec(_Config):
     min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)  # grounded share below this: "poorly covered"
     chunk_size: int = Field(default=256, ge=1)
     max_snippet_chars: int = Field(default=1500, ge=100)
-    _source: str | None = PrivateAttr(default=None)
 
 
 def load_authoring_config(path: str | Path, kind: type[DraftSpec] | type[AuditSpec]):
     """Read DRAFT.yaml / AUDIT.yaml: `model` by name (configs/models/<name>.yaml) or inline."""
     path = Path(path)
-    data = _read_yaml(path)
-    problems: list[Problem] = []
-    model_src = path
+    data, lines = _read_yaml(path)
+    run = _Written((), path, lines)
+    parts, problems = [run], []
     if "model" in data:
-        got = _resolve_ref(data["model"], "models", path, problems, "model")
-        if got is not None:
-            model, model_src = got
-            if isinstance(model.get("path"), str):
-                model = {**model, "path": _model_path(expand_vars(model["path"], model_src, "path", problems),
-                                                      model_src.parent)}
-            data = {**data, "model": model}
+        data = {**data, "model": _model_entry(data["model"], "models", run, ("model",), problems, parts)}
     if problems:
         raise InputError(problems)
-    spec = _validated(kind, data, path)
-    spec.model._source = str(model_src)
+    spec = _validated(kind, data, parts)
+    _place(spec.model, parts, ("model",))
     return spec

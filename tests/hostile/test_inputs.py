@@ -99,6 +99,18 @@ def test_yaml_that_is_not_a_mapping_or_not_utf8(world, expect):
     expect(1, "plan", world.root / "bin.yaml", named=["bin.yaml", "not valid YAML"])
 
 
+def test_a_typo_in_a_named_model_config_is_reported_in_that_file(world, expect):
+    (world.root / "configs" / "models").mkdir(parents=True)
+    model = world.root / "configs" / "models" / "cand.yaml"
+    model.write_text("path: ../../models/cand\nvision: false\nengine:\n  max_model_lenght: 4096\n")
+    cfg = world.config(models=["cand"])
+    for argv in (("plan", cfg), ("slurm", cfg), ("run", "--config", cfg)):
+        out = expect(1, *argv, named=[f"{model}:4: engine.max_model_lenght: unknown key; did you mean "
+                                       "`max_model_len`?"], loads=0)
+        assert "run.yaml" not in out and "Extra inputs" not in out
+    assert not world.run_dir.exists()
+
+
 def test_config_path_that_is_a_directory(world, expect):
     (world.root / "cfgdir").mkdir()
     expect(1, "run", "--config", world.root / "cfgdir", named=["cfgdir", "not a file"])
