@@ -32,7 +32,11 @@ from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
 SLURM_TIME = r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})"
 SLURM_MEM = r"\d+[KMGT]?"  # sbatch --mem: a number with an optional K/M/G/T unit
-SafeName = Field(min_length=1, pattern=f"^{NAME_PATTERN}$")
+
+
+def _name_field(description: str, example: str):
+    """A name that becomes part of file names: safe characters only."""
+    return Field(min_length=1, pattern=f"^{NAME_PATTERN}$", examples=[example], description=description)
 
 
 class _Config(BaseModel):
@@ -67,41 +71,68 @@ class _Located(_Config):
 class EngineArgs(_Config):
     """Passed to the engine; None means the engine's default."""
 
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    max_model_len: int | None = Field(default=None, ge=1)
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    enforce_eager: bool = False
-    dtype: str = "auto"
-    seed: int = Field(default=0, ge=0)
-    enable_prefix_caching: bool = True
-    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
-    limit_mm_per_prompt: dict[str, int] = {"image": 1, "video": 0}
-    min_pixels: int | None = Field(default=None, ge=1)  # image pixel caps (Qwen-VL style: multiples of 32*32)
-    max_pixels: int | None = Field(default=1280 * 32 * 32, ge=1)
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    extra: dict = {}  # anything else, passed to the engine constructor as is
+    tensor_parallel_size: int = Field(default=1, ge=1, description=(
+        "GPUs one copy of the model is split over (vLLM tensor parallelism); a 235B model needs 8."))
+    max_model_len: int | None = Field(default=None, ge=1, examples=[16384], description=(
+        "Longest prompt + output in tokens; lower it to fit a GPU's memory. Unset: the model's own."))
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description=(
+        "Share of each GPU's memory vLLM may take for weights and KV cache."))
+    enforce_eager: bool = Field(default=False, description=(
+        "Skip CUDA graph capture: starts faster, runs slower (for debugging)."))
+    dtype: str = Field(default="auto", examples=["bfloat16"], description=(
+        "Weight and activation type (`auto`, `bfloat16`, `float16`, `float32`); part of the settings hash."))
+    seed: int = Field(default=0, ge=0, description="The engine's random seed; part of the settings hash.")
+    enable_prefix_caching: bool = Field(default=True, description=(
+        "Reuse the KV cache of a shared prompt start (a judge sees one answer with many checks)."))
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1, examples=[4294967296], description=(
+        "A fixed KV cache size instead of `gpu_memory_utilization` (vLLM's CPU build needs it)."))
+    limit_mm_per_prompt: dict[str, int] = Field(default={"image": 1, "video": 0}, description=(
+        "Most images/videos one prompt may carry; a GAMUT question has one image."))
+    min_pixels: int | None = Field(default=None, ge=1, examples=[262144], description=(
+        "Smallest image size in pixels the processor scales to (Qwen-VL style: multiples of 32*32)."))
+    max_pixels: int | None = Field(default=1280 * 32 * 32, ge=1, description=(
+        "Largest image size in pixels; bounds the visual tokens per image and vLLM's memory profile."))
+    max_num_seqs: int | None = Field(default=None, ge=1, examples=[256], description=(
+        "Most sequences in one engine batch. Unset: the engine's default."))
+    extra: dict = Field(default={}, examples=[{"quantization": "fp8", "pipeline_parallel_size": 2}],
+                        description=("Anything else, passed to the engine constructor as is; part of "
+                                     "the settings hash."))
 
 
 class Sampling(_Config):
-    max_tokens: int = Field(default=1024, ge=1)
-    temperature: float = Field(default=0.0, ge=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    seed: int = Field(default=0, ge=0)
+    """How outputs are sampled; all of it is part of the settings hash."""
+
+    max_tokens: int = Field(default=1024, ge=1, examples=[2048], description=(
+        "Longest output in tokens: an answer's length (a judge's label needs 16)."))
+    temperature: float = Field(default=0.0, ge=0, description="0 is greedy decoding, as in the paper.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass (1 keeps all tokens).")
+    seed: int = Field(default=0, ge=0, description="Sampling seed.")
     # Constrain the output to this JSON schema (set by `draft`, never needed in a model YAML).
     # It changes outputs, so it is part of the settings hash whenever it is set.
-    json_schema: dict | None = None
+    json_schema: dict | None = Field(default=None, examples=[{"type": "object"}], description=(
+        "Constrain the output to this JSON schema; set by `draft`, never needed in a model config."))
 
 
 class ModelSpec(_Located):
-    name: str = SafeName  # the `model` / `judge` field of records; becomes file names
-    path: str = Field(min_length=1)  # local folder, or a hub id resolved offline from the HF cache
-    backend: Literal["vllm", "transformers", "auto"] = "auto"
-    vision: bool = True  # False: the model cannot take images (text_only variant only)
-    engine: EngineArgs = EngineArgs()
-    sampling: Sampling = Sampling()
-    system_prompt: str | None = None
-    gpus: int | None = Field(default=None, ge=1)  # per task; defaults to tensor_parallel_size
-    nodes: int = Field(default=1, ge=1)  # > 1: runs through Ray across nodes (see slurm/)
+    name: str = _name_field("The `model` / `judge` field of every record, and part of file names. "
+                            "Defaults to the config file's name.", "my-model-7b")
+    path: str = Field(min_length=1, examples=["${GAMUT_MODEL_CACHE:-../../.cache/models}/my-model",
+                                              "Qwen/Qwen3-VL-8B-Instruct"], description=(
+        "The weights: a local folder (relative to this file; `${VAR:-default}` expanded) or a "
+        "Hugging Face hub id, read offline from the cache."))
+    backend: Literal["vllm", "transformers", "auto"] = Field(default="auto", description=(
+        "The engine; `auto` takes vLLM where it is installed, else transformers."))
+    vision: bool = Field(default=True, description=(
+        "Whether the model takes images; without vision it answers the `text_only` variant only."))
+    engine: EngineArgs = Field(default=EngineArgs(), description="Engine settings (below).")
+    sampling: Sampling = Field(default=Sampling(), description="Sampling settings (below).")
+    system_prompt: str | None = Field(default=None, examples=["You are a helpful assistant."],
+                                      description=("A system message before every prompt; part of the "
+                                                   "settings hash."))
+    gpus: int | None = Field(default=None, ge=1, examples=[8], description=(
+        "GPUs one task takes. Unset: `tensor_parallel_size` x `extra.pipeline_parallel_size`."))
+    nodes: int = Field(default=1, ge=1, description=(
+        "Nodes one task spans; above 1 the engine runs through Ray across them (docs/slurm.md)."))
 
     @property
     def config_file(self) -> str | None:
@@ -133,9 +164,12 @@ class ModelSpec(_Located):
 
 
 class JudgeSpec(ModelSpec):
-    sees_image: bool = False  # judge_sees_image: the judge gets the question's image too
-    max_retries: int = Field(default=2, ge=0)  # for output that cannot be read, then `invalid`
-    sampling: Sampling = Sampling(max_tokens=16)
+    sees_image: bool = Field(default=False, description=(
+        "The judge gets the question's image too (the paper's judge_sees_image)."))
+    max_retries: int = Field(default=2, ge=0, description=(
+        "Re-asks when the judge's output is not a label; after them the verdict is `invalid`."))
+    sampling: Sampling = Field(default=Sampling(max_tokens=16), description=(
+        "Sampling settings; a label needs few tokens."))
 
 
 _SBATCH_WORD = r"^[A-Za-z0-9_.,:+=%-]+$"  # a partition, account or QoS name: one word, no newline
@@ -144,24 +178,41 @@ _SBATCH_CHECKED = {"--time": SLURM_TIME, "-t": SLURM_TIME, "--mem": SLURM_MEM}
 
 
 class SlurmSpec(_Config):
-    partition: str | None = Field(default=None, pattern=_SBATCH_WORD)
-    account: str | None = Field(default=None, pattern=_SBATCH_WORD)
-    qos: str | None = Field(default=None, pattern=_SBATCH_WORD)
-    time_generate: str = Field(default="12:00:00", pattern=f"^{SLURM_TIME}$")
-    time_judge: str = Field(default="24:00:00", pattern=f"^{SLURM_TIME}$")
-    time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$")
-    cpus_per_gpu: int = Field(default=8, ge=1)
-    mem_per_gpu: str = Field(default="64G", pattern=f"^{SLURM_MEM}$")
-    gpus_per_node: int = Field(default=8, ge=1)
-    shards_generate: int = Field(default=1, ge=1)
-    shards_judge: int = Field(default=1, ge=1)
-    extra_sbatch: list[str] = []  # extra "#SBATCH ..." lines, verbatim
-    setup: list[str] = []  # shell lines run before each task (module load, venv activate)
-    cpus_score: int = Field(default=8, ge=1)  # score and report jobs (CPU only)
-    mem_score: str = Field(default="32G", pattern=f"^{SLURM_MEM}$")
-    max_concurrent: int | None = Field(default=None, ge=1)  # array throttle: at most this many tasks of one array at once
-    launcher: str = "gamut-local"  # how job scripts call the CLI (e.g. "python -m gamut_local.cli")
-    templates: str | None = None  # a folder of your own sbatch templates (default: the project's slurm/)
+    partition: str | None = Field(default=None, pattern=_SBATCH_WORD, examples=["gpu"],
+                                  description="sbatch --partition. Unset: the cluster's default.")
+    account: str | None = Field(default=None, pattern=_SBATCH_WORD, examples=["my-lab"],
+                                description="sbatch --account.")
+    qos: str | None = Field(default=None, pattern=_SBATCH_WORD, examples=["normal"],
+                            description="sbatch --qos.")
+    time_generate: str = Field(default="12:00:00", pattern=f"^{SLURM_TIME}$",
+                               description="Time limit of one generation task (sbatch --time).")
+    time_judge: str = Field(default="24:00:00", pattern=f"^{SLURM_TIME}$",
+                            description="Time limit of one judging task.")
+    time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$",
+                            description="Time limit of the scoring and report job.")
+    cpus_per_gpu: int = Field(default=8, ge=1, description="CPU cores asked for per GPU.")
+    mem_per_gpu: str = Field(default="64G", pattern=f"^{SLURM_MEM}$",
+                             description="Host memory asked for per GPU.")
+    gpus_per_node: int = Field(default=8, ge=1, description=(
+        "GPUs on one node of the partition; a task needing more spans nodes."))
+    shards_generate: int = Field(default=1, ge=1, description=(
+        "Array tasks per (model, variant): each answers a slice of the questions and loads the model once."))
+    shards_judge: int = Field(default=1, ge=1, description=(
+        "Array tasks per (judge, answer set); each loads the judge once, so many shards of little "
+        "work spend their time loading (`plan` warns)."))
+    extra_sbatch: list[str] = Field(default=[], examples=[["--constraint=h100"]], description=(
+        "More sbatch options, one per entry; `--time` and `--mem` values are checked."))
+    setup: list[str] = Field(default=[], examples=[["module load cuda/12.4", "source .venv/bin/activate"]],
+                             description=("Shell lines run at the top of every job, after it has changed "
+                                          "to the project folder."))
+    cpus_score: int = Field(default=8, ge=1, description="CPU cores of the scoring and report job (no GPU).")
+    mem_score: str = Field(default="32G", pattern=f"^{SLURM_MEM}$", description="Memory of the scoring job.")
+    max_concurrent: int | None = Field(default=None, ge=1, examples=[4], description=(
+        "At most this many tasks of one array at once (the array's %N throttle)."))
+    launcher: str = Field(default="gamut-local", examples=["python -m gamut_local.cli"],
+                          description="How job scripts call the command line tool.")
+    templates: str | None = Field(default=None, examples=["my-slurm-templates"], description=(
+        "A folder of your own sbatch templates. Unset: the project's `slurm/`."))
 
     @field_validator("extra_sbatch")
     @classmethod
@@ -181,36 +232,50 @@ class SlurmSpec(_Config):
 class PlanSpec(_Config):
     """Throughput assumptions for `gamut-local plan` (tokens per second per GPU)."""
 
-    prefill_tokens_per_s_per_gpu: float = Field(default=20000.0, gt=0)
-    decode_tokens_per_s_per_gpu: float = Field(default=2000.0, gt=0)
-    mean_answer_tokens: int = Field(default=600, ge=0)
-    mean_question_tokens: int | None = Field(default=None, ge=0)  # None: measured (chars / chars_per_token)
-    image_tokens: int = Field(default=640, ge=0)
-    judge_instruction_tokens: int = Field(default=400, ge=0)
-    mean_check_tokens: int | None = Field(default=None, ge=0)  # None: measured on the dataset's checks
-    chars_per_token: float = Field(default=4.0, gt=0)
-    judge_output_tokens: int = Field(default=5, ge=0)  # a constrained label is a few tokens
-    # Per model/judge name: multiplies both throughputs (e.g. 0.1 for a 235B model, 3 for a 2B).
-    throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = {}
+    prefill_tokens_per_s_per_gpu: float = Field(default=20000.0, gt=0, description=(
+        "Prompt tokens read per second per GPU by an 8B dense model (scaled per model)."))
+    decode_tokens_per_s_per_gpu: float = Field(default=2000.0, gt=0, description=(
+        "Output tokens written per second per GPU by an 8B dense model, batched (scaled per model)."))
+    mean_answer_tokens: int = Field(default=600, ge=0, description=(
+        "Tokens of an answer not yet written (answers already there are measured)."))
+    mean_question_tokens: int | None = Field(default=None, ge=0, examples=[60], description=(
+        "Tokens of a question. Unset: measured on the dataset (characters / `chars_per_token`)."))
+    image_tokens: int = Field(default=640, ge=0, description="Tokens of one image in a multimodal prompt.")
+    judge_instruction_tokens: int = Field(default=400, ge=0, description=(
+        "Tokens of the judge's instructions around one (answer, check) pair."))
+    mean_check_tokens: int | None = Field(default=None, ge=0, examples=[30], description=(
+        "Tokens of a check. Unset: measured on the dataset's checks."))
+    chars_per_token: float = Field(default=4.0, gt=0, description="Characters per token, to measure text.")
+    judge_output_tokens: int = Field(default=5, ge=0, description="Tokens of one label (a few).")
+    throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default={}, examples=[{"qwen3-vl-2b": 2.5, "qwen3-vl-235b-a22b": 0.15}], description=(
+            "Per model or judge name: its speed relative to an 8B dense model (multiplies both "
+            "throughputs). A model without an entry counts as 1.0, and `plan` says so."))
 
 
 class RunSpec(_Located):
-    name: str = SafeName
-    dataset: str = Field(min_length=1)
-    output_dir: str = Field(min_length=1)
-    models: list[ModelSpec] = []
-    variants: list[Variant] = [DEFAULT_VARIANT]
-    judges: list[JudgeSpec] = Field(min_length=1)
-    # Answer files judged beside the generated ones (e.g. the sample's reference answers).
-    extra_answers: list[str] = []
-    # Verdict files scored beside the judged ones (e.g. the sample's gold verdicts).
-    extra_verdicts: list[str] = []
-    seed: int = Field(default=0, ge=0)
+    name: str = _name_field("The run's name: the report's title and the SLURM jobs' prefix.", "my-eval")
+    dataset: str = Field(min_length=1, examples=["${GAMUT_DATA:-../../data/gamut}/gamut.jsonl"], description=(
+        "The questions: GAMUT JSONL (or the release parquet), relative to this file."))
+    output_dir: str = Field(min_length=1, examples=["${GAMUT_RUNS:-../../runs}/my-eval"], description=(
+        "The run folder everything is written to (and resumed from), relative to this file."))
+    models: list[ModelSpec] = Field(default=[], examples=[["qwen3-vl-8b", "my-model-7b"]], description=(
+        "The candidates: names of files in configs/models/ or inline model settings."))
+    variants: list[Variant] = Field(default=[DEFAULT_VARIANT], examples=[["multimodal", "text_only"]],
+                                    description="Which forms of each question the candidates answer.")
+    judges: list[JudgeSpec] = Field(min_length=1, examples=[["qwen3-vl-235b-a22b-fp8"]], description=(
+        "The judges: names of files in configs/judges/ or inline judge settings."))
+    extra_answers: list[str] = Field(default=[], examples=[["answers/reference.jsonl"]], description=(
+        "Answer files judged beside the generated ones (e.g. the sample's reference answers)."))
+    extra_verdicts: list[str] = Field(default=[], examples=[["verdicts/gold.jsonl"]], description=(
+        "Verdict files scored beside the judged ones (e.g. human gold verdicts)."))
+    seed: int = Field(default=0, ge=0, description="The run's seed (bootstrap confidence intervals).")
     # Requests per engine call and per atomic append: a killed job loses at most one chunk.
     # Large enough to keep the engine's batch full; small enough to lose little on a kill.
-    chunk_size: int = Field(default=1024, ge=1)
-    slurm: SlurmSpec = SlurmSpec()
-    plan: PlanSpec = PlanSpec()
+    chunk_size: int = Field(default=1024, ge=1, description=(
+        "Requests per engine call and per atomic append: a killed job loses at most one chunk."))
+    slurm: SlurmSpec = Field(default=SlurmSpec(), description="The SLURM jobs (`gamut-local slurm`).")
+    plan: PlanSpec = Field(default=PlanSpec(), description="The estimate's assumptions (`gamut-local plan`).")
 
     @property
     def source(self) -> str:
@@ -225,7 +290,8 @@ class RunSpec(_Located):
         chosen = [m for m in specs if m.name == name]
         if not chosen:
             known = ", ".join(m.name for m in specs) or "none"
-            raise InputError([self.problem(kind, f"no {kind[:-1]} named {name!r} in this run (known: {known})")])
+            message = f"no {kind[:-1]} named {name!r} in this run (known: {known})"
+            raise InputError([self.problem(kind, message)])
         return chosen
 
     def select_variants(self, variant: str | None) -> list[str]:
@@ -457,7 +523,8 @@ def _resolve_ref(ref, kind: str, run: _Written, key: tuple, problems: list[Probl
             data.setdefault("name", ref)
             return data, candidate, lines
     where = ", ".join(str(r / kind) for r in roots) or "no configs/ folder found"
-    problems.append(Problem(str(run.file), line, field, f"no {kind} config named {ref!r} (looked in {where})"))
+    problems.append(Problem(str(run.file), line, field,
+                            f"no {kind} config named {ref!r} (looked in {where})"))
     return None
 
 
@@ -475,7 +542,8 @@ def _model_entry(ref, kind: str, run: _Written, key: tuple, problems: list[Probl
         parts.append(_Written(key, src, lines))
         field, line = "path", lines.get(("path",))
     if isinstance(data.get("path"), str):
-        data = {**data, "path": _model_path(expand_vars(data["path"], src, field, problems, line), src.parent)}
+        path = expand_vars(data["path"], src, field, problems, line)
+        data = {**data, "path": _model_path(path, src.parent)}
     return data
 
 
@@ -590,14 +658,15 @@ def load_run_config(path: str | Path) -> RunSpec:
     parts, problems = [run], []
     for kind in ("models", "judges"):
         if isinstance(data.get(kind), list):  # absent: the validator says it is missing
-            data[kind] = [_model_entry(r, kind, run, (kind, i), problems, parts) for i, r in enumerate(data[kind])]
+            data[kind] = [_model_entry(r, kind, run, (kind, i), problems, parts)
+                          for i, r in enumerate(data[kind])]
     for key in ("dataset", "output_dir"):
         if isinstance(data.get(key), str):
             data[key] = _relative(expand_vars(data[key], path, key, problems, lines.get((key,))), path.parent)
     for key in ("extra_answers", "extra_verdicts"):
         if isinstance(data.get(key), list):
-            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems, lines.get((key, i))), path.parent)
-                         if isinstance(p, str) else p for i, p in enumerate(data[key])]
+            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems, lines.get((key, i))),
+                                   path.parent) if isinstance(p, str) else p for i, p in enumerate(data[key])]
     if problems:
         raise InputError(problems)
     spec = _validated(RunSpec, data, parts)
@@ -618,26 +687,32 @@ def load_run_config(path: str | Path) -> RunSpec:
 class DraftSpec(_Located):
     """DRAFT.yaml: which model drafts meta-rubrics, and the bounds its output is held to."""
 
-    model: ModelSpec  # a name under configs/models/ or an inline mapping
-    max_retries: int = Field(default=2, ge=0)  # re-asks with the validation errors, then recorded as failed
-    chunk_size: int = Field(default=64, ge=1)  # questions per engine call and atomic append
+    model: ModelSpec = Field(examples=["qwen3-vl-8b"], description=(
+        "The model that drafts: a name under configs/models/ or inline model settings."))
+    max_retries: int = Field(default=2, ge=0, description=(
+        "Re-asks with the validation errors; after them the question is recorded as failed."))
+    chunk_size: int = Field(default=64, ge=1, description="Questions per engine call and atomic append.")
     # Bounds written into the JSON schema the output is constrained to: they keep a drafted
     # meta-rubric to paper size (~15 checks) and stop a weak model from writing forever.
-    max_items: int = Field(default=12, ge=1)
-    max_list: int = Field(default=10, ge=2)  # elements, options, steps, entities, aspects
-    max_chars: int = Field(default=300, ge=20)  # any one text field
-    max_snippet_chars: int = Field(default=1500, ge=100)  # evidence text shown per snippet
+    max_items: int = Field(default=12, ge=1, description="Most items in one drafted meta-rubric.")
+    max_list: int = Field(default=10, ge=2, description=(
+        "Most elements, options, steps, entities or aspects in one item."))
+    max_chars: int = Field(default=300, ge=20, description="Longest text of any one field.")
+    max_snippet_chars: int = Field(default=1500, ge=100, description="Evidence text shown per snippet.")
 
 
 class AuditSpec(_Located):
     """AUDIT.yaml: which model re-reads each cited snippet, and what happens to ungrounded items."""
 
-    model: ModelSpec
-    ungrounded: Literal["keep", "demote", "drop"] = "demote"
-    partial_counts: bool = False  # whether `partially_supported` grounds an item
-    min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)  # grounded share below this: "poorly covered"
-    chunk_size: int = Field(default=256, ge=1)
-    max_snippet_chars: int = Field(default=1500, ge=100)
+    model: ModelSpec = Field(examples=["qwen3-vl-8b"], description=(
+        "The model that re-reads each cited snippet: a name under configs/models/ or inline settings."))
+    ungrounded: Literal["keep", "demote", "drop"] = Field(default="demote", description=(
+        "What happens to an item no snippet supports: kept, demoted one tier, or dropped."))
+    partial_counts: bool = Field(default=False, description="Whether `partially_supported` grounds an item.")
+    min_coverage: float = Field(default=0.5, ge=0.0, le=1.0, description=(
+        "A question whose grounded share of items is below this is reported as poorly covered."))
+    chunk_size: int = Field(default=256, ge=1, description="Requests per engine call and atomic append.")
+    max_snippet_chars: int = Field(default=1500, ge=100, description="Evidence text shown per snippet.")
 
 
 def load_authoring_config(path: str | Path, kind: type[DraftSpec] | type[AuditSpec]):
