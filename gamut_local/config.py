@@ -458,7 +458,7 @@ def _keys_at(cls, loc: tuple) -> list[str]:
 
 
 # The regular expressions the configs check, in the words an error message uses.
-_FORMS = {
+VALUE_FORMS = {
     f"^{NAME_PATTERN}$": "a name of letters, digits and _ . + - (starting with a letter or digit)",
     f"^{SLURM_TIME}$": "a SLURM time such as 90 (minutes), 12:00:00 or 1-00:00:00",
     f"^{SLURM_MEM}$": "a memory size such as 64G (a number, then K, M, G or T)",
@@ -473,7 +473,7 @@ def _config_problem(cls, err: dict, parts: list[_Written]) -> Problem:
     if err["type"] == "extra_forbidden":
         message = unknown_key_message(loc[-1], _keys_at(cls, loc[:-1]))
     else:
-        message = plain_message(err, _FORMS)
+        message = plain_message(err, VALUE_FORMS)
     return Problem(str(part.file), line, ".".join(map(str, rest)), message)
 
 

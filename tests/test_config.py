@@ -209,3 +209,38 @@ def test_a_mistral_format_folder_is_a_model_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     _, problem = resolve_model_path(ModelSpec(name="p", path=str(tmp_path / "empty")))
     assert "no config.json, nor a Mistral-format params.json" in problem.message
+
+
+def _config_reference():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_reference", REPO / "scripts" / "config_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_config_reference_page_is_up_to_date():
+    """docs/config.md is written from the config models; edit a field, rerun the script."""
+    page = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
+    assert page == _config_reference().render(), "run: python scripts/config_reference.py"
+
+
+def test_the_config_reference_documents_every_key_of_every_config():
+    ref = _config_reference()
+    page = ref.render()
+    for _, cls, _, _ in ref.SECTIONS:
+        for name, field in ref._own_fields(cls).items():
+            assert field.description and f"| `{name}` |" in page, (cls.__name__, name)
+    assert set(ref._own_fields(JudgeSpec)) == {"sees_image", "max_retries", "sampling"}
+
+
+def test_the_example_model_config_loads_and_sets_what_it_explains(tmp_path):
+    run = tmp_path / "run.yaml"
+    run.write_text(HEAD + "models: [EXAMPLE]\n" + JUDGE)
+    spec = load_run_config(run)
+    example = spec.models[0]
+    assert example.config_file == str(REPO / "configs" / "models" / "EXAMPLE.yaml")
+    assert example.name == "my-model-7b" and example.engine.dtype == "bfloat16"
+    assert example.sampling.max_tokens == 2048 and example.engine.max_model_len == 16384
+    assert "EXAMPLE.yaml" in (REPO / "docs" / "config.md").read_text(encoding="utf-8")
