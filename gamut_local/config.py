@@ -52,6 +52,7 @@ class _Located(_Config):
 
     _source: str | None = PrivateAttr(default=None)
     _lines: Lines = PrivateAttr(default_factory=dict)
+    _prefix: str = PrivateAttr(default="")  # where an inline spec sits in its file: "judges.0"
 
     @property
     def source(self) -> str:
@@ -65,7 +66,8 @@ class _Located(_Config):
     def problem(self, field: str, message: str) -> Problem:
         """A Problem at `field` (dotted) of this spec, with its file and line."""
         parts = tuple(int(x) if x.isdigit() else x for x in field.split(".")) if field else ()
-        return Problem(self.source, self.line_of(*parts), field, message)
+        shown = ".".join(x for x in (self._prefix, field) if x)
+        return Problem(self.source, self.line_of(*parts), shown, message)
 
 
 class EngineArgs(_Config):
@@ -247,6 +249,15 @@ class PlanSpec(_Config):
         "Tokens of a check. Unset: measured on the dataset's checks."))
     chars_per_token: float = Field(default=4.0, gt=0, description="Characters per token, to measure text.")
     judge_output_tokens: int = Field(default=5, ge=0, description="Tokens of one label (a few).")
+    startup_minutes: float = Field(default=2.0, ge=0, description=(
+        "Minutes each task spends before its first request besides reading weights: starting the "
+        "engine, compiling, capturing CUDA graphs."))
+    load_gb_per_minute: float = Field(default=20.0, gt=0, description=(
+        "How fast one task reads weights from storage into GPU memory, in GB per minute."))
+    weights_gb: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default={}, examples=[{"qwen3-vl-235b-a22b-fp8": 240}], description=(
+            "Per model or judge name: the size of its weights in GB, for the loading time. Unset: "
+            "measured on the model folder, else assumed for an 8B model in bf16, and `plan` says so."))
     throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default={}, examples=[{"qwen3-vl-2b": 2.5, "qwen3-vl-235b-a22b": 0.15}], description=(
             "Per model or judge name: its speed relative to an 8B dense model (multiplies both "
@@ -481,6 +492,7 @@ def _place(spec: _Located, parts: list[_Written], prefix: tuple) -> None:
     """Tell `spec` (the config at `prefix`) which file it came from and its keys' lines."""
     part, rest, _ = _where(parts, prefix)
     spec._source = str(part.file)
+    spec._prefix = ".".join(map(str, rest))
     spec._lines = {k[len(rest):]: v for k, v in part.lines.items() if k[:len(rest)] == rest}
 
 
