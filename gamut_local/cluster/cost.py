@@ -26,9 +26,11 @@ from pathlib import Path
 from gamut_local.cluster.slurm import check_engine_inputs
 from gamut_local.config import ModelSpec, PlanSpec, RunSpec, load_run_config, resolve_model_path, weights_identity
 from gamut_local.data.dataset import load_questions
+from gamut_local.data.gamut_release import RELEASE_FILE, RELEASE_QUESTIONS
 from gamut_local.data.records import Question, load_answers
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
+from gamut_local.rubric.lint import PAPER_CHECKS
 from gamut_local.vocab import VARIANTS
 
 
@@ -207,7 +209,7 @@ def _loading_warnings(spec: RunSpec, rows: list[StageRow]) -> list[str]:
             # Per row, tasks = shards x (variants of a generation row): the most shards whose loading fits the work.
             fits = min(int((r.gpu_hours - r.load_gpu_hours) / (r.load_gpu_hours / shards)) for r in mine)
             advice = (f"slurm.shards_{stage}: {fits} would not" if 1 <= fits < shards
-                      else "even one shard loads for longer than it works")
+                      else f"even slurm.shards_{stage}: 1 would, as each of its {len(mine)} arrays loads it")
             out.append(f"{stage} {name}: loading the weights takes {load:.3g} GPU-h, more than the "
                        f"{work:.3g} GPU-h of work, with slurm.shards_{stage}: {shards}; {advice}")
     return out
@@ -240,13 +242,48 @@ def estimate(spec: RunSpec, questions: list[Question], warnings: list[str] | Non
     }
 
 
+# Lengths assumed for the release's texts while it is not downloaded (plan.mean_*_tokens win).
+RELEASE_QUESTION_TOKENS, RELEASE_CHECK_TOKENS = 30, 30
+
+
+def release_shape(plan: PlanSpec) -> list[Question]:
+    """Stand-in questions of the GAMUT release's known shape, for a plan before the download:
+    RELEASE_QUESTIONS questions, each with an image and a text-only form, PAPER_CHECKS checks
+    on average, texts of the assumed lengths."""
+    n = RELEASE_QUESTIONS
+    total_checks = round(PAPER_CHECKS * n)
+    q_chars = round((plan.mean_question_tokens or RELEASE_QUESTION_TOKENS) * plan.chars_per_token)
+    c_chars = round((plan.mean_check_tokens or RELEASE_CHECK_TOKENS) * plan.chars_per_token)
+    out = []
+    for i in range(n):
+        k = total_checks // n + (i < total_checks % n)
+        checks = [{"check_id": f"c{j}", "text": "x" * c_chars, "tier": "answer_critical"} for j in range(k)]
+        out.append(Question(question_id=f"release-{i:04d}", domain="release", question="x" * q_chars,
+                            question_text_only="x" * q_chars, image="image.jpg", checks=checks))
+    return out
+
+
 def plan_run(config_path: str | Path) -> dict:
     """The estimate of a run, after the checks a submission makes: a model folder that is not
-    there or an image that does not open is a warning here (the plan itself does not need them)."""
+    there or an image that does not open is a warning here (the plan itself does not need them).
+    Before the release is downloaded (the dataset is a `gamut.jsonl` not there yet) the plan
+    counts on the release's known shape, and says so."""
     spec = load_run_config(config_path)
-    questions = load_questions(spec.dataset, check_images=False)
-    checked = [f"{p} (a submission refuses this)" for p in check_engine_inputs(spec)]
-    return estimate(spec, questions, checked)
+    dataset = Path(spec.dataset)
+    if dataset.name == RELEASE_FILE and not dataset.exists():
+        questions = release_shape(spec.plan)
+        notes = [f"{dataset} is not downloaded yet (scripts/fetch_data.py): planned on the GAMUT release's "
+                 f"shape, {RELEASE_QUESTIONS} questions with an image and {PAPER_CHECKS} checks each on average, "
+                 f"questions and checks of {spec.plan.mean_question_tokens or RELEASE_QUESTION_TOKENS} and "
+                 f"{spec.plan.mean_check_tokens or RELEASE_CHECK_TOKENS} tokens (plan.mean_question_tokens, "
+                 "plan.mean_check_tokens)"]
+        notes += [f"{p} (a submission refuses this)" for p in check_engine_inputs(spec, dataset=False)]
+    else:
+        questions = load_questions(spec.dataset, check_images=False)
+        notes = [f"{p} (a submission refuses this)" for p in check_engine_inputs(spec)]
+    result = estimate(spec, questions, notes)
+    result["dataset_shape"] = "release" if questions and questions[0].domain == "release" else "measured"
+    return result
 
 
 def _si(x: float) -> str:

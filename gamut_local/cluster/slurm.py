@@ -291,14 +291,15 @@ def check_run_inputs(spec: RunSpec) -> list[Problem]:
     return problems
 
 
-def check_engine_inputs(spec: RunSpec) -> list[Problem]:
-    """What generation and judging tasks load: every image of the dataset and every model
-    and judge folder. A broken image or a missing folder fails here, not in the queue."""
+def check_engine_inputs(spec: RunSpec, *, dataset: bool = True) -> list[Problem]:
+    """What generation and judging tasks load: every model and judge folder and (`dataset`)
+    every image of the dataset. A broken image or a missing folder fails here, not in the queue."""
     from gamut_local.data.dataset import load_questions
 
     problems = [p for m in [*spec.models, *spec.judges] if (p := resolve_model_path(m)[1])]
     try:
-        load_questions(spec.dataset, check_images=True)
+        if dataset:
+            load_questions(spec.dataset, check_images=True)
     except InputError as e:
         problems += e.problems
     return problems

@@ -200,4 +200,29 @@ def test_the_paper_runs_give_every_model_a_throughput_and_the_same_one():
     for run in (paper, sweep):
         assert set(run["models"]) | set(run["judges"]) <= set(run["plan"]["throughput_scale"])
     for name in sweep["models"]:
-        assert sweep["plan"]["throughput_scale"][name] == paper["plan"]["throughput_scale"][name]
+        for key in ("throughput_scale", "weights_gb"):
+            assert sweep["plan"][key][name] == paper["plan"][key][name], (key, name)
+
+
+def test_before_the_download_the_plan_counts_on_the_release_shape(gamut, tmp_path):
+    from gamut_local.cluster.cost import RELEASE_CHECK_TOKENS
+    from gamut_local.data.gamut_release import RELEASE_QUESTIONS
+    from gamut_local.rubric.lint import PAPER_CHECKS
+
+    run = {"name": "early", "dataset": "data/gamut.jsonl", "output_dir": "out", "variants": ["multimodal"],
+           "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}],
+           "plan": {"throughput_scale": {"m": 1, "j": 1}, "weights_gb": {"m": 1, "j": 1}}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
+    result = plan_run(tmp_path / "run.yaml")
+    assert result["dataset_shape"] == "release" and result["questions"] == RELEASE_QUESTIONS == 1813
+    assert result["checks"] == round(PAPER_CHECKS * RELEASE_QUESTIONS) == result["totals"]["judge"]["requests"]
+    assert result["questions_with_image"] == RELEASE_QUESTIONS
+    assert result["warnings"][0].startswith(f"{tmp_path / 'data' / 'gamut.jsonl'} is not downloaded yet")
+    assert f"questions and checks of 30 and {RELEASE_CHECK_TOKENS} tokens" in result["warnings"][0]
+    res = gamut("plan", tmp_path / "run.yaml")
+    assert res.exit_code == 0 and "planned on the GAMUT release's shape" in res.output
+    # Any other missing dataset is a typo, not a download to come.
+    run["dataset"] = "data/gamut.jsonll"
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
+    res = gamut("plan", tmp_path / "run.yaml")
+    assert res.exit_code == 1 and "gamut.jsonll" in res.output and "release's shape" not in res.output
