@@ -173,6 +173,13 @@ class JudgeSpec(ModelSpec):
     sampling: Sampling = Field(default=Sampling(max_tokens=16), description=(
         "Sampling settings; a label needs few tokens."))
 
+    @field_validator("sees_image")
+    @classmethod
+    def _sees_only_with_vision(cls, sees: bool, info) -> bool:
+        if sees and info.data.get("vision") is False:
+            raise ValueError("this judge has vision: false, so it cannot see the image")
+        return sees
+
 
 _SBATCH_WORD = r"^[A-Za-z0-9_.,:+=%-]+$"  # a partition, account or QoS name: one word, no newline
 _SBATCH_LINE = re.compile(r"(?:#SBATCH\s+)?(--?[A-Za-z][A-Za-z0-9-]*)(?:[= ](\S.*))?")

@@ -226,7 +226,8 @@ def test_run_checks_the_judge_model_folder_before_the_candidate_loads(world, exp
 
 def test_judge_that_cannot_see_is_refused_before_generating(world, expect):
     cfg = world.config(judges=[{"name": "judge", "path": "models/judge", "vision": False, "sees_image": True}])
-    expect(1, "run", "--config", cfg, named=["sees_image"], loads=0)
+    expect(1, "run", "--config", cfg, named=["run.yaml:", "judges.0.sees_image: this judge has vision: false, "
+                                             "so it cannot see the image"], loads=0)
 
 
 def test_every_problem_is_reported_at_once(world, expect):
