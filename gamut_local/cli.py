@@ -405,20 +405,24 @@ def compare(
 @reads_dataset
 def slurm_cmd(
     config: Path = typer.Argument(..., help="Run YAML."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print every job script and sbatch command; submit nothing."),
-    submit_: bool = typer.Option(False, "--submit", help="Submit (the default when --dry-run is not given)."),
+    submit_: bool = typer.Option(False, "--submit", help="Submit the jobs; without it nothing is submitted."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every job script and sbatch command and "
+                                 "submit nothing (the default; kept for scripts that say so)."),
     force: bool = typer.Option(False, "--force", help="Submit even if jobs of an earlier submission are still queued."),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
-    """Submit the run as a SLURM job graph (generate -> judge -> score -> report); rerun to resume."""
+    """Print the run's SLURM job graph (generate -> judge -> score -> report); --submit submits
+    it, and rerunning with --submit resubmits only what is not done. Both check the dataset, its
+    images and every model folder first."""
     from gamut_local.cluster.slurm import dry_run_text, prepare, submit
     from gamut_local.errors import Problem
 
     if dry_run and submit_:
         raise InputError([Problem("--dry-run/--submit", None, "", "give one of them, not both")])
     submission = prepare(config)
-    if dry_run:
+    if not submit_:
         sys.stdout.write(dry_run_text(submission))
+        err.print("Dry run: nothing was submitted or written; add --submit to submit.", markup=False)
         return
     if not submission.todo:
         out.print(f"Nothing to submit: every task of {config} has its done marker in {submission.run_dir / 'slurm' / 'done'}.")

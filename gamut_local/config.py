@@ -18,75 +18,128 @@ import hashlib
 import json
 import os
 import re
+import types
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
 from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
 
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
 SLURM_TIME = r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})"
 SLURM_MEM = r"\d+[KMGT]?"  # sbatch --mem: a number with an optional K/M/G/T unit
-SafeName = Field(min_length=1, pattern=f"^{NAME_PATTERN}$")
+
+
+def _name_field(description: str, example: str):
+    """A name that becomes part of file names: safe characters only."""
+    return Field(min_length=1, pattern=f"^{NAME_PATTERN}$", examples=[example], description=description)
 
 
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class EngineArgs(_Config):
-    """Passed to the engine; None means the engine's default."""
-
-    tensor_parallel_size: int = Field(default=1, ge=1)
-    max_model_len: int | None = Field(default=None, ge=1)
-    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
-    enforce_eager: bool = False
-    dtype: str = "auto"
-    seed: int = Field(default=0, ge=0)
-    enable_prefix_caching: bool = True
-    kv_cache_memory_bytes: int | None = Field(default=None, ge=1)
-    limit_mm_per_prompt: dict[str, int] = {"image": 1, "video": 0}
-    min_pixels: int | None = Field(default=None, ge=1)  # image pixel caps (Qwen-VL style: multiples of 32*32)
-    max_pixels: int | None = Field(default=1280 * 32 * 32, ge=1)
-    max_num_seqs: int | None = Field(default=None, ge=1)
-    extra: dict = {}  # anything else, passed to the engine constructor as is
+Lines = dict[tuple, int]  # key path (keys and list indexes) -> 1-based line in its YAML file
 
 
-class Sampling(_Config):
-    max_tokens: int = Field(default=1024, ge=1)
-    temperature: float = Field(default=0.0, ge=0)
-    top_p: float = Field(default=1.0, gt=0, le=1)
-    seed: int = Field(default=0, ge=0)
-    # Constrain the output to this JSON schema (set by `draft`, never needed in a model YAML).
-    # It changes outputs, so it is part of the settings hash whenever it is set.
-    json_schema: dict | None = None
+class _Located(_Config):
+    """A config read from a YAML file: it remembers the file and the line of each of its keys,
+    so a problem found later (a model folder that is not there) still points at the line."""
 
-
-class ModelSpec(_Config):
-    name: str = SafeName  # the `model` / `judge` field of records; becomes file names
-    path: str = Field(min_length=1)  # local folder, or a hub id resolved offline from the HF cache
-    backend: Literal["vllm", "transformers", "auto"] = "auto"
-    vision: bool = True  # False: the model cannot take images (text_only variant only)
-    engine: EngineArgs = EngineArgs()
-    sampling: Sampling = Sampling()
-    system_prompt: str | None = None
-    gpus: int | None = Field(default=None, ge=1)  # per task; defaults to tensor_parallel_size
-    nodes: int = Field(default=1, ge=1)  # > 1: runs through Ray across nodes (see slurm/)
-    # The YAML file this spec came from (for error messages); set by load_run_config.
     _source: str | None = PrivateAttr(default=None)
-
-    @property
-    def config_file(self) -> str | None:
-        """The YAML file this spec came from; None for a spec written inline in a run config."""
-        return self._source
+    _lines: Lines = PrivateAttr(default_factory=dict)
+    _prefix: str = PrivateAttr(default="")  # where an inline spec sits in its file: "judges.0"
 
     @property
     def source(self) -> str:
         """The YAML file this spec came from, for messages that name it."""
         return self._source or "<config>"
+
+    def line_of(self, *key) -> int | None:
+        """The line of `key` (a path of keys) in the spec's file; None when not written there."""
+        return self._lines.get(tuple(key))
+
+    def problem(self, field: str, message: str) -> Problem:
+        """A Problem at `field` (dotted) of this spec, with its file and line."""
+        parts = tuple(int(x) if x.isdigit() else x for x in field.split(".")) if field else ()
+        shown = ".".join(x for x in (self._prefix, field) if x)
+        return Problem(self.source, self.line_of(*parts), shown, message)
+
+
+class EngineArgs(_Config):
+    """Passed to the engine; None means the engine's default."""
+
+    tensor_parallel_size: int = Field(default=1, ge=1, description=(
+        "GPUs one copy of the model is split over (vLLM tensor parallelism); a 235B model needs 8."))
+    max_model_len: int | None = Field(default=None, ge=1, examples=[16384], description=(
+        "Longest prompt + output in tokens; lower it to fit a GPU's memory. Unset: the model's own."))
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description=(
+        "Share of each GPU's memory vLLM may take for weights and KV cache."))
+    enforce_eager: bool = Field(default=False, description=(
+        "Skip CUDA graph capture: starts faster, runs slower (for debugging)."))
+    dtype: str = Field(default="auto", examples=["bfloat16"], description=(
+        "Weight and activation type (`auto`, `bfloat16`, `float16`, `float32`); part of the settings hash."))
+    seed: int = Field(default=0, ge=0, description="The engine's random seed; part of the settings hash.")
+    enable_prefix_caching: bool = Field(default=True, description=(
+        "Reuse the KV cache of a shared prompt start (a judge sees one answer with many checks)."))
+    kv_cache_memory_bytes: int | None = Field(default=None, ge=1, examples=[4294967296], description=(
+        "A fixed KV cache size instead of `gpu_memory_utilization` (vLLM's CPU build needs it)."))
+    limit_mm_per_prompt: dict[str, int] = Field(default={"image": 1, "video": 0}, description=(
+        "Most images/videos one prompt may carry; a GAMUT question has one image."))
+    min_pixels: int | None = Field(default=None, ge=1, examples=[262144], description=(
+        "Smallest image size in pixels the processor scales to (Qwen-VL style: multiples of 32*32)."))
+    max_pixels: int | None = Field(default=1280 * 32 * 32, ge=1, description=(
+        "Largest image size in pixels; bounds the visual tokens per image and vLLM's memory profile."))
+    max_num_seqs: int | None = Field(default=None, ge=1, examples=[256], description=(
+        "Most sequences in one engine batch. Unset: the engine's default."))
+    extra: dict = Field(default={}, examples=[{"quantization": "fp8", "pipeline_parallel_size": 2}],
+                        description=("Anything else, passed to the engine constructor as is; part of "
+                                     "the settings hash."))
+
+
+class Sampling(_Config):
+    """How outputs are sampled; all of it is part of the settings hash."""
+
+    max_tokens: int = Field(default=1024, ge=1, examples=[2048], description=(
+        "Longest output in tokens: an answer's length (a judge's label needs 16)."))
+    temperature: float = Field(default=0.0, ge=0, description="0 is greedy decoding, as in the paper.")
+    top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass (1 keeps all tokens).")
+    seed: int = Field(default=0, ge=0, description="Sampling seed.")
+    # Constrain the output to this JSON schema (set by `draft`, never needed in a model YAML).
+    # It changes outputs, so it is part of the settings hash whenever it is set.
+    json_schema: dict | None = Field(default=None, examples=[{"type": "object"}], description=(
+        "Constrain the output to this JSON schema; set by `draft`, never needed in a model config."))
+
+
+class ModelSpec(_Located):
+    name: str = _name_field("The `model` / `judge` field of every record, and part of file names. "
+                            "Defaults to the config file's name.", "my-model-7b")
+    path: str = Field(min_length=1, examples=["${GAMUT_MODEL_CACHE:-../../.cache/models}/my-model",
+                                              "Qwen/Qwen3-VL-8B-Instruct"], description=(
+        "The weights: a local folder (relative to this file; `${VAR:-default}` expanded) or a "
+        "Hugging Face hub id, read offline from the cache."))
+    backend: Literal["vllm", "transformers", "auto"] = Field(default="auto", description=(
+        "The engine; `auto` takes vLLM where it is installed, else transformers."))
+    vision: bool = Field(default=True, description=(
+        "Whether the model takes images; without vision it answers the `text_only` variant only."))
+    engine: EngineArgs = Field(default=EngineArgs(), description="Engine settings (below).")
+    sampling: Sampling = Field(default=Sampling(), description="Sampling settings (below).")
+    system_prompt: str | None = Field(default=None, examples=["You are a helpful assistant."],
+                                      description=("A system message before every prompt; part of the "
+                                                   "settings hash."))
+    gpus: int | None = Field(default=None, ge=1, examples=[8], description=(
+        "GPUs one task takes. Unset: `tensor_parallel_size` x `extra.pipeline_parallel_size`."))
+    nodes: int = Field(default=1, ge=1, description=(
+        "Nodes one task spans; above 1 the engine runs through Ray across them (docs/slurm.md)."))
+
+    @property
+    def config_file(self) -> str | None:
+        """The YAML file this spec came from; None for a spec written inline in a run config."""
+        return self._source
 
     def variants(self, run_variants) -> list[str]:
         """The run's variants this model can answer: without vision, only `text_only`."""
@@ -113,9 +166,19 @@ class ModelSpec(_Config):
 
 
 class JudgeSpec(ModelSpec):
-    sees_image: bool = False  # judge_sees_image: the judge gets the question's image too
-    max_retries: int = Field(default=2, ge=0)  # for output that cannot be read, then `invalid`
-    sampling: Sampling = Sampling(max_tokens=16)
+    sees_image: bool = Field(default=False, description=(
+        "The judge gets the question's image too (the paper's judge_sees_image)."))
+    max_retries: int = Field(default=2, ge=0, description=(
+        "Re-asks when the judge's output is not a label; after them the verdict is `invalid`."))
+    sampling: Sampling = Field(default=Sampling(max_tokens=16), description=(
+        "Sampling settings; a label needs few tokens."))
+
+    @field_validator("sees_image")
+    @classmethod
+    def _sees_only_with_vision(cls, sees: bool, info) -> bool:
+        if sees and info.data.get("vision") is False:
+            raise ValueError("this judge has vision: false, so it cannot see the image")
+        return sees
 
 
 _SBATCH_WORD = r"^[A-Za-z0-9_.,:+=%-]+$"  # a partition, account or QoS name: one word, no newline
@@ -124,24 +187,41 @@ _SBATCH_CHECKED = {"--time": SLURM_TIME, "-t": SLURM_TIME, "--mem": SLURM_MEM}
 
 
 class SlurmSpec(_Config):
-    partition: str | None = Field(default=None, pattern=_SBATCH_WORD)
-    account: str | None = Field(default=None, pattern=_SBATCH_WORD)
-    qos: str | None = Field(default=None, pattern=_SBATCH_WORD)
-    time_generate: str = Field(default="12:00:00", pattern=f"^{SLURM_TIME}$")
-    time_judge: str = Field(default="24:00:00", pattern=f"^{SLURM_TIME}$")
-    time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$")
-    cpus_per_gpu: int = Field(default=8, ge=1)
-    mem_per_gpu: str = Field(default="64G", pattern=f"^{SLURM_MEM}$")
-    gpus_per_node: int = Field(default=8, ge=1)
-    shards_generate: int = Field(default=1, ge=1)
-    shards_judge: int = Field(default=1, ge=1)
-    extra_sbatch: list[str] = []  # extra "#SBATCH ..." lines, verbatim
-    setup: list[str] = []  # shell lines run before each task (module load, venv activate)
-    cpus_score: int = Field(default=8, ge=1)  # score and report jobs (CPU only)
-    mem_score: str = Field(default="32G", pattern=f"^{SLURM_MEM}$")
-    max_concurrent: int | None = Field(default=None, ge=1)  # array throttle: at most this many tasks of one array at once
-    launcher: str = "gamut-local"  # how job scripts call the CLI (e.g. "python -m gamut_local.cli")
-    templates: str | None = None  # a folder of your own sbatch templates (default: the project's slurm/)
+    partition: str | None = Field(default=None, pattern=_SBATCH_WORD, examples=["gpu"],
+                                  description="sbatch --partition. Unset: the cluster's default.")
+    account: str | None = Field(default=None, pattern=_SBATCH_WORD, examples=["my-lab"],
+                                description="sbatch --account.")
+    qos: str | None = Field(default=None, pattern=_SBATCH_WORD, examples=["normal"],
+                            description="sbatch --qos.")
+    time_generate: str = Field(default="12:00:00", pattern=f"^{SLURM_TIME}$",
+                               description="Time limit of one generation task (sbatch --time).")
+    time_judge: str = Field(default="24:00:00", pattern=f"^{SLURM_TIME}$",
+                            description="Time limit of one judging task.")
+    time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$",
+                            description="Time limit of the scoring and report job.")
+    cpus_per_gpu: int = Field(default=8, ge=1, description="CPU cores asked for per GPU.")
+    mem_per_gpu: str = Field(default="64G", pattern=f"^{SLURM_MEM}$",
+                             description="Host memory asked for per GPU.")
+    gpus_per_node: int = Field(default=8, ge=1, description=(
+        "GPUs on one node of the partition; a task needing more spans nodes."))
+    shards_generate: int = Field(default=1, ge=1, description=(
+        "Array tasks per (model, variant): each answers a slice of the questions and loads the model once."))
+    shards_judge: int = Field(default=1, ge=1, description=(
+        "Array tasks per (judge, answer set); each loads the judge once, so many shards of little "
+        "work spend their time loading (`plan` warns)."))
+    extra_sbatch: list[str] = Field(default=[], examples=[["--constraint=h100"]], description=(
+        "More sbatch options, one per entry; `--time` and `--mem` values are checked."))
+    setup: list[str] = Field(default=[], examples=[["module load cuda/12.4", "source .venv/bin/activate"]],
+                             description=("Shell lines run at the top of every job, after it has changed "
+                                          "to the project folder."))
+    cpus_score: int = Field(default=8, ge=1, description="CPU cores of the scoring and report job (no GPU).")
+    mem_score: str = Field(default="32G", pattern=f"^{SLURM_MEM}$", description="Memory of the scoring job.")
+    max_concurrent: int | None = Field(default=None, ge=1, examples=[4], description=(
+        "At most this many tasks of one array at once (the array's %N throttle)."))
+    launcher: str = Field(default="gamut-local", examples=["python -m gamut_local.cli"],
+                          description="How job scripts call the command line tool.")
+    templates: str | None = Field(default=None, examples=["my-slurm-templates"], description=(
+        "A folder of your own sbatch templates. Unset: the project's `slurm/`."))
 
     @field_validator("extra_sbatch")
     @classmethod
@@ -161,38 +241,59 @@ class SlurmSpec(_Config):
 class PlanSpec(_Config):
     """Throughput assumptions for `gamut-local plan` (tokens per second per GPU)."""
 
-    prefill_tokens_per_s_per_gpu: float = Field(default=20000.0, gt=0)
-    decode_tokens_per_s_per_gpu: float = Field(default=2000.0, gt=0)
-    mean_answer_tokens: int = Field(default=600, ge=0)
-    mean_question_tokens: int | None = Field(default=None, ge=0)  # None: measured (chars / chars_per_token)
-    image_tokens: int = Field(default=640, ge=0)
-    judge_instruction_tokens: int = Field(default=400, ge=0)
-    mean_check_tokens: int | None = Field(default=None, ge=0)  # None: measured on the dataset's checks
-    chars_per_token: float = Field(default=4.0, gt=0)
-    judge_output_tokens: int = Field(default=5, ge=0)  # a constrained label is a few tokens
-    # Per model/judge name: multiplies both throughputs (e.g. 0.1 for a 235B model, 3 for a 2B).
-    throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = {}
+    prefill_tokens_per_s_per_gpu: float = Field(default=20000.0, gt=0, description=(
+        "Prompt tokens read per second per GPU by an 8B dense model (scaled per model)."))
+    decode_tokens_per_s_per_gpu: float = Field(default=2000.0, gt=0, description=(
+        "Output tokens written per second per GPU by an 8B dense model, batched (scaled per model)."))
+    mean_answer_tokens: int = Field(default=600, ge=0, description=(
+        "Tokens of an answer not yet written (answers already there are measured)."))
+    mean_question_tokens: int | None = Field(default=None, ge=0, examples=[60], description=(
+        "Tokens of a question. Unset: measured on the dataset (characters / `chars_per_token`)."))
+    image_tokens: int = Field(default=640, ge=0, description="Tokens of one image in a multimodal prompt.")
+    judge_instruction_tokens: int = Field(default=400, ge=0, description=(
+        "Tokens of the judge's instructions around one (answer, check) pair."))
+    mean_check_tokens: int | None = Field(default=None, ge=0, examples=[30], description=(
+        "Tokens of a check. Unset: measured on the dataset's checks."))
+    chars_per_token: float = Field(default=4.0, gt=0, description="Characters per token, to measure text.")
+    judge_output_tokens: int = Field(default=5, ge=0, description="Tokens of one label (a few).")
+    startup_minutes: float = Field(default=2.0, ge=0, description=(
+        "Minutes each task spends before its first request besides reading weights: starting the "
+        "engine, compiling, capturing CUDA graphs."))
+    load_gb_per_minute: float = Field(default=20.0, gt=0, description=(
+        "How fast one task reads weights from storage into GPU memory, in GB per minute."))
+    weights_gb: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default={}, examples=[{"qwen3-vl-235b-a22b-fp8": 240}], description=(
+            "Per model or judge name: the size of its weights in GB, for the loading time. Unset: "
+            "measured on the model folder, else assumed for an 8B model in bf16, and `plan` says so."))
+    throughput_scale: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default={}, examples=[{"qwen3-vl-2b": 2.5, "qwen3-vl-235b-a22b": 0.15}], description=(
+            "Per model or judge name: its speed relative to an 8B dense model (multiplies both "
+            "throughputs). A model without an entry counts as 1.0, and `plan` says so."))
 
 
-class RunSpec(_Config):
-    name: str = SafeName
-    dataset: str = Field(min_length=1)
-    output_dir: str = Field(min_length=1)
-    models: list[ModelSpec] = []
-    variants: list[Variant] = [DEFAULT_VARIANT]
-    judges: list[JudgeSpec] = Field(min_length=1)
-    # Answer files judged beside the generated ones (e.g. the sample's reference answers).
-    extra_answers: list[str] = []
-    # Verdict files scored beside the judged ones (e.g. the sample's gold verdicts).
-    extra_verdicts: list[str] = []
-    seed: int = Field(default=0, ge=0)
+class RunSpec(_Located):
+    name: str = _name_field("The run's name: the report's title and the SLURM jobs' prefix.", "my-eval")
+    dataset: str = Field(min_length=1, examples=["${GAMUT_DATA:-../../data/gamut}/gamut.jsonl"], description=(
+        "The questions: GAMUT JSONL (or the release parquet), relative to this file."))
+    output_dir: str = Field(min_length=1, examples=["${GAMUT_RUNS:-../../runs}/my-eval"], description=(
+        "The run folder everything is written to (and resumed from), relative to this file."))
+    models: list[ModelSpec] = Field(default=[], examples=[["qwen3-vl-8b", "my-model-7b"]], description=(
+        "The candidates: names of files in configs/models/ or inline model settings."))
+    variants: list[Variant] = Field(default=[DEFAULT_VARIANT], examples=[["multimodal", "text_only"]],
+                                    description="Which forms of each question the candidates answer.")
+    judges: list[JudgeSpec] = Field(min_length=1, examples=[["qwen3-vl-235b-a22b-fp8"]], description=(
+        "The judges: names of files in configs/judges/ or inline judge settings."))
+    extra_answers: list[str] = Field(default=[], examples=[["answers/reference.jsonl"]], description=(
+        "Answer files judged beside the generated ones (e.g. the sample's reference answers)."))
+    extra_verdicts: list[str] = Field(default=[], examples=[["verdicts/gold.jsonl"]], description=(
+        "Verdict files scored beside the judged ones (e.g. human gold verdicts)."))
+    seed: int = Field(default=0, ge=0, description="The run's seed (bootstrap confidence intervals).")
     # Requests per engine call and per atomic append: a killed job loses at most one chunk.
     # Large enough to keep the engine's batch full; small enough to lose little on a kill.
-    chunk_size: int = Field(default=1024, ge=1)
-    slurm: SlurmSpec = SlurmSpec()
-    plan: PlanSpec = PlanSpec()
-    # The run YAML this spec came from; set by load_run_config.
-    _source: str | None = PrivateAttr(default=None)
+    chunk_size: int = Field(default=1024, ge=1, description=(
+        "Requests per engine call and per atomic append: a killed job loses at most one chunk."))
+    slurm: SlurmSpec = Field(default=SlurmSpec(), description="The SLURM jobs (`gamut-local slurm`).")
+    plan: PlanSpec = Field(default=PlanSpec(), description="The estimate's assumptions (`gamut-local plan`).")
 
     @property
     def source(self) -> str:
@@ -207,8 +308,8 @@ class RunSpec(_Config):
         chosen = [m for m in specs if m.name == name]
         if not chosen:
             known = ", ".join(m.name for m in specs) or "none"
-            raise InputError([Problem(self.source, None, kind,
-                                      f"no {kind[:-1]} named {name!r} in this run (known: {known})")])
+            message = f"no {kind[:-1]} named {name!r} in this run (known: {known})"
+            raise InputError([self.problem(kind, message)])
         return chosen
 
     def select_variants(self, variant: str | None) -> list[str]:
@@ -219,8 +320,7 @@ class RunSpec(_Config):
             raise InputError([Problem("--variant", None, "",
                                       f"expected one of {', '.join(VARIANTS)}, got {variant!r}")])
         if variant not in self.variants:
-            raise InputError([Problem(self.source, None, "variants",
-                                      f"this run does not include the {variant!r} variant")])
+            raise InputError([self.problem("variants", f"this run does not include the {variant!r} variant")])
         return [variant]
 
 
@@ -246,13 +346,6 @@ class _StrictLoader(yaml.SafeLoader):
                 continue
         return super().construct_mapping(node, deep=deep)
 
-    def get_single_data(self):
-        node = self.get_single_node()
-        if node is None:
-            return None
-        _expanded_size(node, {}, set())
-        return self.construct_document(node)
-
 
 def _expanded_size(node, memo: dict, stack: set) -> int:
     """Nodes in the document with every alias expanded; raises on a cycle or past the bound."""
@@ -275,17 +368,50 @@ def _expanded_size(node, memo: dict, stack: set) -> int:
     return size
 
 
+def _node_lines(node, path: tuple = (), out: Lines | None = None) -> Lines:
+    """The line of every key and list item under `node`, by key path; merged keys (`<<`)
+    count at the line of their anchor, keys written out win over merged ones."""
+    out = {} if out is None else out
+    if isinstance(node, yaml.MappingNode):
+        merged = [v for k, v in node.value if k.tag == "tag:yaml.org,2002:merge"]
+        for k, v in node.value:
+            if k.tag != "tag:yaml.org,2002:merge" and isinstance(k, yaml.ScalarNode):
+                out.setdefault((*path, k.value), k.start_mark.line + 1)
+                _node_lines(v, (*path, k.value), out)
+        for v in merged:
+            _node_lines(v, path, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out.setdefault((*path, i), item.start_mark.line + 1)
+            _node_lines(item, (*path, i), out)
+    return out
+
+
+def load_yaml_lines(text: str) -> tuple[object, Lines]:
+    """YAML as our configs are read (safe, no repeated keys, aliases bounded), with the line
+    of every key, so an error can say where the key is written."""
+    loader = _StrictLoader(text)  # a SafeLoader subclass
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        _expanded_size(node, {}, set())
+        return loader.construct_document(node), _node_lines(node)
+    finally:
+        loader.dispose()
+
+
 def load_yaml_text(text: str):
     """YAML as our configs are read: safe, no repeated keys, aliases bounded."""
-    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    return load_yaml_lines(text)[0]
 
 
-def _read_yaml(path: Path) -> dict:
+def _read_yaml(path: Path) -> tuple[dict, Lines]:
     try:
         if not path.is_file():
             why = "not a file" if path.exists() else "config file not found"
             raise InputError([Problem(str(path), None, "", why)])
-        data = load_yaml_text(path.read_text(encoding="utf-8"))
+        data, lines = load_yaml_lines(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise InputError([Problem(str(path), None, "", f"cannot read: {e.strerror or e}")]) from None
     except RecursionError:
@@ -296,12 +422,85 @@ def _read_yaml(path: Path) -> dict:
                                   f"not valid YAML: {e}")]) from None
     if not isinstance(data, dict):
         raise InputError([Problem(str(path), None, "", "expected a YAML mapping at the top level")])
-    return data
+    return data, lines
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class _Written:
+    """Where the keys under `prefix` of a config are written: a file and its key lines (a run
+    file holds everything but the model and judge configs it names by name)."""
+
+    prefix: tuple
+    file: Path
+    lines: Lines
+
+
+def _where(parts: list[_Written], loc: tuple) -> tuple[_Written, tuple, int | None]:
+    """The file holding the key at `loc`, the key's path in that file, and its line (or the
+    line of the nearest key above it that is written, e.g. for a key that is missing)."""
+    part = max((p for p in parts if loc[:len(p.prefix)] == p.prefix), key=lambda p: len(p.prefix))
+    rest = loc[len(part.prefix):]
+    line = next((part.lines[rest[:n]] for n in range(len(rest), 0, -1) if rest[:n] in part.lines), None)
+    return part, rest, line
+
+
+def _unwrapped(t):
+    """A field's type without Annotated and without None in a union."""
+    while True:
+        if get_origin(t) is Annotated:
+            t = get_args(t)[0]
+        elif get_origin(t) in (Union, types.UnionType):
+            t = next(a for a in get_args(t) if a is not type(None))
+        else:
+            return t
+
+
+def _keys_at(cls, loc: tuple) -> list[str]:
+    """The keys a config accepts at `loc` (a path of keys and list indexes into `cls`)."""
+    t = cls
+    for part in loc:
+        t = _unwrapped(t)
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            t = t.model_fields[part].annotation if part in t.model_fields else None
+        elif get_origin(t) in (list, dict):
+            t = get_args(t)[-1]
+        else:
+            return []
+    t = _unwrapped(t)
+    return list(t.model_fields) if isinstance(t, type) and issubclass(t, BaseModel) else []
+
+
+# The regular expressions the configs check, in the words an error message uses.
+VALUE_FORMS = {
+    f"^{NAME_PATTERN}$": "a name of letters, digits and _ . + - (starting with a letter or digit)",
+    f"^{SLURM_TIME}$": "a SLURM time such as 90 (minutes), 12:00:00 or 1-00:00:00",
+    f"^{SLURM_MEM}$": "a memory size such as 64G (a number, then K, M, G or T)",
+    _SBATCH_WORD: "one word (letters, digits and _ . , : + = % -)",
+}
+
+
+def _config_problem(cls, err: dict, parts: list[_Written]) -> Problem:
+    """One validation error of a `cls` config as `FILE:LINE: key: message` in plain words."""
+    loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
+    part, rest, line = _where(parts, loc)
+    if err["type"] == "extra_forbidden":
+        message = unknown_key_message(loc[-1], _keys_at(cls, loc[:-1]))
+    else:
+        message = plain_message(err, VALUE_FORMS)
+    return Problem(str(part.file), line, ".".join(map(str, rest)), message)
+
+
+def _place(spec: _Located, parts: list[_Written], prefix: tuple) -> None:
+    """Tell `spec` (the config at `prefix`) which file it came from and its keys' lines."""
+    part, rest, _ = _where(parts, prefix)
+    spec._source = str(part.file)
+    spec._prefix = ".".join(map(str, rest))
+    spec._lines = {k[len(rest):]: v for k, v in part.lines.items() if k[:len(rest)] == rest}
 
 
 def _config_roots(run_path: Path) -> list[Path]:
@@ -321,31 +520,53 @@ def _config_roots(run_path: Path) -> list[Path]:
     return out
 
 
-def _resolve_ref(ref, kind: str, run_path: Path, problems: list[Problem], field: str):
-    """A model/judge given by name -> (its YAML as a dict, the file it came from)."""
+def _resolve_ref(ref, kind: str, run: _Written, key: tuple, problems: list[Problem]):
+    """A model/judge given by name -> (its YAML as a dict, the file it came from, its lines);
+    one written inline -> (the mapping, the run file, None)."""
+    field, line = ".".join(map(str, key)), run.lines.get(key)
     if isinstance(ref, dict):
-        return ref, run_path
+        return ref, run.file, None
     if not isinstance(ref, str):
-        problems.append(Problem(str(run_path), None, field, "expected a name or a mapping"))
+        problems.append(Problem(str(run.file), line, field, "expected a name or a mapping"))
         return None
     if not re.fullmatch(NAME_PATTERN, ref):
         # A reference is a plain name under configs/<kind>/, never a path (`../../x`).
-        problems.append(Problem(str(run_path), None, field, f"{ref!r} is not a config name (letters, digits, "
+        problems.append(Problem(str(run.file), line, field, f"{ref!r} is not a config name (letters, digits, "
                                 "_ . + -, starting with a letter or digit); write the settings inline instead"))
         return None
-    roots = _config_roots(run_path)
+    roots = _config_roots(run.file)
     for root in roots:
         candidate = root / kind / f"{ref}.yaml"
         if candidate.is_file():
-            data = _read_yaml(candidate)
+            data, lines = _read_yaml(candidate)
             data.setdefault("name", ref)
-            return data, candidate
+            return data, candidate, lines
     where = ", ".join(str(r / kind) for r in roots) or "no configs/ folder found"
-    problems.append(Problem(str(run_path), None, field, f"no {kind} config named {ref!r} (looked in {where})"))
+    problems.append(Problem(str(run.file), line, field,
+                            f"no {kind} config named {ref!r} (looked in {where})"))
     return None
 
 
-def expand_vars(value: str, file: Path, field: str, problems: list[Problem]) -> str:
+def _model_entry(ref, kind: str, run: _Written, key: tuple, problems: list[Problem],
+                 parts: list[_Written]) -> dict | None:
+    """One model or judge of a config, by name or inline, its path made absolute. A config
+    file it names joins `parts`, so an error inside that file points into it."""
+    got = _resolve_ref(ref, kind, run, key, problems)
+    if got is None:
+        return None
+    data, src, lines = got
+    if lines is None:  # inline: its keys are the run file's
+        field, line = ".".join(map(str, (*key, "path"))), run.lines.get((*key, "path"))
+    else:
+        parts.append(_Written(key, src, lines))
+        field, line = "path", lines.get(("path",))
+    if isinstance(data.get("path"), str):
+        path = expand_vars(data["path"], src, field, problems, line)
+        data = {**data, "path": _model_path(path, src.parent)}
+    return data
+
+
+def expand_vars(value: str, file: Path, field: str, problems: list[Problem], line: int | None = None) -> str:
     """`${VAR}` / `${VAR:-default}` from the environment; an unset VAR without default is a problem."""
 
     def sub(m: re.Match) -> str:
@@ -354,7 +575,7 @@ def expand_vars(value: str, file: Path, field: str, problems: list[Problem]) -> 
             return os.environ[name]
         if default is not None:
             return default
-        problems.append(Problem(str(file), None, field,
+        problems.append(Problem(str(file), line, field,
                                 f"environment variable {name} is not set (write ${{{name}:-default}} for a fallback)"))
         return m.group(0)
 
@@ -412,83 +633,68 @@ def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
     Checked before any model loads, so a typo costs a second, not a GPU allocation.
     Hub ids are looked up in the Hugging Face cache only (no network).
     """
-    source = spec.source
     if not is_hub_id(spec.path) or Path(spec.path).is_absolute():
         path = Path(spec.path)
         if not path.is_dir():
-            return None, Problem(source, None, "path", f"model folder not found: {path}")
+            return None, spec.problem("path", f"model folder not found: {path}")
         if not any((path / name).is_file() for name in MODEL_CONFIG_FILES):
-            return None, Problem(source, None, "path",
-                                 f"not a model folder (no config.json, nor a Mistral-format "
-                                 f"params.json): {path}")
+            return None, spec.problem("path", f"not a model folder (no config.json, nor a Mistral-format "
+                                              f"params.json): {path}")
         return str(path), None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
-        return None, Problem(source, None, "path",
-                             f"{spec.path!r} looks like a hub id, but huggingface_hub is not installed")
+        return None, spec.problem("path", f"{spec.path!r} looks like a hub id, but huggingface_hub is "
+                                          "not installed")
     hits = [try_to_load_from_cache(spec.path, name) for name in MODEL_CONFIG_FILES]
     hit = next((h for h in hits if isinstance(h, str)), None)
     if hit is None:
         from huggingface_hub.constants import HF_HUB_CACHE
 
-        return None, Problem(source, None, "path",
-                             f"{spec.path!r} is neither a local folder nor a hub id in the Hugging Face "
-                             f"cache ({HF_HUB_CACHE}); download it where there is internet "
-                             f"(huggingface-cli download {spec.path}) or point path at a local folder")
+        return None, spec.problem("path", f"{spec.path!r} is neither a local folder nor a hub id in the "
+                                          f"Hugging Face cache ({HF_HUB_CACHE}); download it where there is "
+                                          f"internet (huggingface-cli download {spec.path}) or point path at "
+                                          "a local folder")
     return str(Path(hit).parent), None
 
 
-def _validated(cls, data: dict, path: Path):
-    """`data` as a `cls` config read from `path`, which it remembers as its source."""
+def _validated(cls, data: dict, parts: list[_Written]):
+    """`data` as a `cls` config; every error names the file and line its key is written on."""
     try:
         spec = cls.model_validate(data)
     except ValidationError as e:
-        raise InputError(pydantic_problems(e, str(path), None)) from None
-    spec._source = str(path)
+        found = [_config_problem(cls, err, parts) for err in e.errors()]
+        raise InputError(sorted(found, key=lambda p: (p.file, p.line or 0))) from None
+    _place(spec, parts, ())
     return spec
 
 
 def load_run_config(path: str | Path) -> RunSpec:
     """Read a run YAML, resolve model/judge names and relative paths, validate everything."""
     path = Path(path)
-    data = _read_yaml(path)
-    problems: list[Problem] = []
-    sources: dict[str, list[Path]] = {}
+    data, lines = _read_yaml(path)
+    run = _Written((), path, lines)
+    parts, problems = [run], []
     for kind in ("models", "judges"):
-        refs = data.get(kind, [])
-        if not isinstance(refs, list):
-            continue
-        resolved, sources[kind] = [], []
-        for i, r in enumerate(refs):
-            got = _resolve_ref(r, kind, path, problems, f"{kind}.{i}")
-            if got is None:
-                continue
-            spec, src = got
-            if isinstance(spec.get("path"), str):
-                spec = {**spec, "path": _model_path(expand_vars(spec["path"], src, "path", problems),
-                                                    src.parent)}
-            resolved.append(spec)
-            sources[kind].append(src)
-        data[kind] = resolved
+        if isinstance(data.get(kind), list):  # absent: the validator says it is missing
+            data[kind] = [_model_entry(r, kind, run, (kind, i), problems, parts)
+                          for i, r in enumerate(data[kind])]
     for key in ("dataset", "output_dir"):
         if isinstance(data.get(key), str):
-            data[key] = _relative(expand_vars(data[key], path, key, problems), path.parent)
+            data[key] = _relative(expand_vars(data[key], path, key, problems, lines.get((key,))), path.parent)
     for key in ("extra_answers", "extra_verdicts"):
         if isinstance(data.get(key), list):
-            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems), path.parent)
-                         if isinstance(p, str) else p for i, p in enumerate(data[key])]
+            data[key] = [_relative(expand_vars(p, path, f"{key}.{i}", problems, lines.get((key, i))),
+                                   path.parent) if isinstance(p, str) else p for i, p in enumerate(data[key])]
     if problems:
         raise InputError(problems)
-    spec = _validated(RunSpec, data, path)
+    spec = _validated(RunSpec, data, parts)
     for kind in ("models", "judges"):
-        for m, src in zip(getattr(spec, kind), sources.get(kind, [])):
-            m._source = str(src)
-    for kind in ("models", "judges"):
+        for i, m in enumerate(getattr(spec, kind)):
+            _place(m, parts, (kind, i))
         names = [m.name for m in getattr(spec, kind)]
         for n in sorted({n for n in names if names.count(n) > 1}):
-            problems.append(Problem(str(path), None, kind,
-                                    f"{n!r} is listed twice (names key the result files)"))
+            problems.append(spec.problem(kind, f"{n!r} is listed twice (names key the result files)"))
     if problems:
         raise InputError(problems)
     return spec
@@ -497,49 +703,47 @@ def load_run_config(path: str | Path) -> RunSpec:
 # -- authoring rubrics: `gamut-local draft` and `gamut-local audit` ---------------------------
 
 
-class DraftSpec(_Config):
+class DraftSpec(_Located):
     """DRAFT.yaml: which model drafts meta-rubrics, and the bounds its output is held to."""
 
-    model: ModelSpec  # a name under configs/models/ or an inline mapping
-    max_retries: int = Field(default=2, ge=0)  # re-asks with the validation errors, then recorded as failed
-    chunk_size: int = Field(default=64, ge=1)  # questions per engine call and atomic append
+    model: ModelSpec = Field(examples=["qwen3-vl-8b"], description=(
+        "The model that drafts: a name under configs/models/ or inline model settings."))
+    max_retries: int = Field(default=2, ge=0, description=(
+        "Re-asks with the validation errors; after them the question is recorded as failed."))
+    chunk_size: int = Field(default=64, ge=1, description="Questions per engine call and atomic append.")
     # Bounds written into the JSON schema the output is constrained to: they keep a drafted
     # meta-rubric to paper size (~15 checks) and stop a weak model from writing forever.
-    max_items: int = Field(default=12, ge=1)
-    max_list: int = Field(default=10, ge=2)  # elements, options, steps, entities, aspects
-    max_chars: int = Field(default=300, ge=20)  # any one text field
-    max_snippet_chars: int = Field(default=1500, ge=100)  # evidence text shown per snippet
-    _source: str | None = PrivateAttr(default=None)
+    max_items: int = Field(default=12, ge=1, description="Most items in one drafted meta-rubric.")
+    max_list: int = Field(default=10, ge=2, description=(
+        "Most elements, options, steps, entities or aspects in one item."))
+    max_chars: int = Field(default=300, ge=20, description="Longest text of any one field.")
+    max_snippet_chars: int = Field(default=1500, ge=100, description="Evidence text shown per snippet.")
 
 
-class AuditSpec(_Config):
+class AuditSpec(_Located):
     """AUDIT.yaml: which model re-reads each cited snippet, and what happens to ungrounded items."""
 
-    model: ModelSpec
-    ungrounded: Literal["keep", "demote", "drop"] = "demote"
-    partial_counts: bool = False  # whether `partially_supported` grounds an item
-    min_coverage: float = Field(default=0.5, ge=0.0, le=1.0)  # grounded share below this: "poorly covered"
-    chunk_size: int = Field(default=256, ge=1)
-    max_snippet_chars: int = Field(default=1500, ge=100)
-    _source: str | None = PrivateAttr(default=None)
+    model: ModelSpec = Field(examples=["qwen3-vl-8b"], description=(
+        "The model that re-reads each cited snippet: a name under configs/models/ or inline settings."))
+    ungrounded: Literal["keep", "demote", "drop"] = Field(default="demote", description=(
+        "What happens to an item no snippet supports: kept, demoted one tier, or dropped."))
+    partial_counts: bool = Field(default=False, description="Whether `partially_supported` grounds an item.")
+    min_coverage: float = Field(default=0.5, ge=0.0, le=1.0, description=(
+        "A question whose grounded share of items is below this is reported as poorly covered."))
+    chunk_size: int = Field(default=256, ge=1, description="Requests per engine call and atomic append.")
+    max_snippet_chars: int = Field(default=1500, ge=100, description="Evidence text shown per snippet.")
 
 
 def load_authoring_config(path: str | Path, kind: type[DraftSpec] | type[AuditSpec]):
     """Read DRAFT.yaml / AUDIT.yaml: `model` by name (configs/models/<name>.yaml) or inline."""
     path = Path(path)
-    data = _read_yaml(path)
-    problems: list[Problem] = []
-    model_src = path
+    data, lines = _read_yaml(path)
+    run = _Written((), path, lines)
+    parts, problems = [run], []
     if "model" in data:
-        got = _resolve_ref(data["model"], "models", path, problems, "model")
-        if got is not None:
-            model, model_src = got
-            if isinstance(model.get("path"), str):
-                model = {**model, "path": _model_path(expand_vars(model["path"], model_src, "path", problems),
-                                                      model_src.parent)}
-            data = {**data, "model": model}
+        data = {**data, "model": _model_entry(data["model"], "models", run, ("model",), problems, parts)}
     if problems:
         raise InputError(problems)
-    spec = _validated(kind, data, path)
-    spec.model._source = str(model_src)
+    spec = _validated(kind, data, parts)
+    _place(spec.model, parts, ("model",))
     return spec

@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gamut_local.data.crag_mm import BOUND, parse_bound  # noqa: E402
+from gamut_local.data.gamut_release import RELEASE_FILE  # noqa: E402
 
 GAMUT_REPO = "facebook/GAMUT"
 GAMUT_SPLITS = ("test", "test_text_only")
@@ -108,7 +109,7 @@ def fetch(out: Path, gamut_revision: str, crag_revision: str, url_images: bool,
     parquet = release_parquet(out, gamut_commit or gamut_revision)
     crag, missing = load_splits(lambda split: datasets.load_dataset(
         CRAG_REPO, split=split, revision=crag_commit or crag_revision), CRAG_SPLITS)
-    dataset = out / "gamut.jsonl"
+    dataset = out / RELEASE_FILE
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn()) as progress:
         report = build_dataset(parquet["test"], parquet.get("test_text_only"), crag, dataset,

@@ -11,21 +11,101 @@ from gamut_local.errors import InputError
 REPO = PROJECT_ROOT
 
 
-def test_config_errors_name_file_and_field(tmp_path):
+HEAD = "name: x\ndataset: d.jsonl\noutput_dir: out\n"
+JUDGE = "judges: [{name: j, path: /m}]\n"
+# The validator's own words, which must never reach the user.
+JARGON = ("Extra inputs", "List should", "Input should", "Field required", "String should match", "Value error")
+
+# One case per class of mistake: the run file's text after HEAD, and the lines the error must hold
+# ({f} is the file; HEAD is lines 1-3).
+CASES = {
+    "unknown key close to a known one": (JUDGE + "variant: [text_only]\n",
+                                         ["{f}:5: variant: unknown key; did you mean `variants`?"]),
+    "unknown key like no known one": (JUDGE + "colour: red\n",
+                                      ["{f}:5: colour: unknown key (known keys here: name, dataset, output_dir,"]),
+    "a misspelt required key": ("judgs: [{name: j, path: /m}]\n",
+                                ["{f}: judges: this required key is missing",
+                                 "{f}:4: judgs: unknown key; did you mean `judges`?"]),
+    "an empty list": ("judges: []\n", ["{f}:4: judges: needs at least 1 entry, got 0"]),
+    "a value not among the allowed": (JUDGE + "variants: [colour]\n",
+                                      ["{f}:5: variants.0: must be 'multimodal' or 'text_only', got 'colour'"]),
+    "a bound": (JUDGE + "slurm:\n  partition: gpu\n  shards_judge: 0\n",
+                ["{f}:7: slurm.shards_judge: must be at least 1, got 0"]),
+    "a form": (JUDGE + "slurm: {time_judge: banana}\n",
+               ["{f}:5: slurm.time_judge: must be a SLURM time such as 90 (minutes), 12:00:00"]),
+    "a type": (JUDGE + "chunk_size: many\n", ["{f}:5: chunk_size: must be a whole number, got 'many'"]),
+    "an unknown key inside an inline judge": ("judges:\n  - name: j\n    path: /m\n    engin: {}\n",
+                                              ["{f}:7: judges.0.engin: unknown key; did you mean `engine`?"]),
+    "a bad name": ("judges: [{name: 'a b', path: /m}]\n",
+                   ["{f}:4: judges.0.name: must be a name of letters, digits and _ . + -"]),
+    "an unset variable": (JUDGE.replace("/m", "'${NO_SUCH_VAR_FOR_TEST}/m'"),
+                          ["{f}:4: judges.0.path: environment variable NO_SUCH_VAR_FOR_TEST is not set"]),
+    "a name given twice": ("judges:\n  - {name: j, path: /m}\n  - {name: j, path: /n}\n",
+                           ["{f}:4: judges: 'j' is listed twice"]),
+    "no such named config": ("judges: [no-such-judge]\n", ["{f}:4: judges.0: no judges config named 'no-such-judge'"]),
+}
+
+
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_config_errors_say_file_line_key_and_what_to_do(tmp_path, case):
+    text, expected = CASES[case]
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\ndataset: d.jsonl\noutput_dir: out\njudges: [no-such-judge]\nvariants: [colour]\n")
+    bad.write_text(HEAD + text)
     with pytest.raises(InputError) as e:
         load_run_config(bad)
-    assert f"{bad}: judges.0: no judges config named 'no-such-judge'" in str(e.value)
-    bad.write_text("name: x\ndataset: d.jsonl\noutput_dir: out\njudges: [{name: j, path: /m}]\nvariants: [colour]\n")
-    with pytest.raises(InputError, match=r"bad.yaml: variants.0: Input should be 'multimodal' or 'text_only'"):
-        load_run_config(bad)
-    bad.write_text("name: x\ndataset: ${NO_SUCH_VAR_FOR_TEST}/d.jsonl\noutput_dir: o\njudges: [{name: j, path: /m}]\n")
-    with pytest.raises(InputError, match="dataset: environment variable NO_SUCH_VAR_FOR_TEST is not set"):
-        load_run_config(bad)
-    bad.write_text("name: x\ndataset: d\noutput_dir: o\njudges: [{name: j, path: /m}, {name: j, path: /n}]\n")
-    with pytest.raises(InputError, match="judges: 'j' is listed twice"):
-        load_run_config(bad)
+    got = str(e.value).splitlines()
+    for want in expected:
+        assert any(line.startswith(want.format(f=bad)) for line in got), (want, got)
+    assert len(got) == len(expected), got
+    assert not any(j in str(e.value) for j in JARGON), got
+
+
+def _project(tmp_path, model: str, judge: str = "path: /j\n"):
+    """A project folder with configs/{models,judges,runs}; the run names both configs."""
+    for kind, text in (("models", model), ("judges", judge)):
+        (tmp_path / "configs" / kind).mkdir(parents=True)
+        (tmp_path / "configs" / kind / "mine.yaml").write_text(text)
+    (tmp_path / "configs" / "runs").mkdir()
+    run = tmp_path / "configs" / "runs" / "r.yaml"
+    run.write_text(HEAD + "models: [mine]\njudges: [mine]\n")
+    return run
+
+
+def test_an_error_in_a_named_model_config_points_into_that_file(tmp_path):
+    run = _project(tmp_path, "path: /m\nengine:\n  dtyp: bfloat16\nsampling:\n  max_tokens: two\n",
+                   judge="name: j\n")
+    with pytest.raises(InputError) as e:
+        load_run_config(run)
+    model, judge = tmp_path / "configs" / "models" / "mine.yaml", tmp_path / "configs" / "judges" / "mine.yaml"
+    assert str(e.value).splitlines() == [
+        f"{judge}: path: this required key is missing",
+        f"{model}:3: engine.dtyp: unknown key; did you mean `dtype`?",
+        f"{model}:5: sampling.max_tokens: must be a whole number, got 'two'"]
+
+
+def test_a_loaded_spec_knows_the_line_of_each_key(tmp_path):
+    from gamut_local.config import resolve_model_path
+
+    run = _project(tmp_path, "# my model\nvision: false\npath: /no/such/folder\n")
+    spec = load_run_config(run)
+    _, problem = resolve_model_path(spec.models[0])
+    assert str(problem) == (f"{tmp_path / 'configs' / 'models' / 'mine.yaml'}:3: path: "
+                            "model folder not found: /no/such/folder")
+    assert spec.line_of("judges") == 5 and spec.judges[0].line_of("path") == 1
+
+
+def test_an_authoring_config_points_into_its_model_config(tmp_path):
+    from gamut_local.config import DraftSpec, load_authoring_config
+
+    run = _project(tmp_path, "path: /m\nsampling: {temprature: 0}\n")
+    draft = tmp_path / "draft.yaml"
+    draft.write_text("model: mine\nmax_item: 3\n")
+    with pytest.raises(InputError) as e:
+        load_authoring_config(draft, DraftSpec)
+    assert sorted(str(e.value).splitlines()) == [
+        f"{run.parent.parent / 'models' / 'mine.yaml'}:2: sampling.temprature: unknown key; did you mean "
+        "`temperature`?",
+        f"{draft}:2: max_item: unknown key; did you mean `max_items`?"]
 
 
 def test_named_configs_resolve_from_the_project_and_paths_expand(gamut, tmp_path, monkeypatch):
@@ -38,7 +118,7 @@ def test_named_configs_resolve_from_the_project_and_paths_expand(gamut, tmp_path
     # The weights are not there: the CLI names the config file and the folder, exit 1.
     result = gamut("run", "--config", REPO / "configs" / "runs" / "sample.yaml")
     assert result.exit_code == 1
-    assert (f"configs/models/smollm2-135m.yaml: path: model folder not found: "
+    assert (f"configs/models/smollm2-135m.yaml:5: path: model folder not found: "
             f"{tmp_path / 'models' / 'smollm2-135m-instruct'}") in result.output
     assert "Traceback" not in result.output and not (tmp_path / "runs").exists()
     gpu = load_run_config(REPO / "configs" / "runs" / "sample-gpu.yaml")
@@ -129,3 +209,38 @@ def test_a_mistral_format_folder_is_a_model_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     _, problem = resolve_model_path(ModelSpec(name="p", path=str(tmp_path / "empty")))
     assert "no config.json, nor a Mistral-format params.json" in problem.message
+
+
+def _config_reference():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_reference", REPO / "scripts" / "config_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_config_reference_page_is_up_to_date():
+    """docs/config.md is written from the config models; edit a field, rerun the script."""
+    page = (REPO / "docs" / "config.md").read_text(encoding="utf-8")
+    assert page == _config_reference().render(), "run: python scripts/config_reference.py"
+
+
+def test_the_config_reference_documents_every_key_of_every_config():
+    ref = _config_reference()
+    page = ref.render()
+    for _, cls, _, _ in ref.SECTIONS:
+        for name, field in ref._own_fields(cls).items():
+            assert field.description and f"| `{name}` |" in page, (cls.__name__, name)
+    assert set(ref._own_fields(JudgeSpec)) == {"sees_image", "max_retries", "sampling"}
+
+
+def test_the_example_model_config_loads_and_sets_what_it_explains(tmp_path):
+    run = tmp_path / "run.yaml"
+    run.write_text(HEAD + "models: [EXAMPLE]\n" + JUDGE)
+    spec = load_run_config(run)
+    example = spec.models[0]
+    assert example.config_file == str(REPO / "configs" / "models" / "EXAMPLE.yaml")
+    assert example.name == "my-model-7b" and example.engine.dtype == "bfloat16"
+    assert example.sampling.max_tokens == 2048 and example.engine.max_model_len == 16384
+    assert "EXAMPLE.yaml" in (REPO / "docs" / "config.md").read_text(encoding="utf-8")

@@ -140,6 +140,9 @@ def _common_values(spec: RunSpec, config_path: Path) -> dict:
     """Placeholders every job script shares."""
     s, run_dir = spec.slurm, Path(spec.output_dir)
     return {
+        # Job scripts cd here first: the folder the scripts were rendered in (where `.venv/`
+        # and a `source .venv/bin/activate` setup line point), not wherever sbatch runs.
+        "project_dir": _q(Path.cwd().resolve()),
         "run_config": _q(config_path.resolve()),
         "done_dir": _q(run_dir / "slurm" / "done"),
         "run_dir": _q(run_dir),
@@ -264,17 +267,16 @@ class Submission:
     spec: RunSpec | None = None
 
 
-def check_run_inputs(spec: RunSpec, *, images: bool = False, models: bool = False) -> list[Problem]:
-    """What the jobs will read, checked now, not after hours in the queue: the dataset (its
-    images too with `images`), the extra answers and where the run writes; with `models`,
-    every model and judge folder (a submission needs them; a dry run on a laptop may not)."""
+def check_run_inputs(spec: RunSpec) -> list[Problem]:
+    """What the jobs will read, checked now, not after hours in the queue: the dataset, the
+    extra answers and where the run writes."""
     from gamut_local.data.dataset import load_questions
 
     problems = run_dir_problems(spec.output_dir, {"dataset": [spec.dataset], "extra_answers": spec.extra_answers,
                                                   "extra_verdicts": spec.extra_verdicts}, spec.source)
     questions = None
     try:
-        questions = {q.question_id for q in load_questions(spec.dataset, check_images=images)}
+        questions = {q.question_id for q in load_questions(spec.dataset)}
     except InputError as e:
         problems += e.problems
     try:
@@ -286,16 +288,28 @@ def check_run_inputs(spec: RunSpec, *, images: bool = False, models: bool = Fals
     if unknown:
         problems.append(Problem(spec.source, None, "extra_answers", f"{len(unknown)} answers are to questions "
                                 f"not in the dataset (e.g. {', '.join(unknown[:3])})"))
-    for m in [*spec.models, *spec.judges] if models else []:
-        problem = resolve_model_path(m)[1]
-        if problem:
-            problems.append(problem)
+    return problems
+
+
+def check_engine_inputs(spec: RunSpec, *, dataset: bool = True) -> list[Problem]:
+    """What generation and judging tasks load: every model and judge folder and (`dataset`)
+    every image of the dataset. A broken image or a missing folder fails here, not in the queue."""
+    from gamut_local.data.dataset import load_questions
+
+    problems = [p for m in [*spec.models, *spec.judges] if (p := resolve_model_path(m)[1])]
+    try:
+        if dataset:
+            load_questions(spec.dataset, check_images=True)
+    except InputError as e:
+        problems += e.problems
     return problems
 
 
 def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission:
-    """The job graph with its scripts rendered. `check_inputs=False` skips reading the dataset
-    and extra answers (only to render the scripts of a config whose data is elsewhere)."""
+    """The job graph with its scripts rendered, after the same checks a submission needs: the
+    dataset and its images, the extra answers and, while any generation or judging is left,
+    every model folder (so a dry run finds what `--submit` would). `check_inputs=False` skips
+    them (only to render the scripts of a config whose data and weights are elsewhere)."""
     config_path = Path(config_path)
     spec = load_run_config(config_path)
     problems = check_graph_inputs(spec) + (check_run_inputs(spec) if check_inputs else [])
@@ -311,6 +325,10 @@ def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission
     if outside:  # names are checked, so this is a bug if it ever fires
         raise InputError([Problem(spec.source, None, "", f"job script paths outside {scripts}: {outside}")])
     mark_pending(jobs, run_dir / "slurm" / "done")
+    if check_inputs and any(j.pending and j.stage in ("generate", "judge") for j in jobs):
+        problems = check_engine_inputs(spec)
+        if problems:
+            raise InputError(problems)
     return Submission(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec)
 
 
@@ -355,12 +373,7 @@ def submit(submission: Submission, *, force: bool = False, echo=print) -> list[d
                                   f"or running ({', '.join(live)}); wait, scancel them, or pass --force")])
     if shutil.which("sbatch") is None:
         raise InputError([Problem("sbatch", None, "", "sbatch is not on PATH: run this on a SLURM login node "
-                                  "(or use --dry-run to see the job graph)")])
-    if submission.spec is not None and any(j.stage in ("generate", "judge") for j in submission.todo):
-        # A missing model folder, a broken image or record fails here, not after hours in the queue.
-        problems = check_run_inputs(submission.spec, images=True, models=True)
-        if problems:
-            raise InputError(problems)
+                                  "(without --submit, `gamut-local slurm` only prints the job graph)")])
     submission.scripts_dir.mkdir(parents=True, exist_ok=True)
     (submission.run_dir / "slurm" / "logs").mkdir(parents=True, exist_ok=True)
     ids: dict[str, str] = {}

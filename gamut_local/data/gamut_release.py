@@ -38,6 +38,11 @@ TIER_KEYS = {
     "Context": "context",
 }
 ID_COLUMNS = ("session_id", "id")
+# The file scripts/fetch_data.py writes the release to, and the release's shape: what `plan`
+# counts on before that file is downloaded (the test split's rows; checks per question as in
+# the paper, rubric.lint.PAPER_CHECKS; every question has an image and a text-only form).
+RELEASE_FILE = "gamut.jsonl"
+RELEASE_QUESTIONS = 1813
 UNKNOWN_DOMAIN = "unknown"  # the release has no domain column; CRAG-MM supplies it (crag_mm.py)
 LEFT_OUT = "; this question is left out"
 

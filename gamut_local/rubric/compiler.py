@@ -17,6 +17,11 @@ relationship   1 at T that the entities are identified and related, 1 per aspect
 meta_insight   1 at T, on any list or process that carries one
 =============  ==============================================================================
 
+Each check is one sentence whose frame is fixed and whose item text (a fact, element, option,
+step, aspect or insight) comes after a colon, so it reads well whatever form that text has (a
+noun phrase, a clause, an instruction); subjects and entities are noun phrases, and a list's
+subject gets "the" where it has no determiner ("one of the practical tips ...").
+
 A check's id is ``<item id>.<rule>[.<n>]``, built from the item alone (n is a 1-based
 position, or the threshold value), so adding or editing one item never renames the checks of
 another. Same input, same checks, byte for byte.
@@ -46,6 +51,23 @@ def _numbered(values: list[str]) -> str:
     return " ".join(f"({i}) {v.rstrip('. ')}" for i, v in enumerate(values, start=1))
 
 
+# Words that already make a noun phrase definite or counted: no "the" before them.
+_DETERMINERS = frozenset("the a an this that these those its their his her our your my each every all some any "
+                         "both no".split())
+
+
+def _definite(phrase: str) -> str:
+    """`phrase` with "the" in front unless it starts with a determiner or a possessive
+    ("Hubble's images", "Eileen Collins's firsts"): "one of the practical tips", never "one
+    of practical tips" or "one of the the tips"."""
+    words = phrase.split()
+    if words[0] != words[0].lower() and words[0].lower() in _DETERMINERS:  # "one of the main parts"
+        return words[0].lower() + phrase[len(words[0]):]
+    if words[0].lower() in _DETERMINERS or any(w.endswith(("'s", "s'", "’s")) for w in words[:3]):
+        return phrase
+    return f"the {phrase}"
+
+
 def _check(item, rule: str, text: str, tier: str, n: int | None = None) -> Check:
     suffix = rule if n is None else f"{rule}.{n}"
     return Check(check_id=f"{item.id}.{suffix}", text=text, tier=tier, kind=rule,
@@ -58,9 +80,9 @@ def _simple(item: Simple, about: str) -> list[Check]:
 
 
 def _strict_list(item: StrictList) -> list[Check]:
-    what = item.subject or "the required elements"
-    return [_check(item, "element", f"The response mentions {e.rstrip('. ')} as one of {what}.", item.tier, i)
-            for i, e in enumerate(item.elements, start=1)]
+    what = _definite(item.subject or "required elements")
+    return [_check(item, "element", f"The response mentions the following as one of {what}: {e.rstrip('. ')}.",
+                   item.tier, i) for i, e in enumerate(item.elements, start=1)]
 
 
 def _coverage(item: FlexibleList, n: int) -> str:
@@ -74,9 +96,9 @@ def _flexible_list(item: FlexibleList, small_pool_max: int) -> list[Check]:
     checks = [_check(item, "coverage", _coverage(item, item.min_required), item.tier)]
     p, n = len(item.options), item.min_required
     if p <= small_pool_max:
-        what = item.subject or "the valid options"
-        checks += [_check(item, "option", f"The response mentions {o.rstrip('. ')} as one of {what}.", low, i)
-                   for i, o in enumerate(item.options, start=1)]
+        what = _definite(item.subject or "valid options")
+        checks += [_check(item, "option", f"The response mentions the following as one of {what}: "
+                          f"{o.rstrip('. ')}.", low, i) for i, o in enumerate(item.options, start=1)]
     else:
         thresholds = item.extra_thresholds or sorted({t for t in (min(2 * n, p), min(3 * n, p)) if t > n})
         checks += [_check(item, "coverage", _coverage(item, t), low, t) for t in thresholds]
@@ -104,7 +126,7 @@ def _relationship(item: Relationship) -> list[Check]:
     regarding = f" with respect to {item.subject}" if item.subject else ""
     checks = [_check(item, "relation", f"The response identifies {names} and explains how they relate{regarding}.",
                      item.tier)]
-    checks += [_check(item, "aspect", f"In relating {names}, the response addresses {a.rstrip('. ')}.",
+    checks += [_check(item, "aspect", f"In relating {names}, the response addresses this point: {a.rstrip('. ')}.",
                       item.tier, i) for i, a in enumerate(item.aspects, start=1)]
     return checks
 

@@ -27,7 +27,7 @@ _STOP = {
     *(
         "a an the of to in on at for by with and or as is are was were be been it its this that "
         "these those their his her from into about one response mentions states following covers "
-        "least"
+        "least point"
     ).split()
 }
 _PRONOUN_START = re.compile(r"^(it|this|that|they|these|those|he|she)\b", re.IGNORECASE)

@@ -29,8 +29,8 @@ class Snippet(_Strict):
 class _Item(_Strict):
     id: NonEmpty
     tier: Tier
-    # How checks name what the item is about: a noun phrase with its article, since templates
-    # insert it as is ("... as one of the ingredients of a cappuccino").
+    # How checks name what the item is about: a noun phrase ("the ingredients of a cappuccino");
+    # a list's subject without a determiner gets "the" ("... as one of the ingredients ...").
     subject: str | None = None
     evidence: list[NonEmpty] = []
 

@@ -256,9 +256,6 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
                                 spec.source)
     for j in judges:
         check_name(j.name, "judges", j.source)
-        if j.sees_image and not j.vision:
-            problems.append(Problem(j.source, None, "sees_image",
-                                    f"judge {j.name!r} has vision: false, so it cannot see the image"))
         _, problem = resolve_model_path(j)
         if problem:
             problems.append(problem)

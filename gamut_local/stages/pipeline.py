@@ -24,7 +24,7 @@ from gamut_local.data.consistency import verdict_problems
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Verdict, load_answers, load_records, verdict_key
 from gamut_local.engines import load_engine, pick_backend
-from gamut_local.errors import InputError, Problem
+from gamut_local.errors import InputError
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.layout import check_chunk_size, parse_shard
 from gamut_local.rundir.manifest import write_manifest
@@ -68,10 +68,6 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
         _, problem = resolve_model_path(m)
         if problem:
             problems.append(problem)
-    for j in spec.judges:
-        if j.sees_image and not j.vision:
-            problems.append(Problem(j.source, None, "sees_image",
-                                    f"judge {j.name!r} has vision: false, so it cannot see the image"))
     if problems:
         raise InputError(problems)
 

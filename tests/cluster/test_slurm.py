@@ -47,7 +47,7 @@ print("\\n".join(os.environ.get("FAKE_SQUEUE_IDS", "").split()))
 FAKE_LAUNCHER = f"""#!{sys.executable}
 import json, os, sys
 with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in (
+    f.write(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {{k: os.environ.get(k) for k in (
         "HF_HUB_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD", "TMPDIR", "VLLM_CACHE_ROOT",
         "GAMUT_TEST_SETUP")}}}}) + "\\n")
 sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
@@ -220,7 +220,7 @@ def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
         for marker in job.markers:
             (done / marker).touch()
     assert prepare(cluster).todo == []
-    res = gamut("slurm", cluster)
+    res = gamut("slurm", cluster, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output
     assert _calls(tmp_path) == []
 
@@ -315,6 +315,45 @@ def test_dry_run_prints_scripts_and_commands_and_writes_nothing(gamut, cluster, 
     assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
     text = dry_run_text(prepare(cluster))
     assert text.strip().endswith("report.sbatch | cut -d';' -f1)")
+
+
+def test_without_a_flag_slurm_only_prints_the_graph(gamut, cluster, tmp_path):
+    res = gamut("slurm", cluster)
+    assert res.exit_code == 0, res.output
+    assert res.output.count("#!/bin/bash") == 17 and "nothing was submitted or written; add --submit" in res.output
+    assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
+
+
+def test_a_dry_run_checks_model_folders_as_a_submission_does(gamut, cluster, tmp_path):
+    shutil.rmtree(tmp_path / "models" / "big")
+    for argv in ((), ("--dry-run",), ("--submit",)):
+        res = gamut("slurm", cluster, *argv)
+        assert res.exit_code == 1 and f"path: model folder not found: {tmp_path / 'models' / 'big'}" in res.output
+        assert "#!/bin/bash" not in res.output and _calls(tmp_path) == []
+
+
+def test_a_job_script_works_from_any_submission_directory(cluster, tmp_path, monkeypatch):
+    """Scripts cd to the folder they were rendered in, so a relative setup line (`source
+    .venv/bin/activate`) means the same when sbatch runs somewhere else."""
+    if BASH is None:
+        pytest.skip("bash not installed")
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    (project / "env.sh").write_text("export GAMUT_TEST_SETUP=from-the-project\n")
+    config = yaml.safe_load(cluster.read_text())
+    config["slurm"]["setup"] = ["source env.sh"]
+    cluster.write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(project)
+    jobs = prepare(cluster).jobs
+    for job in jobs:
+        assert job.script.index(f"cd {project}\n") < job.script.index("source env.sh"), job.key
+    script = elsewhere / "gen.sh"
+    script.write_text(next(j for j in jobs if j.key == "generate.small").script)
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "TMPDIR": str(elsewhere)}
+    res = subprocess.run([BASH, str(script)], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    assert call["cwd"] == str(project) and call["env"]["GAMUT_TEST_SETUP"] == "from-the-project"
 
 
 def test_cli_submit_and_bad_input(gamut, cluster, tmp_path):

@@ -99,6 +99,18 @@ def test_yaml_that_is_not_a_mapping_or_not_utf8(world, expect):
     expect(1, "plan", world.root / "bin.yaml", named=["bin.yaml", "not valid YAML"])
 
 
+def test_a_typo_in_a_named_model_config_is_reported_in_that_file(world, expect):
+    (world.root / "configs" / "models").mkdir(parents=True)
+    model = world.root / "configs" / "models" / "cand.yaml"
+    model.write_text("path: ../../models/cand\nvision: false\nengine:\n  max_model_lenght: 4096\n")
+    cfg = world.config(models=["cand"])
+    for argv in (("plan", cfg), ("slurm", cfg), ("run", "--config", cfg)):
+        out = expect(1, *argv, named=[f"{model}:4: engine.max_model_lenght: unknown key; did you mean "
+                                       "`max_model_len`?"], loads=0)
+        assert "run.yaml" not in out and "Extra inputs" not in out
+    assert not world.run_dir.exists()
+
+
 def test_config_path_that_is_a_directory(world, expect):
     (world.root / "cfgdir").mkdir()
     expect(1, "run", "--config", world.root / "cfgdir", named=["cfgdir", "not a file"])
@@ -214,7 +226,8 @@ def test_run_checks_the_judge_model_folder_before_the_candidate_loads(world, exp
 
 def test_judge_that_cannot_see_is_refused_before_generating(world, expect):
     cfg = world.config(judges=[{"name": "judge", "path": "models/judge", "vision": False, "sees_image": True}])
-    expect(1, "run", "--config", cfg, named=["sees_image"], loads=0)
+    expect(1, "run", "--config", cfg, named=["run.yaml:", "judges.0.sees_image: this judge has vision: false, "
+                                             "so it cannot see the image"], loads=0)
 
 
 def test_every_problem_is_reported_at_once(world, expect):

@@ -161,3 +161,98 @@ def test_check_ids_stable_when_unrelated_item_added_or_edited():
 def test_schema_rejects_bad_items(bad, message):
     with pytest.raises(ValueError, match=message):
         rubric(bad)
+
+
+# -- every compiled check is one well-formed sentence -------------------------------------------
+
+DETERMINERS = ("the", "a", "an", "this", "that", "these", "those", "its", "their", "his", "her", "our",
+               "your", "my", "each", "every", "all", "some", "any", "both", "no")
+
+
+def fragments(item) -> list[str]:
+    """The item's free texts (facts, elements, options, steps, aspects, insight): any form."""
+    texts = [getattr(item, "fact", None), getattr(item, "meta_insight", None),
+             *getattr(item, "elements", []), *getattr(item, "options", []), *getattr(item, "aspects", []),
+             *[s.text for s in getattr(item, "steps", [])]]
+    return [t.rstrip(". ") for t in texts if t]
+
+
+def bad_forms(text: str, item_fragments: list[str]) -> list[str]:
+    """What is wrong with one check's sentence; [] when it is well formed."""
+    import re
+
+    wrong = []
+    frame = text.split(": ", 1)[0]
+    for f in item_fragments:
+        if f and f in frame:  # a free text inside the frame: "addresses <a clause>", "mentions <an order>"
+            wrong.append(f"item text before the colon: {f!r}")
+    if re.search(r"\b(the|a|an) (the|a|an)\b", text, re.IGNORECASE):
+        wrong.append("doubled article")
+    if re.search(r"\s{2,}|\s[:.,;]|\b(of|for|about|describing|relating|to|with respect to)[:.,]", text):
+        wrong.append("an empty subject or stray space")
+    one_of = re.search(r"\bone of (\S+(?: \S+){0,2})", frame)
+    if one_of:
+        words = one_of.group(1).split()
+        if words[0].lower() not in DETERMINERS and not any(w.endswith("'s") for w in words):
+            wrong.append(f"no determiner after 'one of': {one_of.group(1)!r}")
+    if not (text[0].isupper() and text.endswith(".")) or re.search(r"\b(The|A|An)\b", frame[1:]):
+        wrong.append("not one sentence (a capital or no full stop)")
+    return wrong
+
+
+def test_the_well_formedness_check_catches_the_known_bad_forms():
+    clause = "region-based segmentation grows regions from markers"
+    assert bad_forms(f"In relating a and b, the response addresses {clause}.", [clause])
+    assert bad_forms("The response mentions the the walk.", [])
+    assert bad_forms("The response mentions the following as one of The parts: x.", ["x"])
+    assert bad_forms("The response states the following about : x.", ["x"])
+    assert bad_forms("The response mentions the following as one of practical tips for a launch: go early.",
+                     ["go early"])
+    assert not bad_forms("The response mentions the following as one of Hubble's images: the Deep Field.",
+                         ["the Deep Field"])
+
+
+def _sample_items():
+    from gamut_local.config import PROJECT_ROOT
+    from gamut_local.data.dataset import load_questions
+
+    questions = load_questions(PROJECT_ROOT / "gamut_local" / "data" / "sample" / "questions.jsonl",
+                               check_images=False)
+    return [item for q in questions if q.meta_rubric for item in q.meta_rubric.items]
+
+
+def test_every_compiled_check_of_the_sample_is_a_well_formed_sentence():
+    from gamut_local.rubric.compiler import compile_item
+
+    items = _sample_items()
+    checks = [(c, fragments(item)) for item in items for c in compile_item(item)]
+    assert len(checks) > 150
+    wrong = {c.check_id: bad_forms(c.text, f) for c, f in checks if bad_forms(c.text, f)}
+    assert wrong == {}
+
+
+def test_templates_read_well_whatever_form_the_item_text_has():
+    """Clauses, instructions and noun phrases as elements, options and aspects; subjects with
+    and without a determiner or a possessive."""
+    items = rubric(
+        {"id": "tips", "type": "flexible_list", "tier": "valuable", "subject": "practical tips for a launch",
+         "options": ["arrive early, since roads fill up", "binoculars"], "min_required": 1},
+        {"id": "firsts", "type": "strict_list", "tier": "valuable", "subject": "Eileen Collins's firsts",
+         "elements": ["she was the first woman to pilot a Shuttle"]},
+        {"id": "parts", "type": "strict_list", "tier": "valuable", "subject": "The main parts",
+         "elements": ["a first stage"]},
+        {"id": "vs", "type": "relationship", "tier": "valuable", "entities": ["regions", "edges"],
+         "aspects": ["region growing copes better with gaps", "the cost"]},
+        {"id": "anon", "type": "strict_list", "tier": "context", "elements": ["x"]})
+    checks = compile_meta_rubric(items)
+    by_item = {i.id: fragments(i) for i in items.items}
+    assert {c.check_id: bad_forms(c.text, by_item[c.source_item]) for c in checks
+            if bad_forms(c.text, by_item[c.source_item])} == {}
+    texts = {c.check_id: c.text for c in checks}
+    assert texts["tips.option.1"] == ("The response mentions the following as one of the practical tips for a "
+                                      "launch: arrive early, since roads fill up.")
+    assert texts["vs.aspect.1"] == ("In relating regions and edges, the response addresses this point: "
+                                    "region growing copes better with gaps.")
+    assert "one of Eileen Collins's firsts:" in texts["firsts.element.1"]
+    assert "one of the main parts:" in texts["parts.element.1"]
+    assert "one of the required elements: x." in texts["anon.element.1"]

@@ -95,7 +95,7 @@ def _answer(qid, model="m", variant="text_only", response="An answer."):
 
 
 def _spec(**kw) -> JudgeSpec:
-    return JudgeSpec(name="j", path=str(SMOLLM2), vision=False, **kw)
+    return JudgeSpec(name="j", path=str(SMOLLM2), vision=kw.get("sees_image", False), **kw)
 
 
 def test_requests_keep_each_responses_checks_adjacent(tmp_path):
