@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import yaml
 from gamut_local.cluster.slurm import compress_indices, dry_run_text, prepare, submit
 from gamut_local.config import PROJECT_ROOT
 from gamut_local.errors import InputError
+from gamut_local.testing import processes
 
 ROOT = PROJECT_ROOT
 BASH = shutil.which("bash")
@@ -180,7 +180,7 @@ def test_every_rendered_script_passes_bash_n(cluster, tmp_path):
         for job in prepare(cfg, check_inputs=cfg == cluster).jobs:
             script = tmp_path / f"{job.key}.sh"
             script.write_text(job.script)
-            res = subprocess.run([BASH, "-n", str(script)], capture_output=True, text=True)
+            res = processes.run([BASH, "-n", str(script)], timeout=60, waiting_for="bash's syntax check")
             assert res.returncode == 0, f"{cfg}: {job.key}: {res.stderr}"
             assert "{{" not in job.script
             n += 1
@@ -234,7 +234,8 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
     env = {**os.environ, "SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "78",
            "TMPDIR": str(tmp_path / "scratch")}
     (tmp_path / "scratch").mkdir()
-    res = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True)
+    # 60 s here and below: a job script against stand-ins on PATH, no model.
+    res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 0, res.stderr
     (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
     assert call["argv"] == ["generate", "--config", str(cluster.resolve()), "--model", "big",
@@ -247,7 +248,8 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
     assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
     # A failing stage leaves no marker, so the shard is resubmitted next time.
     env["SLURM_ARRAY_TASK_ID"] = "0"
-    res = subprocess.run([BASH, str(script)], env={**env, "FAKE_LAUNCHER_RC": "3"}, capture_output=True, text=True)
+    res = processes.run([BASH, str(script)], env={**env, "FAKE_LAUNCHER_RC": "3"}, timeout=60,
+                        waiting_for="the job script")
     assert res.returncode == 3
     assert sorted(p.name for p in done.iterdir()) == ["generate.big.text_only.shard-1-of-3"]
     assert [j.pending for j in prepare(cluster).jobs if j.key == "generate.big"] == [[0, 1, 2, 3, 5]]
@@ -350,7 +352,7 @@ def test_a_job_script_works_from_any_submission_directory(cluster, tmp_path, mon
     script = elsewhere / "gen.sh"
     script.write_text(next(j for j in jobs if j.key == "generate.small").script)
     env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "TMPDIR": str(elsewhere)}
-    res = subprocess.run([BASH, str(script)], cwd=elsewhere, env=env, capture_output=True, text=True)
+    res = processes.run([BASH, str(script)], cwd=elsewhere, env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 0, res.stderr
     (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
     assert call["cwd"] == str(project) and call["env"]["GAMUT_TEST_SETUP"] == "from-the-project"
@@ -378,7 +380,7 @@ def test_the_dry_run_recipe_runs_as_printed(cluster, tmp_path):
     for path, script in recipe.items():
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(script)
-    res = subprocess.run([BASH, "-euc", submission], capture_output=True, text=True, env=os.environ)
+    res = processes.run([BASH, "-euc", submission], env=os.environ, timeout=60, waiting_for="the submission")
     assert res.returncode == 0, res.stderr
     jobs = _by_name(_calls(tmp_path))
     assert len(jobs) == 17
@@ -422,7 +424,7 @@ def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
     env = {**os.environ, "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "12345",
            "SLURM_JOB_NODELIST": "node-[a-b]", "TMPDIR": str(tmp_path), "GAMUT_RAY_HEAD_WAIT": "0",
            "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_NODE": "node-a"}
-    res = subprocess.run([BASH, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 0, res.stderr
     starts = [json.loads(x) for x in (tmp_path / "ray.log").read_text().splitlines()]
     starts = sorted((s for s in starts if s["argv"][0] == "start"), key=lambda s: s["node"])
