@@ -357,7 +357,7 @@ def view(
         raise InputError([Problem("gamut-local view", None, "", f"needs the `view` extra ({e.name} is "
                                   "missing): pip install -e '.[view]'")])
     serve(run_dir, port=port, annotator=annotator, read_only=read_only, dataset=dataset,
-          echo=lambda line: out.print(line, markup=False))
+          echo=lambda line: out.print(line, markup=False), debug=_OPTIONS["debug"])
 
 
 @app.command()
