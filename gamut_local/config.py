@@ -37,6 +37,10 @@ class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+EXTRA_TYPES = {"pipeline_parallel_size": (int, "a whole number >= 1"),
+               "tokenizer_mode": (str, "a string"), "distributed_executor_backend": (str, "a string")}
+
+
 class EngineArgs(_Config):
     """Passed to the engine; None means the engine's default."""
 
@@ -53,6 +57,20 @@ class EngineArgs(_Config):
     max_pixels: int | None = Field(default=1280 * 32 * 32, ge=1)
     max_num_seqs: int | None = Field(default=None, ge=1)
     extra: dict = {}  # anything else, passed to the engine constructor as is
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_keys_we_read(cls, extra: dict) -> dict:
+        """The keys of `extra` gamut-local reads itself (GPU counts, the SLURM layout, the
+        tokenizer) hold what it reads there; the rest go to the engine unread."""
+        for key, (kind, what) in EXTRA_TYPES.items():
+            value = extra.get(key)
+            if key in extra and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise ValueError(f"extra.{key}: expected {what}, got {value!r}")
+        if extra.get("pipeline_parallel_size", 1) < 1:
+            raise ValueError(f"extra.pipeline_parallel_size: expected a whole number >= 1, "
+                             f"got {extra['pipeline_parallel_size']!r}")
+        return extra
 
 
 class Sampling(_Config):

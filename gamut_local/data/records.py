@@ -157,9 +157,13 @@ def load_image(ref: str, dataset_path: Path):
         return im.convert("RGB")
 
 
-def validate_questions(rows, problems: list[Problem], id_field: str = "question_id"):
+def validate_questions(rows, problems: list[Problem], id_field: str = "question_id",
+                       duplicates: list[Problem] | None = None):
     """Validate (file, line, dict) rows as questions; yield (question, file, line) for the good
-    ones and add a Problem for each bad one or repeated id. Shared by every dataset reader."""
+    ones and add a Problem for each bad one or repeated id (to `duplicates`, where given: the
+    release tolerates bad rows but not two rows that claim one question). Shared by every
+    dataset reader."""
+    duplicates = problems if duplicates is None else duplicates
     first_seen: dict[str, str] = {}
     for file, line, obj in rows:
         try:
@@ -169,8 +173,8 @@ def validate_questions(rows, problems: list[Problem], id_field: str = "question_
             continue
         where = file if line is None else f"{file}:{line}"
         if q.question_id in first_seen:
-            problems.append(Problem(file, line, id_field,
-                                    f"duplicate id {q.question_id!r} (first at {first_seen[q.question_id]})"))
+            duplicates.append(Problem(file, line, id_field,
+                                      f"duplicate id {q.question_id!r} (first at {first_seen[q.question_id]})"))
             continue
         first_seen[q.question_id] = where
         yield q, file, line
