@@ -180,3 +180,19 @@ def test_report_refuses_a_missing_extra_verdict_file_unless_told(world, expect):
     assert "its judge's verdicts are not in this report" in out
     first = report.read_text().splitlines()[0]
     assert first.startswith("> **Warning:**") and "gold.jsonl" in first
+
+
+def test_a_large_yaml_without_aliases_is_not_taken_for_an_alias_bomb():
+    """The alias bound counts what aliases add, not the document's size: an exported rubric of
+    tens of thousands of items reads back; a bomb of the same size is refused."""
+    import yaml
+
+    from gamut_local.config import MAX_YAML_NODES, load_yaml_node
+
+    n = MAX_YAML_NODES // 4  # five nodes each: more nodes than the bound, and no alias
+    big = "items:\n" + "".join(f"- {{id: i{k}, fact: f{k}}}\n" for k in range(n))
+    assert len(load_yaml_node(big)[1]["items"]) == n
+    bomb = "a: &a [" + ", ".join(["x"] * 10) + "]\n" + "".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde"))
+    with pytest.raises(yaml.YAMLError, match="through its aliases"):
+        load_yaml_node(bomb)
