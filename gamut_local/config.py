@@ -44,6 +44,8 @@ class _Config(BaseModel):
 
 
 Lines = dict[tuple, int]  # key path (keys and list indexes) -> 1-based line in its YAML file
+EXTRA_TYPES = {"pipeline_parallel_size": (int, "a whole number >= 1"),
+               "tokenizer_mode": (str, "a string"), "distributed_executor_backend": (str, "a string")}
 
 
 class _Located(_Config):
@@ -99,6 +101,20 @@ class EngineArgs(_Config):
     extra: dict = Field(default={}, examples=[{"quantization": "fp8", "pipeline_parallel_size": 2}],
                         description=("Anything else, passed to the engine constructor as is; part of "
                                      "the settings hash."))
+
+    @field_validator("extra")
+    @classmethod
+    def _extra_keys_we_read(cls, extra: dict) -> dict:
+        """The keys of `extra` gamut-local reads itself (GPU counts, the SLURM layout, the
+        tokenizer) hold what it reads there; the rest go to the engine unread."""
+        for key, (kind, what) in EXTRA_TYPES.items():
+            value = extra.get(key)
+            if key in extra and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise ValueError(f"extra.{key}: expected {what}, got {value!r}")
+        if extra.get("pipeline_parallel_size", 1) < 1:
+            raise ValueError(f"extra.pipeline_parallel_size: expected a whole number >= 1, "
+                             f"got {extra['pipeline_parallel_size']!r}")
+        return extra
 
 
 class Sampling(_Config):
@@ -324,10 +340,15 @@ class RunSpec(_Located):
         return [variant]
 
 
-MAX_YAML_NODES = 100_000  # a config expanded through its aliases; far above any real one
+MAX_YAML_NODES = 100_000  # values that aliases may add to a document; far above any real use
 
 
-class _StrictLoader(yaml.SafeLoader):
+# libyaml's parser where PyYAML was built with it: the pure-Python scanner takes a minute
+# on an exported rubric of 20,000 items. The constructor (and so every rule below) is the same.
+_SAFE_BASE = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _StrictLoader(_SAFE_BASE):
     """Safe YAML with a key given twice refused (PyYAML keeps the last silently) and aliases
     bounded: a cyclic alias, or an alias bomb that would expand to gigabytes, is an error."""
 
@@ -347,8 +368,19 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _check_aliases(node) -> None:
+    """Raise on a cyclic alias, or on aliases that add more than MAX_YAML_NODES values to the
+    document (an alias bomb); a large document without aliases (an exported rubric of 10,000
+    items) is not bounded."""
+    memo: dict = {}
+    if _expanded_size(node, memo, set()) > len(memo) + MAX_YAML_NODES:
+        raise yaml.composer.ComposerError(None, None, f"expands to more than {MAX_YAML_NODES} values "
+                                          "through its aliases", node.start_mark)
+
+
 def _expanded_size(node, memo: dict, stack: set) -> int:
-    """Nodes in the document with every alias expanded; raises on a cycle or past the bound."""
+    """Nodes in the document with every alias expanded (memoised: linear in the distinct
+    nodes); raises on a cycle."""
     if id(node) in stack:
         raise yaml.composer.ComposerError(None, None, "an alias refers to itself (a cycle)", node.start_mark)
     if id(node) in memo:
@@ -361,9 +393,6 @@ def _expanded_size(node, memo: dict, stack: set) -> int:
     else:
         size = 1
     stack.discard(id(node))
-    if size > MAX_YAML_NODES:
-        raise yaml.composer.ComposerError(None, None, f"expands to more than {MAX_YAML_NODES} values "
-                                          "through its aliases", node.start_mark)
     memo[id(node)] = size
     return size
 
@@ -395,7 +424,7 @@ def load_yaml_lines(text: str) -> tuple[object, Lines]:
         node = loader.get_single_node()
         if node is None:
             return None, {}
-        _expanded_size(node, {}, set())
+        _check_aliases(node)
         return loader.construct_document(node), _node_lines(node)
     finally:
         loader.dispose()
@@ -404,6 +433,20 @@ def load_yaml_lines(text: str) -> tuple[object, Lines]:
 def load_yaml_text(text: str):
     """YAML as our configs are read: safe, no repeated keys, aliases bounded."""
     return load_yaml_lines(text)[0]
+
+
+def load_yaml_node(text: str):
+    """(node tree, value) of one YAML document read as `load_yaml_text` reads it: the tree for
+    callers that point at the line of a field (`import` of an edited rubric)."""
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        _check_aliases(node)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _read_yaml(path: Path) -> tuple[dict, Lines]:

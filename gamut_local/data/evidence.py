@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
-from gamut_local.rubric.schema import Snippet
+from gamut_local.rubric.schema import Snippet, repeated
 from gamut_local.rundir.store import read_jsonl
 
 NonEmpty = Annotated[str, Field(min_length=1)]
@@ -145,8 +145,7 @@ def load_evidence(path: str | Path, max_chars: int = MAX_SNIPPET_CHARS) -> dict[
     else:
         evidence = _from_jsonl(path, problems)
     for qid, snippets in evidence.items():
-        ids = [s.id for s in snippets]
-        for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        for dup in repeated(s.id for s in snippets):
             problems.append(Problem(str(path), None, "id", f"question {qid!r}: snippet id {dup!r} is repeated"))
     if problems:
         raise InputError(problems)

@@ -16,8 +16,10 @@ One bad part of a row does not cost the other rows. Warnings keep what they conc
 of an unknown snippet (dropped from the check's evidence), a snippet without text or id (left
 out), snippet ids and citations of different types (a number vs text; matched as text, one
 warning per file). A row that cannot become a usable question (no id, no question, no checks, a check
-without text, a duplicate id) is left out and named `FILE[row i]: field: message`; the other
-rows load. With `strict=True` every warning and every such row is an error instead.
+without text) is left out and named `FILE[row i]: field: message`; the other rows load. With
+`strict=True` every warning and every such row is an error instead. Two rows with one
+`session_id`, or a `Citation` that is not one id (a list), are errors always: which row is the
+question, or what the file's columns mean, would be a guess.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class RowNotes:
 
     errors: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
+    # Not the release's shape (a parquet column has one type in every row): the file is refused.
+    shape: list[tuple[str, str]] = field(default_factory=list)
     snippet_id_types: set[str] = field(default_factory=set)
     citation_types: set[str] = field(default_factory=set)
 
@@ -166,7 +170,12 @@ def _citations(item: dict, where: str, known: set[str], notes: RowNotes) -> list
         if not isinstance(spec, dict):
             notes.warnings.append((f"{where}.Specifics.{j}", "expected a mapping; ignored"))
             continue
-        cite = _text(spec.get("Citation"))
+        raw = spec.get("Citation")
+        if isinstance(raw, (list, dict, bool)):
+            notes.shape.append((f"{where}.Specifics.{j}.Citation", f"expected one snippet id, got "
+                                f"{type(raw).__name__} {raw!r}"))
+            continue
+        cite = _text(raw)
         if not cite:
             continue
         notes.citation_types.add(_type_name(spec.get("Citation")))
@@ -240,12 +249,15 @@ def _id_type_warning(path: Path, rows: list[int]) -> Problem:
                    f"text), first at row {rows[0]}; matched as text, checks kept")
 
 
-def _read_records(path: Path, rows: list[dict], errors: list[Problem], warnings: list[Problem]):
-    """(where, None, record) for each usable row; every row's notes go to errors / warnings."""
+def _read_records(path: Path, rows: list[dict], errors: list[Problem], warnings: list[Problem],
+                  fatal: list[Problem]):
+    """(where, None, record) for each usable row; every row's notes go to errors / warnings
+    (and to `fatal`, what makes the file unusable)."""
     mixed = []
     for i, row in enumerate(rows):
         where = f"{path}[row {i}]"
         record, notes = row_to_record(row)
+        fatal.extend(Problem(where, None, f, m) for f, m in notes.shape)
         errors.extend(Problem(where, None, f, m) for f, m in notes.errors)
         warnings.extend(Problem(where, None, f, m) for f, m in notes.warnings)
         mixed += [i] if notes.mixed_id_types() else []
@@ -270,8 +282,11 @@ def load_release(path: str | Path, *, strict: bool = False) -> Loaded:
         raise InputError([Problem(str(path), None, "", "file has no rows")])
     errors: list[Problem] = []
     warnings: list[Problem] = []
-    records = _read_records(path, rows, errors, warnings)
-    questions = [q for q, _, _ in validate_questions(records, errors, id_field="session_id")]
+    fatal: list[Problem] = []
+    records = _read_records(path, rows, errors, warnings, fatal)
+    questions = [q for q, _, _ in validate_questions(records, errors, id_field="session_id", duplicates=fatal)]
+    if fatal:  # two rows for one session_id, or a column of another type: no row is to be trusted
+        raise InputError(fatal)
     if strict and (errors or warnings):
         raise InputError(errors + warnings)
     if not questions:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rubric.compiler import checks_for
-from gamut_local.rubric.schema import Check, MetaRubric, Snippet
+from gamut_local.rubric.schema import Check, MetaRubric, Snippet, repeated
 from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, Tier, Variant, VerdictLabel
@@ -67,8 +67,7 @@ class Question(_Record):
         if self.meta_rubric is None and not self.checks:
             raise ValueError("a question needs a meta_rubric or a non-empty checks list")
         for checks in (self.checks, self.checks_text_only):
-            ids = [c.check_id for c in checks or []]
-            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            dupes = repeated(c.check_id for c in checks or [])
             if dupes:
                 raise ValueError(f"check ids must be unique; repeated: {', '.join(dupes)}")
         if self.snippets is not None:
@@ -96,8 +95,8 @@ class Question(_Record):
 
 
 def _check_citations(snippets: list[Snippet], checks: list[Check]) -> None:
-    ids = [s.id for s in snippets]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    ids = {s.id for s in snippets}
+    dupes = repeated(s.id for s in snippets)
     if dupes:
         raise ValueError(f"snippet ids must be unique; repeated: {', '.join(dupes)}")
     for c in checks:
@@ -158,9 +157,13 @@ def load_image(ref: str, dataset_path: Path):
         return im.convert("RGB")
 
 
-def validate_questions(rows, problems: list[Problem], id_field: str = "question_id"):
+def validate_questions(rows, problems: list[Problem], id_field: str = "question_id",
+                       duplicates: list[Problem] | None = None):
     """Validate (file, line, dict) rows as questions; yield (question, file, line) for the good
-    ones and add a Problem for each bad one or repeated id. Shared by every dataset reader."""
+    ones and add a Problem for each bad one or repeated id (to `duplicates`, where given: the
+    release tolerates bad rows but not two rows that claim one question). Shared by every
+    dataset reader."""
+    duplicates = problems if duplicates is None else duplicates
     first_seen: dict[str, str] = {}
     for file, line, obj in rows:
         try:
@@ -170,8 +173,8 @@ def validate_questions(rows, problems: list[Problem], id_field: str = "question_
             continue
         where = file if line is None else f"{file}:{line}"
         if q.question_id in first_seen:
-            problems.append(Problem(file, line, id_field,
-                                    f"duplicate id {q.question_id!r} (first at {first_seen[q.question_id]})"))
+            duplicates.append(Problem(file, line, id_field,
+                                      f"duplicate id {q.question_id!r} (first at {first_seen[q.question_id]})"))
             continue
         first_seen[q.question_id] = where
         yield q, file, line

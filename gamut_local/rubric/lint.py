@@ -10,7 +10,9 @@ The numbers the balance rules compare with are the paper's: about 15.2 checks pe
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from gamut_local.rubric.compiler import checks_for
@@ -53,38 +55,67 @@ def _words(text: str) -> set[str]:
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
-    return len(a & b) / len(a | b) if a | b else 1.0
+    both = len(a & b)
+    union = len(a) + len(b) - both
+    return both / union if union else 1.0
 
 
-def _check_fields(question) -> dict[str, str]:
+def _check_fields(question, checks) -> dict[str, str]:
     """check_id -> the field a finding about it points at (its source item, or its place)."""
     if question.checks:
         return {c.check_id: f"checks.{i}" for i, c in enumerate(question.checks)}
     index = {item.id: i for i, item in enumerate(question.meta_rubric.items)}
-    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks_for(question)}
+    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks}
 
 
-def duplicate_checks(question):
+def first_near_duplicates(words: list[set[str]], groups: list, threshold: float = NEAR_DUPLICATE) -> dict:
+    """j -> the first i < j whose word set has Jaccard >= `threshold` with j's, from another
+    group (`groups[i] is None` or differs): what comparing every pair finds, without doing so.
+
+    Prefix filtering: with the words of each set in one order (rarest first), two sets of
+    Jaccard >= t share a word among the first |x| - ceil(t|x|) + 1 of each, so only sets
+    indexed under one of j's first words are compared. Exact, not sampled: the candidates are
+    scored with the same `_jaccard` as before."""
+    freq = Counter(w for ws in words for w in ws)
+    index: dict[str, list[int]] = {}
+    empty: list[int] = []  # no content words: Jaccard 1 with each other, 0 with the rest
+    found = {}
+    for j, ws in enumerate(words):
+        ordered = sorted(ws, key=lambda w: (freq[w], w))
+        # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
+        prefix = ordered[:len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1] if ws else []
+        candidates = sorted({i for w in prefix for i in index.get(w, ())}) if ws else empty
+        # Jaccard >= t needs t|x| <= |y| <= |x|/t (the hair again: only ever more candidates)
+        low, high = threshold * len(ws) - 1e-9, len(ws) / threshold + 1e-9
+        for i in candidates:
+            if (groups[j] is None or groups[i] != groups[j]) and low <= len(words[i]) <= high \
+                    and _jaccard(words[i], ws) >= threshold:
+                found[j] = i
+                break
+        for w in prefix:
+            index.setdefault(w, []).append(j)
+        if not ws:
+            empty.append(j)
+    return found
+
+
+def duplicate_checks(question, checks):
     """Two checks with the same text (error), or with nearly the same words (warning). Checks
     compiled from one item are alike by design ("mentions X as one of ..."), so near-duplicates
     are only sought between items."""
-    checks, fields, seen = checks_for(question), _check_fields(question), {}
-    words = [_words(c.text) for c in checks]
+    fields, seen = _check_fields(question, checks), {}
+    near = first_near_duplicates([_words(c.text) for c in checks], [c.source_item for c in checks])
     for j, c in enumerate(checks):
         norm = " ".join(c.text.lower().split())
         if norm in seen:
             yield fields[c.check_id], ERROR, f"check {c.check_id!r} repeats check {seen[norm]!r} word for word"
             continue
         seen[norm] = c.check_id
-        for i in range(j):
-            other = checks[i]
-            same_item = c.source_item is not None and c.source_item == other.source_item
-            if not same_item and _jaccard(words[i], words[j]) >= NEAR_DUPLICATE:
-                yield fields[c.check_id], WARNING, f"check {c.check_id!r} nearly repeats check {other.check_id!r}"
-                break
+        if j in near:
+            yield fields[c.check_id], WARNING, f"check {c.check_id!r} nearly repeats check {checks[near[j]].check_id!r}"
 
 
-def no_subject(question):
+def no_subject(question, checks):
     """Checks must be self-contained: an item without `subject` compiles to checks that say
     "the required elements" or "the process" and name nothing a judge can place."""
     if question.meta_rubric is not None:
@@ -101,7 +132,7 @@ def _joins_facts(text: str) -> bool:
     return ";" in text or " as well as " in text or bool(_SENTENCES.search(text.strip()))
 
 
-def joined_facts(question):
+def joined_facts(question, checks):
     """One check, one fact: a fact, element or step with several sentences, a semicolon or
     "as well as" makes a judge grade two things as one."""
     if question.meta_rubric is not None:
@@ -122,7 +153,7 @@ def joined_facts(question):
             yield f"checks.{i}.text", WARNING, f"check {c.check_id!r} joins several facts; split it"
 
 
-def redundant_options(question):
+def redundant_options(question, checks):
     """A flexible list that requires every option is a strict list: its per-option checks
     (one tier down) repeat what the coverage check already demands."""
     for i, item in enumerate(question.meta_rubric.items if question.meta_rubric else []):
@@ -132,14 +163,14 @@ def redundant_options(question):
                  f"are redundant; make it a strict_list or lower min_required")
 
 
-def one_step_process(question):
+def one_step_process(question, checks):
     for i, item in enumerate(question.meta_rubric.items if question.meta_rubric else []):
         if isinstance(item, Process) and len(item.steps) == 1:
             yield f"meta_rubric.items.{i}.steps", WARNING, \
                 f"item {item.id!r} is a process with one step, which orders nothing; make it a simple item"
 
 
-def no_evidence(question):
+def no_evidence(question, checks):
     """The paper grounds every item in web evidence; an uncited item cannot be audited."""
     for i, item in enumerate(question.meta_rubric.items if question.meta_rubric else []):
         if not item.evidence:
@@ -165,7 +196,7 @@ def _entity_names(question) -> list[str]:
     return names
 
 
-def stranger_test(question):
+def stranger_test(question, checks):
     """The paper's stranger test: a multimodal question refers to the image generically
     ("this drink"); a question that names the entity can be answered without looking."""
     if question.image is None and question.question_text_only is None:
@@ -180,9 +211,8 @@ def stranger_test(question):
             return
 
 
-def check_count(question):
+def check_count(question, checks):
     """Per question: a check count far from the paper's 15.2, or no answer-critical check."""
-    checks = checks_for(question)
     n = len(checks)
     if not PAPER_CHECKS / FAR <= n <= PAPER_CHECKS * FAR:
         yield "", WARNING, f"{n} checks, far from the paper's mean of {PAPER_CHECKS}"
@@ -194,25 +224,24 @@ RULES = (duplicate_checks, no_subject, joined_facts, redundant_options, one_step
          stranger_test, check_count)
 
 
-def lint_question(question, file: str, line: int | None) -> list[Finding]:
+def lint_question(question, file: str, line: int | None, checks=None) -> list[Finding]:
+    """Every rule on one question; `checks`: its compiled checks, when the caller has them."""
+    checks = checks_for(question) if checks is None else checks
     out = []
     for rule in RULES:
-        for field, severity, message in rule(question):
+        for field, severity, message in rule(question, checks):
             out.append(Finding(file, line, field, severity, rule.__name__, message))
     return out
 
 
-def tier_balance(questions, file: str) -> list[Finding]:
-    """Dataset level: mean checks per tier far from the paper's 5.9 / 5.8 / 3.5."""
-    if not questions:
+def tier_balance(counts: dict[str, int], n_questions: int, file: str) -> list[Finding]:
+    """Dataset level: mean checks per tier (`counts` over `n_questions`) far from the paper's
+    5.9 / 5.8 / 3.5."""
+    if not n_questions:
         return []
-    counts = {t: 0 for t in TIERS}
-    for question in questions:
-        for c in checks_for(question):
-            counts[c.tier] += 1
     out = []
     for t in TIERS:
-        mean = counts[t] / len(questions)
+        mean = counts.get(t, 0) / n_questions
         want = PAPER_TIER_CHECKS[t]
         if not want / FAR_DATASET <= mean <= want * FAR_DATASET:
             out.append(Finding(file, None, "<dataset>", WARNING, "tier_balance",
@@ -221,6 +250,11 @@ def tier_balance(questions, file: str) -> list[Finding]:
 
 
 def lint_questions(entries, file: str) -> list[Finding]:
-    """`entries`: (question, line) pairs of one dataset file."""
-    findings = [f for question, line in entries for f in lint_question(question, file, line)]
-    return findings + tier_balance([question for question, _ in entries], file)
+    """`entries`: (question, line) pairs of one dataset file. Each question is compiled once."""
+    findings, counts, n = [], Counter(), 0
+    for question, line in entries:
+        checks = checks_for(question)
+        findings += lint_question(question, file, line, checks)
+        counts.update(c.tier for c in checks)
+        n += 1
+    return findings + tier_balance(counts, n, file)

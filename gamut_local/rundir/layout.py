@@ -110,6 +110,13 @@ def verdict_siblings(run_dir: Path, judge: str, model: str, variant: str) -> lis
     return _siblings(verdicts_path(run_dir, judge, model, variant))
 
 
+def check_seed(seed: int, source: str = "--seed") -> None:
+    """A bootstrap seed is what numpy takes: a whole number >= 0 (the run config's `seed` has
+    the same bound, config.RunSpec)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError([Problem(source, None, "", f"must be a whole number >= 0, got {seed!r}")])
+
+
 def check_chunk_size(n: int | None, source: str = "--chunk-size") -> None:
     """A chunk is requests per engine call and per atomic append: at least one."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):

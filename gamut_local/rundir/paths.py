@@ -41,6 +41,9 @@ def output_problems(out: str | Path, inputs, *, field: str = "--out", folder: bo
         elif real in ri.parents and (folder or out.is_dir()):
             problems.append(Problem(where, None, field, f"contains the input {i}; choose an output "
                                     "folder that holds no input"))
+        elif ri in real.parents and i.is_dir():  # `import DIR --out DIR/0001-x.yaml`
+            problems.append(Problem(where, None, field, f"is inside the input folder {i}, which the "
+                                    "command reads whole; choose an output path outside it"))
     if not folder and out.is_dir():
         problems.append(Problem(where, None, field, "is a directory; give a file path"))
     if folder and out.exists() and not out.is_dir():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -68,15 +69,38 @@ def parse_line(text: str) -> Any:
     return json.loads(text, object_pairs_hook=_no_repeats)
 
 
-def _line_problem(text: str) -> tuple[Any, str | None]:
+# An escape in U+D800-U+DFFF: a surrogate, which is text only as the half of a pair.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _lone_surrogate(text: str, value: Any) -> bool:
+    """`\\ud800` alone parses to a string no file can hold (writing it raises
+    UnicodeEncodeError later, far from the input); pairs are fine. Only a text with such an
+    escape is checked, so records without one cost one regex scan."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return False
     try:
-        return parse_line(text), None
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def parse_json_text(text: str) -> tuple[Any, str | None]:
+    """(value, None), or (None, why) for text that is not one strict JSON value: not JSON, a
+    key repeated, nested too deeply, or a lone surrogate. Every JSON reader of user input
+    (record files, the viewer's request bodies) goes through here."""
+    try:
+        value = parse_line(text)
     except json.JSONDecodeError as e:
         return None, f"not valid JSON: {e.msg} at column {e.colno}"
     except _RepeatedKey as e:
         return None, f"key {e.args[0]!r} appears twice in this object"
     except RecursionError:
         return None, "JSON nested too deeply"
+    if _lone_surrogate(text, value):
+        return None, "a string holds a lone surrogate (an escape such as \\ud800 without its pair), not text"
+    return value, None
 
 
 def _read_bytes(path: Path, problems: list[Problem]) -> bytes | None:
@@ -129,7 +153,7 @@ def read_jsonl(path: str | Path, *, allow_empty: bool = False, problems: list[Pr
         except UnicodeDecodeError as e:
             text, bad = None, f"not valid UTF-8 (byte {e.start})"
         else:
-            obj, bad = _line_problem(text)
+            obj, bad = parse_json_text(text)
         if bad and no == unterminated and torn_tail_ok:
             JOURNAL.notices.append(f"{name}:{no}: torn last line (a write cut short) ignored; "
                                    "the stage that owns this file redoes it on its next run")

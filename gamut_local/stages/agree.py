@@ -13,6 +13,7 @@ from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.outputs import AgreementFile
 from gamut_local.analysis.scoring import Scores, score_table
 from gamut_local.data.verdict_table import VerdictTable, read_verdicts, table_from_records
+from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.tables import read_verdict_table, write_model
 
 
@@ -26,6 +27,11 @@ def agreement_document(table: VerdictTable, scores: Scores | None = None) -> Agr
 def write_agreement(out: Path, paths: list[Path], console: Console | None = None,
                     gold: str | None = None) -> AgreementFile:
     table = read_verdict_table(paths, console)
+    judges = sorted({table.judges[j] for j in set(table.judge.tolist())})
+    if len(judges) < 2:  # nothing to compare: an agreement file of no pairs would look like a result
+        raise InputError([Problem(", ".join(str(p) for p in paths), None, "judge",
+                                  f"only one judge ({', '.join(judges) or 'none'}) in these verdict files; "
+                                  "agree compares two or more judges on the same responses")])
     doc = agreement_document(table)
     write_model(Path(out), doc)
     if gold is not None:  # against human verdicts: OUT.calibration.json + OUT.reliability.png

@@ -95,11 +95,17 @@ def agreement_path(run_dir: Path) -> Path:
     return Path(run_dir) / "scores" / "agreement.json"
 
 
-def run_inputs(run_dir: Path, dataset: Path | None = None) -> tuple[list[Path], Path | None, list[str]]:
+MISSING_VERDICTS = "Verdicts: manifest.json lists extra verdict file"
+
+
+def run_inputs(run_dir: Path, dataset: Path | None = None, *,
+               allow_missing: bool = False) -> tuple[list[Path], Path | None, list[str]]:
     """The run's verdict files, its dataset (or None) and notes on what is absent.
 
     Verdicts are `verdicts/<judge>/*.jsonl` (shards included) plus the run's
-    `extra_verdicts` that manifest.json records (e.g. the sample's gold verdicts).
+    `extra_verdicts` that manifest.json records (e.g. the sample's gold verdicts). One of
+    those that is gone is an error: the report would leave its judge out. `allow_missing`
+    makes it a note (which the report puts first, and the command prints).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -108,13 +114,20 @@ def run_inputs(run_dir: Path, dataset: Path | None = None) -> tuple[list[Path], 
     manifest = _manifest(run_dir)
     files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
     extra = _from_manifest(manifest, "extra_verdicts") if manifest else None
-    for ref in extra if isinstance(extra, list) else []:
+    gone = []
+    for i, ref in enumerate(extra if isinstance(extra, list) else []):
         path = _locate(str(ref), run_dir)
-        if path is None:
-            notes.append(f"Verdicts: manifest.json lists extra verdict file {ref}, which is not "
+        if path is None and not allow_missing:
+            gone.append(Problem(str(run_dir / "manifest.json"), None, f"config.extra_verdicts.{i}",
+                                f"{ref} is not readable from here, so its judge would be left out of the "
+                                "report; restore it, or give --allow-missing-verdicts to report without it"))
+        elif path is None:
+            notes.append(f"{MISSING_VERDICTS} {ref}, which is not "
                          "readable from here; its judge's verdicts are not in this report.")
         elif path.resolve() not in {f.resolve() for f in files}:
             files.append(path)
+    if gone:
+        raise InputError(gone)
     if not files:
         raise InputError([Problem(str(run_dir / "verdicts"), None, "",
                                   "no verdict files: expected verdicts/<judge>/<model>.<variant>.jsonl")])
@@ -151,10 +164,15 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
 
 
 def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
-                 console: Console | None = None) -> Path:
-    """Write report.md, figures/ and tables/ into the run directory; return report.md's path."""
+                 console: Console | None = None, allow_missing: bool = False, warn=None) -> Path:
+    """Write report.md, figures/ and tables/ into the run directory; return report.md's path.
+    `allow_missing`: report without a missing extra verdict file (run_inputs), each such gap
+    given to `warn` too and listed in the report's first lines."""
     run_dir = Path(run_dir)
-    files, dataset_path, notes = run_inputs(run_dir, dataset)
+    files, dataset_path, notes = run_inputs(run_dir, dataset, allow_missing=allow_missing)
+    missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
+    for note in missing if warn else []:
+        warn(note)
     # The drawing workers start before anything is computed: they load matplotlib meanwhile.
     with drawing_pool() as workers:
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
@@ -170,7 +188,8 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     report = run_dir / "report.md"
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
-    write_text_atomic(report, render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
-                                     notes, N_BOOT)
+    top = "".join(f"> **Warning:** {n}\n" for n in missing) + ("\n" if missing else "")
+    write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
+                                           notes, N_BOOT)
                       + report_section(run_dir, files, console=console))
     return report

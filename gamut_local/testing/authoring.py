@@ -64,6 +64,21 @@ max_chars: 40
     return cfg
 
 
+def all_pairs_near_duplicates(words: list[set[str]], groups: list, threshold: float) -> dict:
+    """The duplicate rule's search as it was, every pair compared: j -> the first i < j of
+    another group with Jaccard >= threshold. The oracle for `rubric.lint.first_near_duplicates`
+    in its tests and scripts/bench_authoring.py (quadratic: keep it to a few thousand sets)."""
+    found = {}
+    for j in range(len(words)):
+        for i in range(j):
+            union = words[i] | words[j]
+            jaccard = len(words[i] & words[j]) / len(union) if union else 1.0
+            if (groups[j] is None or groups[i] != groups[j]) and jaccard >= threshold:
+                found[j] = i
+                break
+    return found
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m gamut_local.testing.authoring FOLDER [N] [--folder]`: the README's inputs."""
     import sys

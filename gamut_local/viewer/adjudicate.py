@@ -18,24 +18,25 @@ from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rundir.human import human_judge
 from gamut_local.rundir.layout import check_name, verdicts_path
 from gamut_local.rundir.store import append_jsonl
+from gamut_local.viewer.body import Field
 from gamut_local.viewer.index import RunIndex
 from gamut_local.vocab import JUDGE_LABELS, TIERS
 
 NOTE_MAX = 2000
+# What a verdict request holds, exactly (viewer.body.read_json_body checks names and types).
+VERDICT_FIELDS = {"question_id": Field(), "model": Field(), "variant": Field(), "check_id": Field(),
+                  "verdict": Field(), "note": Field(required=False)}
 _LOCK = threading.Lock()  # one append at a time, so file order is time order
 
 
 def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
-    """Validate a verdict from the queue and append it; returns the record written."""
+    """Validate a verdict from the queue (a body read with VERDICT_FIELDS, so its fields are
+    strings already) and append it; returns the record written."""
     judge = human_judge(annotator)
-    fields = {k: body.get(k) for k in ("question_id", "model", "variant", "check_id", "verdict")}
-    problems = [Problem("request", None, k, "required (a string)") for k, v in fields.items()
-                if not isinstance(v, str) or not v]
+    fields = {k: body[k] for k in ("question_id", "model", "variant", "check_id", "verdict")}
     note = body.get("note") or None
-    if note is not None and (not isinstance(note, str) or len(note) > NOTE_MAX):
-        problems.append(Problem("request", None, "note", f"a string of at most {NOTE_MAX} characters"))
-    if problems:
-        raise InputError(problems)
+    if note is not None and len(note) > NOTE_MAX:
+        raise InputError([Problem("request", None, "note", f"a string of at most {NOTE_MAX} characters")])
     if fields["verdict"] not in JUDGE_LABELS:
         raise InputError([Problem("request", None, "verdict", f"one of {', '.join(JUDGE_LABELS)}")])
     cell = index.cell_of(fields["question_id"], fields["model"], fields["variant"], fields["check_id"])

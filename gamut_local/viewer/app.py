@@ -3,14 +3,18 @@
 Safe by default: `serve` binds 127.0.0.1 only; every request whose Host (or Origin, when sent)
 is not this machine's loopback name is refused, so a web page elsewhere cannot reach the app
 through DNS rebinding; writes need a JSON body (a cross-site form cannot send one without a
-preflight we never answer). No request path reaches the file system: images are looked up by
+preflight we never answer) and, for defence in depth, come from this app's own pages: a write
+whose Origin is another (another port on localhost too) or whose `Sec-Fetch-Site` says it
+crossed sites is refused. Bodies are read by `viewer.body`, strictly. An unexpected error in a
+handler is a one-line 500 and one line on the console, its traceback only with `--debug`.
+No request path reaches the file system: images are looked up by
 question id in the dataset, figures by name among the run's `figures/*.png`, static files by
 name in a fixed list.
 """
 
 from __future__ import annotations
 
-import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
@@ -25,7 +29,8 @@ from gamut_local.data.records import resolve_image
 from gamut_local.errors import InputError
 from gamut_local.rundir.human import check_annotator, human_judge
 from gamut_local.viewer import pages
-from gamut_local.viewer.adjudicate import record_verdict
+from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
+from gamut_local.viewer.body import BodyError, read_json_body
 from gamut_local.viewer.index import RunIndex, open_run
 
 HERE = Path(__file__).parent
@@ -42,8 +47,21 @@ def _hostname(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _foreign_write(headers: dict[str, str]) -> bool:
+    """A write not sent by this app's own pages: Sec-Fetch-Site says it crossed origins
+    (`same-site` is another port or subdomain), or Origin is not exactly this Host."""
+    if headers.get("sec-fetch-site", "").strip().lower() in ("cross-site", "same-site"):
+        return True
+    origin = headers.get("origin")
+    return origin is not None and origin.strip().lower() != f"http://{headers.get('host', '').strip().lower()}"
+
+
 class LocalOnly:
-    """ASGI guard: refuse requests addressed to any name but this machine's loopback."""
+    """ASGI guard: refuse requests addressed to any name but this machine's loopback, and
+    writes that come from another origin."""
 
     def __init__(self, app, names=LOCAL_NAMES):
         self.app, self.names = app, frozenset(names)
@@ -58,7 +76,39 @@ class LocalOnly:
                 await PlainTextResponse("refused: this app answers only requests to localhost", 403)(
                     scope, receive, send)
                 return
+            if scope["method"] not in SAFE_METHODS and _foreign_write(headers):
+                await JSONResponse({"error": "refused: writes come only from this app's own pages"}, 403)(
+                    scope, receive, send)
+                return
         await self.app(scope, receive, send)
+
+
+class NoTraceback:
+    """ASGI guard: an exception in a handler (a bug: bad input is answered before) becomes a
+    500 with one line of JSON and one line on the console; `debug` lets it through, with its
+    traceback, as Starlette and uvicorn print it."""
+
+    def __init__(self, app, debug: bool = False):
+        self.app, self.debug = app, debug
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self.debug:
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking)
+        except Exception as e:  # noqa: BLE001 - the point: no traceback reaches the console
+            print(f"internal error on {scope.get('method')} {scope.get('path')}: {type(e).__name__}: {e} "
+                  "(run `gamut-local --debug view ...` for the traceback)", file=sys.stderr)
+            if not started:
+                await JSONResponse({"error": f"internal error: {type(e).__name__}"}, 500)(scope, receive, send)
 
 
 def _templates():
@@ -150,16 +200,11 @@ async def post_verdict(request):
     if not v.writable:
         why = "read-only" if v.read_only else "no --annotator given"
         return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
-    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-        return JSONResponse({"error": "send the verdict as application/json"}, 415)
     try:
-        body = json.loads(await request.body())
-    except (ValueError, UnicodeDecodeError):
-        return JSONResponse({"error": "the body is not JSON"}, 400)
-    if not isinstance(body, dict):
-        return JSONResponse({"error": "expected a JSON object"}, 400)
-    try:
+        body = await read_json_body(request, VERDICT_FIELDS)
         rec = record_verdict(v.index, v.annotator, body)
+    except BodyError as e:
+        return JSONResponse({"error": e.reason}, e.status)
     except InputError as e:
         return JSONResponse({"error": "; ".join(str(p) for p in e.problems)}, 400)
     except LookupError as e:
@@ -206,26 +251,29 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
           Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
 
 
-def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool = False) -> Starlette:
-    """The app over an opened run. Without an annotator (or with read_only) nothing is written."""
+def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool = False,
+               debug: bool = False) -> Starlette:
+    """The app over an opened run. Without an annotator (or with read_only) nothing is written.
+    `debug`: an internal error shows its traceback (`gamut-local --debug view`)."""
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
     env = _templates()
     for name in ("overview.html", "questions.html", "question.html", "queue.html"):
         env.get_template(name)  # compiled now, not on a user's first request
-    app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly)])
+    app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly), Middleware(NoTraceback, debug=debug)],
+                    debug=debug)
     app.state.view = View(index, annotator, judge, judge is not None and not read_only, read_only, env)
     return app
 
 
 def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read_only: bool = False,
-          dataset: Path | None = None, echo=print) -> None:
+          dataset: Path | None = None, echo=print, debug: bool = False) -> None:
     """Open the run, print the URL and serve on 127.0.0.1 until interrupted."""
     import uvicorn
 
     if annotator is not None:
         check_annotator(annotator)
     index = open_run(run_dir, dataset, cache="read" if read_only else "use")
-    app = create_app(index, annotator=annotator, read_only=read_only)
+    app = create_app(index, annotator=annotator, read_only=read_only, debug=debug)
     mode = "read-only" if read_only or annotator is None else f"annotating as human-{annotator}"
     echo(f"{len(index.cells.key):,} (response, check) cells, {int(index.cells.disagree.sum()):,} with "
          f"judges disagreeing; {mode}")

@@ -188,16 +188,18 @@ def test_not_parquet_missing_file_and_no_usable_row(tmp_path):
     assert [p.message for p in e.value.problems][-1] == "none of its 1 rows is a usable question"
 
 
-def test_row_with_no_items_and_a_duplicate_id_are_left_out(tmp_path):
-    rows = release_rows()[:1] + [{"session_id": "empty", "question": "q?", "rubrics": {"Snippets": []}},
-                                 dict(release_rows()[0])]
-    path = write_parquet(rows, tmp_path / "dupe.parquet")
+def test_a_row_with_no_items_is_left_out_and_a_duplicate_id_refuses_the_file(tmp_path):
+    rows = release_rows()[:1] + [{"session_id": "empty", "question": "q?", "rubrics": {"Snippets": []}}]
+    path = write_parquet(rows, tmp_path / "empty.parquet")
     loaded = load_release(path)
     assert [q.question_id for q in loaded.questions] == [BASIL]
-    got = [(w.file, w.field, w.message) for w in loaded.warnings]
-    assert got[0][:2] == (f"{path}[row 1]", "rubrics") and "no rubric items" in got[0][2]
-    assert got[1] == (f"{path}[row 2]", "session_id",
-                      f"duplicate id {BASIL!r} (first at {path}[row 0]); this question is left out")
+    ((file, fld, message),) = [(w.file, w.field, w.message) for w in loaded.warnings]
+    assert (file, fld) == (f"{path}[row 1]", "rubrics") and "no rubric items" in message
+    path = write_parquet(rows + [dict(release_rows()[0])], tmp_path / "dupe.parquet")
+    with pytest.raises(InputError) as e:
+        load_release(path)
+    assert [(p.file, p.field, p.message) for p in e.value.problems] == [
+        (f"{path}[row 2]", "session_id", f"duplicate id {BASIL!r} (first at {path}[row 0])")]
 
 
 def test_row_to_record_notes_errors_apart_from_warnings():

@@ -148,3 +148,46 @@ def test_cli_lints_the_release_parquet(tmp_path, gamut):
     assert result.exit_code in (0, 1), result.output
     assert f"{path}: " in result.output and "error(s)" in result.output
     assert "Traceback" not in result.output
+
+
+def _pairs_of(question):
+    from gamut_local.rubric.compiler import checks_for
+    from gamut_local.rubric.lint import _words
+
+    checks = checks_for(question)
+    return [_words(c.text) for c in checks], [c.source_item for c in checks]
+
+
+def test_the_indexed_near_duplicate_search_finds_what_all_pairs_find():
+    """On the lint corpus, the sample and one dataset of all of them pooled (many near pairs
+    across items), at the rule's threshold and others: the same pairs as comparing every one."""
+    import random
+
+    from gamut_local.rubric.lint import NEAR_DUPLICATE, first_near_duplicates
+    from gamut_local.testing.authoring import all_pairs_near_duplicates
+
+    questions = [_build(change) for _, change, _ in CORPUS] + \
+        [Question.model_validate(r) for r in sample_records()]
+    cases = [_pairs_of(q) for q in questions]
+    pooled = [pair for words, groups in cases for pair in zip(words, groups)]
+    random.Random(0).shuffle(pooled)
+    cases.append(([w for w, _ in pooled], [g for _, g in pooled]))
+    found = 0
+    for words, groups in cases:
+        for t in (NEAR_DUPLICATE, 0.5, 0.3, 1.0):
+            want = all_pairs_near_duplicates(words, groups, t)
+            assert first_near_duplicates(words, groups, t) == want
+            found += len(want)
+    assert found > 50  # the corpus has near pairs to find, so the comparison means something
+
+
+def test_near_duplicates_of_many_items_are_found_and_named():
+    """A rubric of 2,000 items, every tenth a rewording of an earlier item: each is named, with
+    the item it repeats (what all pairs finds), and nothing else is."""
+    items = [_simple(f"i{k}", f"fact number {k} says alpha{k} beta{k} gamma{k} delta{k} epsilon{k} zeta{k}")
+             for k in range(2000)]
+    for k in range(10, 2000, 10):
+        items[k] = _simple(f"i{k}", items[k - 7]["fact"] + " indeed")
+    got = [str(f) for f in lint_question(_question(*items), "big.jsonl", 1) if f.rule == "duplicate_checks"]
+    assert got == [f"big.jsonl:1: meta_rubric.items.{k}: warning: check 'i{k}.fact' nearly repeats check "
+                   f"'i{k - 7}.fact' [duplicate_checks]" for k in range(10, 2000, 10)]

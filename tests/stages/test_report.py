@@ -192,9 +192,16 @@ def test_manifest_extra_verdicts_are_read_like_the_run_command_does(tmp_path):
     write_json(run / "manifest.json", {"config": {
         "dataset": str((run / "dataset.jsonl").resolve()),
         "extra_verdicts": [str(gold.resolve()), str(tmp_path / "gone.jsonl")]}})
-    text = write_report(run).read_text()
+    with pytest.raises(InputError) as e:  # a judge left out unasked would skew the report
+        write_report(run)
+    ((problem,),) = [e.value.problems]
+    assert (problem.file, problem.field) == (str(run / "manifest.json"), "config.extra_verdicts.1")
+    assert not (run / "report.md").exists()
+    warned = []
+    text = write_report(run, allow_missing=True, warn=warned.append).read_text()
     assert "Calibration against human (`gold`) verdicts" in text
     assert f"extra verdict file {tmp_path / 'gone.jsonl'}, which is not readable" in text
+    assert text.startswith("> **Warning:** ") and len(warned) == 1 and "gone.jsonl" in warned[0]
     agreement = json.loads((run / "tables" / "agreement.json").read_text())
     assert agreement["judges"] == ["gold", "small-judge"] and "small-judge" in agreement["vs_gold"]
 
