@@ -17,8 +17,24 @@ from pathlib import Path
 
 import pytest
 
+from gamut_local.testing import processes
+
 FAKE_CLI = Path(__file__).with_name("fake_cli.py")
 TORN = b'{"question_id": "q1", "model": "cand", "variant": "text_o'
+
+
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_what_was_started():
+    """Every process `_start` made is killed with its whole session when the test ends, however
+    it ends (an assertion between start and kill included)."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        processes.kill_session(proc.pid)
+        proc.wait()
 
 
 def _start(world, *argv, delay: float = 1.0) -> subprocess.Popen:
@@ -27,9 +43,12 @@ def _start(world, *argv, delay: float = 1.0) -> subprocess.Popen:
     env = {**os.environ, "FAKE_DELAY": str(delay), "PYTHONPATH": str(Path.cwd())}
     # A shell's background job (`cmd &`, as CI may run) ignores SIGINT and its children inherit
     # that; give the child the default handler so Ctrl-C reaches it as it would in a terminal.
-    return subprocess.Popen([sys.executable, str(FAKE_CLI), *map(str, argv)], cwd=world.root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # Its own session, so `_kill_what_was_started` can end everything it started.
+    proc = subprocess.Popen([sys.executable, str(FAKE_CLI), *map(str, argv)], cwd=world.root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    _STARTED.append(proc)
+    return proc
 
 
 def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
