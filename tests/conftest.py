@@ -32,6 +32,7 @@ from gamut_local.testing.engines import TINY_VLM_TEST_ENGINE, VLLM_CPU_TEST_ENGI
 os.environ["GAMUT_LOCAL_CACHE"] = tempfile.mkdtemp(prefix="gamut-local-test-cache-")
 atexit.register(shutil.rmtree, os.environ["GAMUT_LOCAL_CACHE"], ignore_errors=True)
 
+
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:
     from gamut_local.testing.smollm2 import convert_smollm2
