@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from gamut_local.errors import InputError
+from gamut_local.vocab import SMALL_POOL_MAX
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GAMUT factual-completeness benchmark, offline, on open models.")
@@ -182,20 +183,18 @@ def validate(dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT 
 def compile_cmd(
     dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT parquet)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the rubric JSONL."),
-    small_pool_max: int = typer.Option(6, help="Flexible lists with at most this many options get one check per option."),
+    small_pool_max: int = typer.Option(SMALL_POOL_MAX, min=0, help=(
+        "Flexible lists with at most this many options get one check per option. A run compiles "
+        "with its config's `compile.small_pool_max` instead.")),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Compile every question's meta-rubric into checks (deterministic, no model)."""
-    from gamut_local.data.dataset import load_questions
-    from gamut_local.rubric.compiler import compile_dataset
     from gamut_local.rundir.paths import check_outputs
-    from gamut_local.rundir.store import write_jsonl
+    from gamut_local.stages.compile import compile_file
 
     check_outputs({"--out": out_path}, [dataset])
-    rows = compile_dataset(load_questions(dataset), small_pool_max=small_pool_max)
-    write_jsonl(out_path, rows)
-    n = sum(len(r["checks"]) for r in rows)
-    out.print(f"{out_path}: {n} checks for {len(rows)} questions.")
+    n_questions, n_checks = compile_file(dataset, out_path, small_pool_max)
+    out.print(f"{out_path}: {n_checks} checks for {n_questions} questions.")
 
 
 @app.command()

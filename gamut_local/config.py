@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
-from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
+from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
 
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
 SLURM_TIME = r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})"
@@ -287,6 +287,12 @@ class PlanSpec(_Config):
             "throughputs). A model without an entry counts as 1.0, and `plan` says so."))
 
 
+class CompileSpec(_Config):
+    small_pool_max: int = Field(default=SMALL_POOL_MAX, ge=0, description=(
+        "Flexible lists with at most this many options get one check per option beyond the "
+        "coverage check. Every stage that needs checks compiles with it."))
+
+
 class RunSpec(_Located):
     name: str = _name_field("The run's name: the report's title and the SLURM jobs' prefix.", "my-eval")
     dataset: str = Field(min_length=1, examples=["${GAMUT_DATA:-../../data/gamut}/gamut.jsonl"], description=(
@@ -308,6 +314,8 @@ class RunSpec(_Located):
     # Large enough to keep the engine's batch full; small enough to lose little on a kill.
     chunk_size: int = Field(default=1024, ge=1, description=(
         "Requests per engine call and per atomic append: a killed job loses at most one chunk."))
+    compile: CompileSpec = Field(default=CompileSpec(), description=(
+        "How meta-rubrics compile into checks (the judge, score, viewer and plan all use it)."))
     slurm: SlurmSpec = Field(default=SlurmSpec(), description="The SLURM jobs (`gamut-local slurm`).")
     plan: PlanSpec = Field(default=PlanSpec(), description="The estimate's assumptions (`gamut-local plan`).")
 

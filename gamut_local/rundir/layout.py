@@ -84,6 +84,12 @@ def verdicts_path(run_dir: Path, judge: str, model: str, variant: str, shard: Sh
     return Path(run_dir) / "verdicts" / judge / f"{model}.{variant}{shard.suffix}.jsonl"
 
 
+def superseded_path(run_dir: Path, live: Path) -> Path:
+    """Where stale records moved out of a live answers or verdicts file are kept: the same
+    relative path under `superseded/`, a folder no stage reads results from."""
+    return Path(run_dir) / "superseded" / Path(live).relative_to(run_dir)
+
+
 def scores_path(run_dir: Path) -> Path:
     return Path(run_dir) / "scores" / "scores.json"
 
