@@ -27,7 +27,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
-from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
+from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
 
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
 SLURM_TIME = r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})"
@@ -188,6 +188,16 @@ class JudgeSpec(ModelSpec):
         "Re-asks when the judge's output is not a label; after them the verdict is `invalid`."))
     sampling: Sampling = Field(default=Sampling(max_tokens=16), description=(
         "Sampling settings; a label needs few tokens."))
+
+    @field_validator("name")
+    @classmethod
+    def _not_a_person(cls, name: str) -> str:
+        # Human verdicts get "newest record wins" and count as gold: a model must never pass
+        # for an annotator, nor share an annotator's verdict folder.
+        if isinstance(name, str) and name.startswith(HUMAN_PREFIX):
+            raise ValueError(f"judge names starting with {HUMAN_PREFIX!r} are reserved for people "
+                             "(`gamut-local view --annotator`); rename this judge")
+        return name
 
     @field_validator("sees_image")
     @classmethod

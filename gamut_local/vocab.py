@@ -38,3 +38,7 @@ def demote(tier: str) -> str:
 # The compiler's one setting (rubric/compiler.py): flexible lists with at most this many
 # options get one check per option beyond the coverage check. A run's `compile` block sets it.
 SMALL_POOL_MAX = 6
+
+# Judge names that start with this are people (`gamut-local view --annotator NAME` writes as
+# `human-NAME`); a model judge may not take one (config.JudgeSpec refuses it).
+HUMAN_PREFIX = "human-"

@@ -230,6 +230,13 @@ def load_answers(paths: list[str | Path]) -> list[dict]:
     return load_records(list(paths), Answer, answer_key)
 
 
+def current_answer_hashes(paths: list[str | Path]) -> dict[tuple, str]:
+    """(question, model, variant) -> the `answer_hash` a verdict on that answer must carry now."""
+    from gamut_local.rundir.identity import answer_hash
+
+    return {answer_key(a): answer_hash(a["response"]) for a in load_answers(paths)}
+
+
 def answered_systems(answers: list[dict]) -> list[tuple[str, str]]:
     """The (model, variant) pairs of some answers, in first-seen order."""
     return list(dict.fromkeys((a["model"], a["variant"]) for a in answers))

@@ -80,6 +80,11 @@ class VerdictTable:
     answer_hashes: list[str] = field(default_factory=list)
     answer_hash: np.ndarray | None = None
     inputs: list[dict] = field(default_factory=list)  # {path, bytes, mtime_ns, sha256} per file
+    # Set where stale verdicts were left out (data.consistency.stale_verdicts): {judge: {reason:
+    # count}}, and the answer files whose hashes decided it (input records, as `inputs`).
+    stale: dict = field(default_factory=dict)
+    answer_inputs: list[dict] = field(default_factory=list)
+    compile_settings: dict = field(default_factory=dict)  # the checks' compile settings, where compared
 
     variants = VARIANTS
 

@@ -105,6 +105,11 @@ def answer_files(run_dir: Path, model: str, variant: str) -> list[Path]:
     return _siblings(answers_path(run_dir, model, variant))
 
 
+def all_answer_files(run_dir: Path) -> list[Path]:
+    """Every answers file the run generated (all models, variants and shards)."""
+    return sorted((Path(run_dir) / "answers").glob("*.jsonl"))
+
+
 def verdict_files(run_dir: Path, judge: str | None = None) -> list[Path]:
     """Every verdict file in the run (of one judge, if given), shards included."""
     root = Path(run_dir) / "verdicts"
