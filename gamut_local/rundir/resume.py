@@ -68,10 +68,12 @@ def scan_done(paths: list[Path], key, current, what: str, own: Path | None = Non
 
 
 def stale_summary(stale: list[Stale]) -> str:
-    """'12 (check_hash 10, answer_hash 2)': how many, and on which fields."""
+    """'12 (check_hash 10, answer_hash 2)': how many, and on which fields ('check_hash absent':
+    made before that hash existed)."""
     counts: dict[str, int] = {}
     for s in stale:
         for f in s.fields:
+            f = f"{f} absent" if s.record.get(f) is None else f
             counts[f] = counts.get(f, 0) + 1
     return f"{len(stale)} ({', '.join(f'{f} {n}' for f, n in sorted(counts.items()))})"
 

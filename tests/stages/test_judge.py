@@ -320,3 +320,30 @@ def test_the_files_a_judge_writes_are_cached_for_the_analysis(tmp_path, monkeypa
     for name in ("question", "check", "verdict", "tier", "line"):
         assert (getattr(table, name) == getattr(reference, name)).all(), name
     assert np.array_equal(table.probs, reference.probs, equal_nan=True)
+
+
+def test_the_judge_grades_the_checks_the_run_compiles(tmp_path, monkeypatch):
+    """`compile.small_pool_max` of the run is what gets judged, and what rubric.jsonl holds."""
+    from gamut_local.config import RunSpec
+    from gamut_local.rundir.store import read_jsonl
+    from gamut_local.stages.compile import compile_rubric
+    from gamut_local.stages.generate import generate
+    from gamut_local.stages.judge import judge
+    from gamut_local.testing import fake_engine
+
+    fake_engine.install(monkeypatch)
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    spec = RunSpec.model_validate({
+        "name": "t", "dataset": str(SAMPLE), "output_dir": str(tmp_path / "run"), "variants": ["text_only"],
+        "models": [{"name": "m", "path": str(weights), "vision": False}],
+        "judges": [{"name": "j", "path": str(weights)}], "compile": {"small_pool_max": 0}})
+    quiet = __import__("rich.console").console.Console(file=__import__("io").StringIO())
+    generate(spec, console=quiet)
+    judge(spec, console=quiet)
+    judged = {(r["question_id"], r["check_id"]) for _, r in read_jsonl(tmp_path / "run" / "verdicts" / "j" / "m.text_only.jsonl")}
+    rubric = {(row["question_id"], c["check_id"]) for _, row in read_jsonl(compile_rubric(spec)) for c in row["checks"]}
+    default = {(q.question_id, c.check_id) for q in load_questions(SAMPLE) for c in checks_for(q)}
+    assert judged == rubric != default
+    assert not any(".option." in c for _, c in judged)  # no pool is small enough for per-option checks
