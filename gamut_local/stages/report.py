@@ -198,7 +198,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         t = report_tables(scores, agreement)
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
-        notes = notes + describe_stale(doc.stale_verdicts)
         digest = tables_digest(t)
         figures = current_figures(run_dir / "figures", digest)
         if figures is None:
@@ -207,7 +206,9 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     report = run_dir / "report.md"
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
-    top = "".join(f"> **Warning:** {n}\n" for n in missing) + ("\n" if missing else "")
+    # Gaps and stale verdicts come first: a reader must see them before any number.
+    warnings = missing + describe_stale(doc.stale_verdicts)
+    top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
     write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
                                            notes, N_BOOT)
                       + report_section(run_dir, files, console=console))
