@@ -35,7 +35,7 @@ from gamut_local.errors import InputError
 from gamut_local.reporting.drawing import SLOWEST_FIRST
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
-from gamut_local.vocab import TIERS, VERDICTS
+from gamut_local.vocab import DEFAULT_VARIANT, TIERS, VARIANTS, VERDICTS
 
 RESPONSE_INT_COLUMNS = tuple(f"n_{v}" for v in VERDICTS)
 
@@ -63,6 +63,20 @@ def read_verdict_table(paths, console=None) -> VerdictTable:
         return read_verdicts(paths, on_file=lambda _: bars.advance(task))
 
 
+def expected_checks(questions) -> dict[tuple[str, str], int] | None:
+    """{(question_id, variant): number of checks} the dataset expects a response to be graded
+    on (`Question.checks_for_variant`, what the judge stage grades), for scoring's expected
+    grid; None without a dataset (the grid then comes from the verdicts)."""
+    if not questions:
+        return None
+    out = {}
+    for q in questions:
+        compiled = q.checks_for_variant(DEFAULT_VARIANT)  # compiled once, not once per variant
+        for variant in VARIANTS:
+            out[q.question_id, variant] = len(q.checks_for_variant(variant, compiled))
+    return out
+
+
 def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tuple[VerdictTable, tuple]:
     """The verdict table and `read_dataset_for_scores(dataset)`, read at the same time: the
     dataset's validation runs while pyarrow parses the verdicts (it releases the GIL). A bad
@@ -81,7 +95,8 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tupl
 
 def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
                     responses_file: str | None) -> ScoresFile:
-    return ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
+    return ScoresFile(inputs=table.inputs, dataset=dataset, coverage_from="dataset" if scores.from_dataset else "verdicts",
+                      formula=scores.formula,
                       bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
                       responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores))
 
@@ -119,7 +134,8 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
 
         # Strings leave as plain string columns (any reader), built from codes in C++.
         arrays = [arrow.dictionary(v.codes, v.values).cast(pa.string()) if isinstance(v, Coded)
-                  else arrow.from_numpy(np.asarray(v)) for v in cols.values()]
+                  else _bools(np.asarray(v)) if np.asarray(v).dtype == bool else arrow.from_numpy(np.asarray(v))
+                  for v in cols.values()]
         buf = pa.BufferOutputStream()  # then one atomic write: fsynced, no temp file left on failure
         pq.write_table(pa.Table.from_arrays(arrays, names=list(cols)), buf)
         write_bytes_atomic(path, buf.getvalue().to_pybytes())
@@ -130,7 +146,17 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
     return path.name
 
 
+def _bools(data: np.ndarray):
+    """A bool numpy array as a pyarrow array, from its packed bits (pa.array would import pandas)."""
+    import pyarrow as pa
+
+    bits = np.packbits(data, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(data), [None, pa.py_buffer(bits)])
+
+
 def _cell(x):
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
     if isinstance(x, (np.floating, float)):
         return None if not np.isfinite(x) else float(x)
     return int(x) if isinstance(x, np.integer) else x
@@ -200,7 +226,7 @@ def read_current_scores(scores_json: Path, paths: list[Path], dataset: Path | No
 
 
 RESPONSE_COLUMNS = {"judge", "model", "variant", "question_id", "domain", "score", *TIERS,
-                    *(f"n_{verdict}" for verdict in VERDICTS)}
+                    *(f"n_{verdict}" for verdict in VERDICTS), "n_expected", "complete"}
 # What reading a damaged per-response file can raise (pyarrow's errors subclass these).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError)
 
@@ -215,7 +241,7 @@ def _responses_as_scores(path: Path, doc: ScoresFile) -> Scores | None:
         if set(cols) != RESPONSE_COLUMNS:
             return None
         scores = scores_from_columns(cols, list(doc.judges), seed=doc.bootstrap.seed, n_boot=doc.bootstrap.n_boot,
-                                     formula=doc.formula.model_dump())
+                                     formula=doc.formula.model_dump(), from_dataset=doc.coverage_from == "dataset")
     except _UNREADABLE:
         return None
     written = doc.model_dump(mode="json")
