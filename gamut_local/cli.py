@@ -352,7 +352,8 @@ def agree(
     for p in result["pairs"]:
         tau = "—" if p["kendall_tau_b"] is None else f"{p['kendall_tau_b']:.3f}"
         kappa = "—" if p["cohen_kappa"] is None else f"{p['cohen_kappa']:.3f}"
-        out.print(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau}, Cohen kappa {kappa}")
+        out.print(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau} (on {p['n_questions']} questions), "
+                  f"Cohen kappa {kappa}")
     for where, why in result["notes"].items():
         out.print(f"  null {where}: {why}", markup=False)
 

@@ -242,11 +242,11 @@ def gold_calibration(panel: Panel, pairs: list[dict], confusion: dict, notes: di
 
 def coverage_rows(scores: Scores) -> list[dict]:
     """Each judge's coverage of each system it graded (`scoring.coverage`)."""
-    c = coverage(scores)
+    c, graded = coverage(scores), scores.graded
     return [{"judge": judge, "model": m, "variant": v,
              **{k: bool(x[j, s]) if k == "complete" else int(x[j, s]) for k, x in c.items()}}
             for j, judge in enumerate(scores.judges) for s, (m, v) in enumerate(scores.systems)
-            if scores.graded[j, s]]
+            if graded[j, s]]
 
 
 def agree_panel(panel: Panel, scores: Scores) -> dict:

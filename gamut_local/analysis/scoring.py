@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -69,24 +70,25 @@ class Scores:
     score: np.ndarray  # float64 (J, S, Q) in [-1, 1]
     tier_scores: np.ndarray  # float64 (J, S, Q, 3)
     counts: np.ndarray  # int64 (J, S, Q, 5): verdicts of each code; all 0: no such response
+    expected: np.ndarray  # int64 (S, Q): checks each response should have; 0: not expected
     domains: list[str] | None = None  # per question; None: no dataset given
     seed: int = 0
     n_boot: int = N_BOOT
     formula: dict = field(default_factory=formula_settings)
-    expected: np.ndarray | None = None  # int64 (S, Q): checks each response should have; 0: not expected
     from_dataset: bool = False  # the expected grid came from the dataset (else from the verdicts)
 
-    def __post_init__(self):
-        if self.expected is None:  # no grid given: what was graded is what was expected
-            self.expected = self.counts.sum(axis=-1).max(axis=0) if len(self.judges) else \
-                np.zeros((len(self.systems), len(self.questions)), dtype=np.int64)
+    @cached_property
+    def n_graded(self) -> np.ndarray:
+        """(J, S, Q) int64: verdicts the judge gave on the response (computed once: the
+        coverage properties below are asked per judge and per system)."""
+        return self.counts.sum(axis=-1)
 
     @property
     def present(self) -> np.ndarray:
         """(J, S, Q) bool: the judge graded at least one check of this response."""
-        return self.counts.sum(axis=-1) > 0
+        return self.n_graded > 0
 
-    @property
+    @cached_property
     def graded(self) -> np.ndarray:
         """(J, S) bool: the judge graded at least one response of the system (its rows)."""
         return self.present.any(axis=2)
@@ -95,12 +97,12 @@ class Scores:
     def complete(self) -> np.ndarray:
         """(J, S, Q) bool: the judge graded every expected check of the response (also true
         where nothing is expected: nothing is missing there)."""
-        return self.counts.sum(axis=-1) >= self.expected
+        return self.n_graded >= self.expected
 
     @property
     def n_missing(self) -> np.ndarray:
         """(J, S, Q) int64: expected verdicts the judge did not give."""
-        return np.maximum(self.expected - self.counts.sum(axis=-1), 0)
+        return np.maximum(self.expected - self.n_graded, 0)
 
 
 def system_index(table) -> tuple[list[tuple[str, str]], np.ndarray]:
@@ -132,8 +134,8 @@ def score_table(table, domains: dict[str, str] | None = None, *, expected: dict 
     variant_of = np.array([VARIANTS.index(v) for _, v in systems], dtype=np.int64)
     return Scores(list(table.judges), systems, questions, score.reshape(J, S, Q),
                   tiers.reshape(J, S, Q, N_TIERS), counts.reshape(J, S, Q, N_VERDICTS),
-                  _question_domains(questions, domains), seed, n_boot, settings,
-                  grid[variant_of] if S else np.zeros((0, Q), dtype=np.int64), expected is not None)
+                  grid[variant_of] if S else np.zeros((0, Q), dtype=np.int64),
+                  _question_domains(questions, domains), seed, n_boot, settings, expected is not None)
 
 
 def _positions(names: list[str], order: list[str]) -> np.ndarray:
@@ -397,5 +399,5 @@ def scores_from_columns(cols: dict, judges: list[str], *, seed: int, n_boot: int
         by_q = np.empty(Q, dtype=np.int64)
         by_q[q] = domain.codes
         domains = [domain.values[i] for i in by_q]
-    return Scores(judges, pairs, questions, score, tiers, counts, domains, seed, n_boot, formula, expected,
+    return Scores(judges, pairs, questions, score, tiers, counts, expected, domains, seed, n_boot, formula,
                   from_dataset)
