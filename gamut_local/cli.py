@@ -127,6 +127,9 @@ STRICT_HELP = ("Treat every warning about the dataset (the GAMUT release tolerat
                "and leaves unusable rows out) as an error.")
 LIMIT_HELP = ("Pilot: only the first N questions by sorted question_id, to try a config before the "
               "full array; a later run without it resumes from what the pilot wrote.")
+ALLOW_INCOMPLETE_HELP = ("Go on when a system lacks verdicts on some expected questions or checks (a failed "
+                         "shard, a judge that stopped): it is marked incomplete and systems are compared "
+                         "only on the questions all of them have (see docs/outputs.md, coverage).")
 
 
 def _print_warnings(warnings) -> None:
@@ -208,6 +211,7 @@ def score(
     answers: List[Path] = typer.Option([], "--answers", help=(
         "Answer files the verdicts graded (repeatable): a verdict whose answer_hash differs from "
         "its answer's is stale and left out.")),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
     from gamut_local.reporting.tables import responses_path
@@ -218,11 +222,18 @@ def score(
     check_seed(seed)
     beside = responses_path(out_path) if out_path.name else None  # `--out .` is refused as a folder
     check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers])
-    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err,
-                          answers=list(answers) or None).model_dump()
+    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err, answers=list(answers) or None,
+                          allow_incomplete=allow_incomplete).model_dump()
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
-                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]")
+                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}")
+    if result["coverage_from"] == "verdicts":
+        out.print("coverage judged without the dataset: the checks the verdicts show per question and variant")
+
+
+def _coverage_mark(m: dict) -> str:
+    return "" if m["complete"] else (f"  INCOMPLETE: {m['n_complete_responses']}/{m['n_questions']} questions, "
+                                     f"{m['n_missing_verdicts']} verdicts missing")
 
 
 def _run_config(config: Path):
@@ -239,11 +250,12 @@ def run(
     chunk_size: Optional[int] = typer.Option(None, help="Requests per engine call and atomic append (default: the config's chunk_size)."),
     limit: Optional[int] = typer.Option(None, help=LIMIT_HELP),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ):
     """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
     from gamut_local.stages.pipeline import run as run_all
 
-    stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit)
+    stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit, allow_incomplete=allow_incomplete)
     for name, s in stages.items():
         out.print(f"{name:<9} {s['seconds']:8.1f} s")
     spec = _run_config(config)
@@ -301,15 +313,17 @@ def judge(
 
 @app.command("score-run")
 @user_errors
-def score_run(config: Path = typer.Option(..., "--config", help="Run YAML.")):
+def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),
+              allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP)):
     """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
     import json
 
     from gamut_local.stages.score import score_run as score_run_stage
 
-    path = score_run_stage(_run_config(config))
+    path = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete)
     for m in json.loads(path.read_text())["models"]:
-        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}")
+        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}"
+                  f"{_coverage_mark(m)}")
     out.print(f"scores: {path}")
 
 
@@ -326,6 +340,7 @@ def agree(
     answers: List[Path] = typer.Option([], "--answers", help=(
         "Answer files the verdicts graded (repeatable): a verdict whose answer_hash differs from "
         "its answer's is stale and left out.")),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ):
     """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
     from gamut_local.reporting.calibration import beside
@@ -336,7 +351,7 @@ def agree(
     extra = {"--gold (calibration JSON)": cal_json, "--gold (reliability PNG)": cal_png} if gold else {}
     check_outputs({"--out": out_path, **extra}, [*verdicts, dataset, *answers])
     result = write_agreement(out_path, verdicts, console=err, gold=gold, dataset=dataset,
-                             answers=list(answers) or None).model_dump()
+                             answers=list(answers) or None, allow_incomplete=allow_incomplete).model_dump()
     if gold is not None:
         out.print(f"{cal_json}: model judges against {gold!r} ({cal_png})", markup=False)
     missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
@@ -345,7 +360,8 @@ def agree(
     for p in result["pairs"]:
         tau = "—" if p["kendall_tau_b"] is None else f"{p['kendall_tau_b']:.3f}"
         kappa = "—" if p["cohen_kappa"] is None else f"{p['cohen_kappa']:.3f}"
-        out.print(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau}, Cohen kappa {kappa}")
+        out.print(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau} (on {p['n_questions']} questions), "
+                  f"Cohen kappa {kappa}")
     for where, why in result["notes"].items():
         out.print(f"  null {where}: {why}", markup=False)
 
@@ -359,6 +375,7 @@ def report(
     allow_missing: bool = typer.Option(False, "--allow-missing-verdicts", help="Report even if an extra "
                                        "verdict file manifest.json names is gone (its judge is left out; "
                                        "the report's first lines say so)."),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
     from gamut_local.rundir.layout import check_seed
@@ -368,7 +385,7 @@ def report(
     check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures", "tables": run_dir / "tables",
                    "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
     check_seed(seed)
-    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
+    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing, allow_incomplete=allow_incomplete,
                         warn=lambda line: err.print(f"warning: {line}", markup=False, style="bold red"))
     out.print(f"{path}")
 
@@ -400,6 +417,7 @@ def view(
 def compare(
     scores_path: Path = typer.Argument(..., help="Scores JSON written by `gamut-local score`."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Also write the comparison JSON here."),
+    allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
 ):
     """Text-only vs multimodal per judge: gain per model, r(multimodal, gain), Kendall tau of rankings."""
     from gamut_local.rundir.paths import check_outputs
@@ -407,7 +425,7 @@ def compare(
     from gamut_local.stages.compare import compare_scores_file
 
     check_outputs({"--out": out_path}, [scores_path])
-    result = compare_scores_file(scores_path)
+    result = compare_scores_file(scores_path, allow_incomplete=allow_incomplete)
     if out_path is not None:
         write_json(out_path, result)
     for judge, c in result.items():

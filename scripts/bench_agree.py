@@ -88,7 +88,7 @@ def _score(table, domains):
 
 def _report(table, domains):
     scores = score_table(table, domains)
-    return report_tables(scores, agree_panel(panel_from_table(table), scores.score))
+    return report_tables(scores, agree_panel(panel_from_table(table), scores))
 
 
 def timed(fn, repeats: int):
@@ -125,7 +125,7 @@ def main() -> None:
 
     score_s, score_wall, scored = timed(lambda: _score(table, domains), args.repeats)
     agree_s, agree_wall, agreement = timed(
-        lambda: agree_panel(panel_from_table(table), score_table(table).score), args.repeats)
+        lambda: agree_panel(panel_from_table(table), score_table(table)), args.repeats)
     tables_s, tables_wall, tables = timed(lambda: _report(table, domains), args.repeats)
 
     per_judge = len(table) // args.judges

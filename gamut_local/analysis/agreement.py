@@ -11,11 +11,13 @@ array of verdict codes (-1 where a judge gave no verdict), so every statistic is
 vectorised operation over that array. A "model" in the rank statistics is a (model,
 variant) pair, a *system* here.
 
-For each pair of judges, the models' GAMUT scores are taken over the keys both judges
-graded, so a judge that covered fewer responses (gold on a subset, an unfinished run) is
-compared on the same ground; when both graded everything these are the very response
-scores `scoring.score_table` computed (passed in, not recomputed). `keys.missing` says how
-many keys each judge lacks.
+For each pair of judges, the systems both graded are ranked on the questions where every
+one of them has a complete response from both judges (`scoring.common_questions`), so a
+judge that covered fewer responses (gold on a subset, an unfinished run) is compared on the
+same ground, and `pairs[].n_questions` says on how many; the response scores are the very
+ones `scoring.score_table` computed (passed in, not recomputed). `keys.missing` says how
+many keys each judge lacks, and `coverage` gives each judge's coverage of each system (the
+stages refuse an incomplete comparison unless told otherwise: `scoring.require_complete`).
 
 Statistics that have no value for the data (two constant score lists, one verdict category
 only, judges that share no key) are written as `null`, and `notes` says why, keyed by where
@@ -31,7 +33,7 @@ import numpy as np
 
 from gamut_local.analysis import stats
 from gamut_local.analysis.metrics import score_responses
-from gamut_local.analysis.scoring import mean_points, system_index
+from gamut_local.analysis.scoring import Scores, common_questions, coverage, mean_points, system_index
 from gamut_local.errors import InputError, Problem
 from gamut_local.vocab import TIERS, VERDICTS
 
@@ -151,7 +153,7 @@ def _rank_block(a: np.ndarray, b: np.ndarray, systems, where: str, notes: dict) 
     return out
 
 
-def _pair(panel: Panel, ia: int, ib: int, full: list[np.ndarray], notes: dict) -> tuple[dict, dict, np.ndarray]:
+def _pair(panel: Panel, ia: int, ib: int, scores: Scores, notes: dict) -> tuple[dict, dict, np.ndarray]:
     """(statistics entry, the scores it ranked, confusion matrix) of judges ia and ib."""
     present = panel.verdict >= 0
     a, b = panel.judges[ia], panel.judges[ib]
@@ -159,35 +161,38 @@ def _pair(panel: Panel, ia: int, ib: int, full: list[np.ndarray], notes: dict) -
     shared = present[ia] & present[ib]
     if not shared.any():
         notes[where] = "the two judges share no (question, model, variant, check) key"
-    # Scores over the keys both judges graded, so a judge that covered fewer responses
-    # is compared on the same ground, not on a different set of questions.
-    if (shared == present[ia]).all() and (shared == present[ib]).all():
-        sa, sb = full[ia], full[ib]
-    else:
-        sa = mean_points(response_scores(panel, ia, shared))
-        sb = mean_points(response_scores(panel, ib, shared))
-    entry = {"judge_a": a, "judge_b": b, **_rank_block(sa, sb, panel.systems, where, notes)}
+    # Systems both judges graded, ranked on the questions every one of them has complete from
+    # both judges: the same ground for both, whatever either covered beyond it.
+    both = scores.graded[ia] & scores.graded[ib]
+    common = common_questions(scores, ia, both) & common_questions(scores, ib, both)
+    sa, sb = (np.where(both, mean_points(scores.score[j][:, common]), np.nan) for j in (ia, ib))
+    n_expected = int((scores.expected[both] > 0).any(axis=0).sum())
+    if both.any() and common.sum() < n_expected:
+        notes[f"{where}.n_questions"] = (f"ranked on the {int(common.sum())} of {n_expected} questions every "
+                                         "system both judges graded has complete from both")
+    entry = {"judge_a": a, "judge_b": b, "n_questions": int(common.sum()),
+             **_rank_block(sa, sb, panel.systems, where, notes)}
     conf = stats.confusion_matrix(panel.verdict[ia][shared], panel.verdict[ib][shared], N_VERDICTS)
     kappa, why = stats.defined(stats.cohen_kappa, conf)
     if why:
         notes[f"{where}.cohen_kappa"] = why
     entry.update(cohen_kappa=kappa, confusion=conf.tolist())
-    both = np.flatnonzero(np.isfinite(sa) & np.isfinite(sb))
-    ranked = {"judge_a": a, "judge_b": b, "models": [
+    ranked_ = np.flatnonzero(np.isfinite(sa) & np.isfinite(sb))
+    ranked = {"judge_a": a, "judge_b": b, "n_questions": int(common.sum()), "models": [
         {"model": panel.systems[i][0], "variant": panel.systems[i][1], "a": float(sa[i]), "b": float(sb[i])}
-        for i in both]}
+        for i in ranked_]}
     return entry, ranked, conf
 
 
-def pairwise(panel: Panel, full: list[np.ndarray], notes: dict) -> tuple[list, list, dict]:
+def pairwise(panel: Panel, scores: Scores, notes: dict) -> tuple[list, list, dict]:
     """(pairs, pair_scores, confusion by (ia, ib)) for every pair of judges."""
     if len(panel.judges) < 2:
         notes["pairs"] = f"needs at least 2 judges, got {len(panel.judges)}"
     pairs, ranked, confusion = [], [], {}
     for ia, ib in itertools.combinations(range(len(panel.judges)), 2):
-        entry, scores, conf = _pair(panel, ia, ib, full, notes)
+        entry, ranked_scores, conf = _pair(panel, ia, ib, scores, notes)
         pairs.append(entry)
-        ranked.append(scores)
+        ranked.append(ranked_scores)
         confusion[(ia, ib)] = conf
     return pairs, ranked, confusion
 
@@ -235,19 +240,23 @@ def gold_calibration(panel: Panel, pairs: list[dict], confusion: dict, notes: di
     return out
 
 
-def agree_panel(panel: Panel, response_scores_full: np.ndarray | None = None) -> dict:
-    """Everything `gamut-local agree` writes, from an aligned Panel.
+def coverage_rows(scores: Scores) -> list[dict]:
+    """Each judge's coverage of each system it graded (`scoring.coverage`)."""
+    c, graded = coverage(scores), scores.graded
+    return [{"judge": judge, "model": m, "variant": v,
+             **{k: bool(x[j, s]) if k == "complete" else int(x[j, s]) for k, x in c.items()}}
+            for j, judge in enumerate(scores.judges) for s, (m, v) in enumerate(scores.systems)
+            if graded[j, s]]
 
-    `response_scores_full`: (judges, systems, questions) response scores over every verdict
-    (`scoring.Scores.score` of the same table); computed here when not given.
-    """
+
+def agree_panel(panel: Panel, scores: Scores) -> dict:
+    """Everything `gamut-local agree` writes, from an aligned Panel and the response scores of
+    the same table (`scoring.score_table`), whose expected grid says what is complete."""
+    if not isinstance(scores, Scores):
+        raise TypeError("agree_panel needs the table's scoring.Scores (its coverage), not bare scores")
     notes: dict[str, str] = {}
     present = panel.verdict >= 0
-    J = len(panel.judges)
-    by_response = response_scores_full if response_scores_full is not None else \
-        [response_scores(panel, j) for j in range(J)]
-    full = [mean_points(by_response[j]) for j in range(J)]
-    pairs, pair_scores, confusion = pairwise(panel, full, notes)
+    pairs, pair_scores, confusion = pairwise(panel, scores, notes)
     return {
         "judges": panel.judges,
         "verdict_order": list(VERDICTS),
@@ -258,8 +267,10 @@ def agree_panel(panel: Panel, response_scores_full: np.ndarray | None = None) ->
             "shared_by_pair": {f"{p['judge_a']}|{p['judge_b']}": int((present[ia] & present[ib]).sum())
                                for p, (ia, ib) in zip(pairs, confusion)},
         },
+        "coverage_from": "dataset" if scores.from_dataset else "verdicts",
+        "coverage": coverage_rows(scores),
         "pairs": pairs,
-        # The scores the rank statistics of each pair were computed from (shared keys only).
+        # The scores the rank statistics of each pair were computed from (common questions only).
         "pair_scores": pair_scores,
         "krippendorff_alpha": krippendorff(panel, notes),
         "vs_gold": gold_calibration(panel, pairs, confusion, notes),

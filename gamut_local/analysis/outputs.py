@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: coverage fields (n_questions, n_expected, n_missing_verdicts, complete)
 Num = float | None
 
 
@@ -52,6 +52,11 @@ class ModelScore(_Out):
     verdict_rates: dict[str, float]
     verdict_counts: dict[str, int]
     n_responses: int
+    n_questions: int
+    n_expected: int
+    n_missing_verdicts: int
+    n_complete_responses: int
+    complete: bool
 
 
 class DomainScore(_Out):
@@ -63,11 +68,15 @@ class DomainScore(_Out):
     n_responses: int
 
 
+CoverageFrom = Literal["dataset", "verdicts"]
+
+
 class ScoresFile(_Out):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     kind: Literal["gamut-local scores"] = "gamut-local scores"
     inputs: list[InputFile]
     dataset: InputFile | None
+    coverage_from: CoverageFrom
     formula: Formula
     bootstrap: Bootstrap
     judges: list[str]
@@ -84,6 +93,7 @@ class ScoresFile(_Out):
 class PairStats(_Out):
     judge_a: str
     judge_b: str
+    n_questions: int
     kendall_tau_b: Num
     spearman_rho: Num
     identical_ranking: bool | None
@@ -104,6 +114,7 @@ class PairScore(_Out):
 class PairScores(_Out):
     judge_a: str
     judge_b: str
+    n_questions: int
     models: list[PairScore]
 
 
@@ -121,10 +132,23 @@ class Keys(_Out):
     shared_by_pair: dict[str, int]
 
 
+class Coverage(_Out):
+    judge: str
+    model: str
+    variant: str
+    n_questions: int
+    n_expected: int
+    n_missing_verdicts: int
+    n_complete_responses: int
+    complete: bool
+
+
 class Agreement(_Out):
     judges: list[str]
     verdict_order: list[str]
     keys: Keys
+    coverage_from: CoverageFrom
+    coverage: list[Coverage]
     pairs: list[PairStats]
     pair_scores: list[PairScores]
     krippendorff_alpha: dict[str, Num]
@@ -133,7 +157,7 @@ class Agreement(_Out):
 
 
 class AgreementFile(Agreement):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     kind: Literal["gamut-local agreement"] = "gamut-local agreement"
     inputs: list[InputFile]
 
@@ -141,10 +165,13 @@ class AgreementFile(Agreement):
 class ReportTablesFile(_Out):
     """`tables/report.json`: every table of the report (rows as in the CSV files)."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[2] = SCHEMA_VERSION
     kind: Literal["gamut-local report tables"] = "gamut-local report tables"
     inputs: list[InputFile]
     dataset: InputFile | None
+    coverage_from: CoverageFrom
+    pilot: int | None  # the --limit of a pilot run, else None
+    incomplete: list[str]  # each incomplete (judge, system), as a sentence
     judges: list[str]
     systems: list[dict]
     n_questions: int

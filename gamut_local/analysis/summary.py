@@ -2,6 +2,12 @@
 (`agreement.agree_panel`, or None with fewer than two judges): leaderboards with CIs and
 neighbour tests, tiers, verdict rates, domains, judges side by side, variant comparisons,
 and, as sentences, what could not be computed and why. Full precision; the Markdown rounds.
+
+Each judge's leaderboard ranks its systems, tests neighbours and compares variants on the
+questions every one of its systems has complete (`scoring.common_questions`): with complete
+coverage those are all the questions and the scores are `scores.json`'s; otherwise (allowed
+by the caller: `scoring.require_complete`) each row says on how many questions it was
+ranked and whether the system is complete.
 """
 
 from __future__ import annotations
@@ -10,7 +16,17 @@ import numpy as np
 
 from gamut_local.analysis.agreement import GOLD
 from gamut_local.analysis.comparisons import neighbour_tests, variant_comparison
-from gamut_local.analysis.scoring import Scores, bootstrap, domain_rows, model_rows, system_scores
+from gamut_local.analysis.scoring import (
+    Scores,
+    bootstrap,
+    common_questions,
+    common_scores,
+    coverage,
+    coverage_gaps,
+    domain_rows,
+    model_rows,
+    system_scores,
+)
 
 
 def system_labels(systems: list[tuple[str, str]]) -> list[str]:
@@ -27,28 +43,47 @@ def _value(x) -> float | None:
 
 def _judge_tables(scores: Scores, labels: list[str], gamut: np.ndarray, boot: np.ndarray,
                   missing: list[str]) -> dict:
-    """Leaderboard, tier and verdict rows, neighbour tests and variant comparison per judge."""
+    """Leaderboard, tier and verdict rows, neighbour tests and variant comparison per judge,
+    systems compared on the questions every one of them has complete."""
     by_key = {(m["judge"], m["model"], m["variant"]): m for m in model_rows(scores, boot)}
+    complete = coverage(scores)["complete"]
     out = {"leaderboard": [], "tiers": [], "verdicts": [], "neighbours": [], "variants": {}}
     for j, judge in enumerate(scores.judges):
         unscored = [labels[i] for i in np.flatnonzero(~np.isfinite(gamut[j]))]
         if unscored:
             missing.append(f"Judge `{judge}` graded no response of {', '.join(unscored)}; "
                            "left out of its leaderboard.")
-        order = [i for i in np.lexsort((np.arange(len(gamut[j])), -gamut[j])) if np.isfinite(gamut[j][i])]
+        common = common_questions(scores, j)
+        as_written = bool(complete[j][scores.graded[j]].all())
+        if as_written:  # all complete: the very numbers (and CIs) of scores.json
+            points, draws = gamut[j], boot[j]
+        else:
+            points, draws = common_scores(scores, j, common)
+            points = np.where(np.isfinite(gamut[j]), points, np.nan)
+        n_common = int(common.sum())
+        order = [i for i in np.lexsort((np.arange(len(points)), -np.nan_to_num(points, nan=-np.inf)))
+                 if np.isfinite(gamut[j][i])]
         for rank, i in enumerate(order, start=1):
             m = by_key[(judge, *scores.systems[i])]
+            lo, hi = m["ci95"] if as_written else _ci(draws[:, i])
             base = {"judge": judge, "model": m["model"], "variant": m["variant"], "label": labels[i]}
-            out["leaderboard"].append({**base, "rank": rank, "gamut_score": m["gamut_score"],
-                                       "ci95_low": m["ci95"][0], "ci95_high": m["ci95"][1],
-                                       "n_responses": m["n_responses"]})
+            out["leaderboard"].append({**base, "rank": rank, "gamut_score": _value(points[i]),
+                                       "ci95_low": lo, "ci95_high": hi, "n_responses": m["n_responses"],
+                                       "n_questions": n_common, "complete": m["complete"],
+                                       "n_complete_responses": m["n_complete_responses"],
+                                       "n_expected_questions": m["n_questions"]})
             out["tiers"].append({**base, **m["tier_scores"]})
             out["verdicts"].append({**base, **m["verdict_rates"]})
-        out["neighbours"] += [{"judge": judge, **row} for row in neighbour_tests(labels, gamut[j], boot[j])]
-        out["variants"][judge] = variant_comparison(scores.systems, gamut[j])
+        out["neighbours"] += [{"judge": judge, **row} for row in neighbour_tests(labels, points, draws)]
+        out["variants"][judge] = {**variant_comparison(scores.systems, points), "n_questions": n_common}
         for key, why in out["variants"][judge]["notes"].items():
             missing.append(f"Variant comparison, judge `{judge}`, {key}: {why}.")
     return out
+
+
+def _ci(draws: np.ndarray) -> list:
+    d = draws[np.isfinite(draws)]
+    return [float(x) for x in np.percentile(d, [2.5, 97.5])] if len(d) else [None, None]
 
 
 def _agreement_notes(scores: Scores, agreement: dict | None, missing: list[str]) -> None:
@@ -64,7 +99,8 @@ def _agreement_notes(scores: Scores, agreement: dict | None, missing: list[str])
 
 
 def report_tables(scores: Scores, agreement: dict | None) -> dict:
-    """Every table of the report; `missing` lists, as sentences, what could not be computed."""
+    """Every table of the report; `missing` lists, as sentences, what could not be computed,
+    `incomplete` each incomplete (judge, system)."""
     missing: list[str] = []
     labels = system_labels(scores.systems)
     gamut, boot = system_scores(scores), bootstrap(scores)
@@ -89,6 +125,8 @@ def report_tables(scores: Scores, agreement: dict | None) -> dict:
         "agreement": agreement,
         "domains": domains,
         "missing": missing,
+        "coverage_from": "dataset" if scores.from_dataset else "verdicts",
+        "incomplete": [g[-1] for g in coverage_gaps(scores)],
     }
 
 

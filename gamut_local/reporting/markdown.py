@@ -25,11 +25,31 @@ def _figure(figures: dict[str, str], key: str, alt: str) -> list[str]:
 
 def header(run_name: str, tables: dict, n_boot: int) -> list[str]:
     nv = ", ".join(f"`{j}` {n:,}" for j, n in tables["n_verdicts"].items())
-    return [f"# GAMUT report: `{run_name}`", "",
+    return [f"# GAMUT report: `{run_name}`", ""] + coverage(tables) + [
             f"Judges: {len(tables['judges'])} ({nv} verdicts). Models: {len(tables['systems'])} "
             f"(model, variant) pairs. Questions: {tables['n_questions']}. Scores are GAMUT points "
             "(100 x mean response score, in [-100, 100]); 95% CIs are percentile bootstraps over "
             f"questions ({n_boot} resamples, seeded).", ""]
+
+
+def coverage(tables: dict) -> list[str]:
+    """A pilot's and an incomplete run's warnings, first thing in the report."""
+    out = []
+    if tables.get("pilot"):
+        out += [f"> **Pilot run** (`--limit {tables['pilot']}`): only the first {tables['pilot']} questions "
+                "(by question_id) were answered and judged. Its scores are not comparable with a full "
+                "run's.", ""]
+    gaps = tables.get("incomplete") or []
+    if gaps:
+        out += ["> **Incomplete:** some systems lack verdicts on the expected grid (questions x checks "
+                f"{'of the dataset' if tables.get('coverage_from') == 'dataset' else 'the verdicts imply; no dataset was given'}"
+                "). Each judge's leaderboard, neighbour tests and variant comparison use only the "
+                "questions every one of its systems has complete (the `questions` column); systems "
+                "marked `*` are incomplete:", ">"] + [f"> - {g}" for g in gaps] + [""]
+    if tables.get("coverage_from") == "verdicts":
+        out += ["Coverage was judged without the dataset: the expected checks are those the verdicts "
+                "themselves show for each question and variant.", ""]
+    return out
 
 
 def _gap(n: dict | None) -> str:
@@ -43,14 +63,17 @@ def leaderboard(tables: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Leaderboard", ""]
     nb = {(r["judge"], r["higher"]): r for r in tables["neighbours"]}
     for judge in tables["judges"]:
-        rows = [[r["rank"], r["label"], fmt(r["gamut_score"]), f"[{fmt(r['ci95_low'])}, {fmt(r['ci95_high'])}]",
-                 r["n_responses"], _gap(nb.get((judge, r["label"])))]
+        rows = [[r["rank"], r["label"] + ("" if r.get("complete", True) else " *"), fmt(r["gamut_score"]),
+                 f"[{fmt(r['ci95_low'])}, {fmt(r['ci95_high'])}]", r["n_responses"], r.get("n_questions", "—"),
+                 _gap(nb.get((judge, r["label"])))]
                 for r in tables["leaderboard"] if r["judge"] == judge]
         out += [f"Judge `{judge}`:", "",
-                md_table(["#", "model", "GAMUT", "95% CI", "responses",
+                md_table(["#", "model", "GAMUT", "95% CI", "responses", "questions",
                           "gap to next [paired 95% CI] distinguishable?"], rows), ""]
     out += ["The last column is a paired bootstrap over questions between each model and the "
-            "next one down: `yes` when the 95% CI of the difference excludes zero.", ""]
+            "next one down: `yes` when the 95% CI of the difference excludes zero. `questions`: the "
+            "questions every model of that judge has complete, which the scores and tests use; "
+            "`*`: an incomplete model.", ""]
     return out + _figure(figures, "leaderboard", "leaderboard")
 
 
@@ -83,7 +106,7 @@ def domains(tables: dict, figures: dict[str, str]) -> list[str]:
 
 
 def _pair_row(p: dict) -> list:
-    return [p["judge_a"], p["judge_b"], fmt(p["kendall_tau_b"], 3), fmt(p["spearman_rho"], 3),
+    return [p["judge_a"], p["judge_b"], p.get("n_questions", "—"), fmt(p["kendall_tau_b"], 3), fmt(p["spearman_rho"], 3),
             {True: "yes", False: "no", None: "—"}[p["identical_ranking"]],
             "—" if p["adjacent_swaps"] is None else p["adjacent_swaps"], fmt(p["mean_diff"], 2),
             fmt(p["max_abs_diff"], 2), fmt(p["cohen_kappa"], 3)]
@@ -97,7 +120,7 @@ def agreement(tables: dict, figures: dict[str, str]) -> list[str]:
     miss = ", ".join(f"`{j}` {n:,}" for j, n in a["keys"]["missing"].items())
     out += [f"Verdicts aligned on {a['keys']['total']:,} (question, model, variant, check) keys; "
             f"{a['keys']['graded_by_all']:,} graded by every judge; keys each judge lacks: {miss}.", "",
-            md_table(["judge a", "judge b", "Kendall τ-b", "Spearman ρ", "same ranking", "adjacent swaps",
+            md_table(["judge a", "judge b", "questions", "Kendall τ-b", "Spearman ρ", "same ranking", "adjacent swaps",
                       "mean diff (b − a)", "max abs diff", "Cohen κ"], [_pair_row(p) for p in a["pairs"]]), ""]
     ka = a["krippendorff_alpha"]
     out += [f"Krippendorff's alpha across all judges: nominal {fmt(ka['nominal'], 3)}, "

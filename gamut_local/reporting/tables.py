@@ -13,6 +13,7 @@ import csv
 import hashlib
 import io
 import json
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -65,6 +66,15 @@ def read_verdict_table(paths, console=None) -> VerdictTable:
         return read_verdicts(paths, on_file=lambda _: bars.advance(task))
 
 
+def expected_checks(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple[str, str], int] | None:
+    """{(question_id, variant): number of checks} the dataset expects a response to be graded
+    on (the checks the judge stage grades, compiled with the run's settings), for scoring's
+    expected grid; None without a dataset (the grid then comes from the verdicts)."""
+    if not questions:
+        return None
+    return dict(Counter((qid, variant) for qid, variant, _ in current_check_hashes(questions, small_pool_max)))
+
+
 def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
                               small_pool_max: int = SMALL_POOL_MAX) -> tuple[VerdictTable, tuple]:
     """The verdict table and `read_dataset_for_scores(dataset)`, read at the same time: the
@@ -106,7 +116,8 @@ def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] 
 
 def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
                     responses_file: str | None) -> ScoresFile:
-    return ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
+    return ScoresFile(inputs=table.inputs, dataset=dataset, coverage_from="dataset" if scores.from_dataset else "verdicts",
+                      formula=scores.formula,
                       bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
                       responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores),
                       answers=table.answer_inputs, stale_verdicts=table.stale, compile=table.compile_settings)
@@ -145,7 +156,8 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
 
         # Strings leave as plain string columns (any reader), built from codes in C++.
         arrays = [arrow.dictionary(v.codes, v.values).cast(pa.string()) if isinstance(v, Coded)
-                  else arrow.from_numpy(np.asarray(v)) for v in cols.values()]
+                  else _bools(np.asarray(v)) if np.asarray(v).dtype == bool else arrow.from_numpy(np.asarray(v))
+                  for v in cols.values()]
         buf = pa.BufferOutputStream()  # then one atomic write: fsynced, no temp file left on failure
         pq.write_table(pa.Table.from_arrays(arrays, names=list(cols)), buf)
         write_bytes_atomic(path, buf.getvalue().to_pybytes())
@@ -156,7 +168,17 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
     return path.name
 
 
+def _bools(data: np.ndarray):
+    """A bool numpy array as a pyarrow array, from its packed bits (pa.array would import pandas)."""
+    import pyarrow as pa
+
+    bits = np.packbits(data, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(data), [None, pa.py_buffer(bits)])
+
+
 def _cell(x):
+    if isinstance(x, (np.bool_, bool)):
+        return bool(x)
     if isinstance(x, (np.floating, float)):
         return None if not np.isfinite(x) else float(x)
     return int(x) if isinstance(x, np.integer) else x
@@ -230,7 +252,7 @@ def read_current_scores(scores_json: Path, paths: list[Path], dataset: Path | No
 
 
 RESPONSE_COLUMNS = {"judge", "model", "variant", "question_id", "domain", "score", *TIERS,
-                    *(f"n_{verdict}" for verdict in VERDICTS)}
+                    *(f"n_{verdict}" for verdict in VERDICTS), "n_expected", "complete"}
 # What reading a damaged per-response file can raise (pyarrow's errors subclass these).
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError)
 
@@ -245,7 +267,7 @@ def _responses_as_scores(path: Path, doc: ScoresFile) -> Scores | None:
         if set(cols) != RESPONSE_COLUMNS:
             return None
         scores = scores_from_columns(cols, list(doc.judges), seed=doc.bootstrap.seed, n_boot=doc.bootstrap.n_boot,
-                                     formula=doc.formula.model_dump())
+                                     formula=doc.formula.model_dump(), from_dataset=doc.coverage_from == "dataset")
     except _UNREADABLE:
         return None
     written = doc.model_dump(mode="json")

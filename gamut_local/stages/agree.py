@@ -11,30 +11,35 @@ from rich.console import Console
 
 from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.outputs import AgreementFile
-from gamut_local.analysis.scoring import Scores, score_table
+from gamut_local.analysis.scoring import Scores, require_complete, score_table
 from gamut_local.data.verdict_table import VerdictTable, read_verdicts, table_from_records
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.tables import read_verdicts_and_dataset, write_model
 
 
 def agreement_document(table: VerdictTable, scores: Scores | None = None) -> AgreementFile:
-    """Agreement of the table's judges; `scores`: the table's response scores, if at hand."""
+    """Agreement of the table's judges; `scores`: the table's response scores, if at hand
+    (without a dataset the expected grid is what the verdicts imply: `coverage_from`)."""
     scores = score_table(table) if scores is None else scores
-    result = agree_panel(panel_from_table(table), scores.score)
+    result = agree_panel(panel_from_table(table), scores)
     return AgreementFile(inputs=table.inputs, **result)
 
 
 def write_agreement(out: Path, paths: list[Path], console: Console | None = None, gold: str | None = None,
-                    dataset: Path | None = None, answers: list[Path] | None = None) -> AgreementFile:
+                    dataset: Path | None = None, answers: list[Path] | None = None,
+                    allow_incomplete: bool = False) -> AgreementFile:
     """Agreement of the judges in `paths`, written to `out`; stale verdicts (given the dataset
-    or the answers to compare with) are left out, human gold ones included."""
+    or the answers to compare with) are left out, human gold ones included. The rank
+    statistics compare systems, so an incomplete system is refused unless `allow_incomplete`."""
     table = read_verdicts_and_dataset(paths, dataset, console, answers=answers)[0]
     judges = sorted({table.judges[j] for j in set(table.judge.tolist())})
     if len(judges) < 2:  # nothing to compare: an agreement file of no pairs would look like a result
         raise InputError([Problem(", ".join(str(p) for p in paths), None, "judge",
                                   f"only one judge ({', '.join(judges) or 'none'}) in these verdict files; "
                                   "agree compares two or more judges on the same responses")])
-    doc = agreement_document(table)
+    scores = score_table(table)
+    require_complete(scores, ", ".join(str(p) for p in paths), allow_incomplete)
+    doc = agreement_document(table, scores)
     write_model(Path(out), doc)
     if gold is not None:  # against human verdicts: OUT.calibration.json + OUT.reliability.png
         from gamut_local.reporting.calibration import beside, write_calibration

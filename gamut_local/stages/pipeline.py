@@ -94,11 +94,12 @@ class EngineKeeper:
 
 
 def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
-        open_engine=None, limit: int | None = None) -> dict:
+        open_engine=None, limit: int | None = None, allow_incomplete: bool = False) -> dict:
     """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest.
 
     `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
-    `limit`: a pilot on the first `limit` questions (rundir.layout.Shard).
+    `limit`: a pilot on the first `limit` questions (rundir.layout.Shard); incomplete by
+    design, so it is scored and reported as such (`allow_incomplete` for a full run).
     """
     pilot = parse_shard(None, limit)
     console = console or Console(stderr=True, highlight=False)
@@ -111,7 +112,8 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     def timed(name, fn):
         t0 = time.perf_counter()
         result = fn()
-        stages[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result}
+        stages[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result,
+                        **({"limit": limit} if limit is not None else {})}  # the report says "pilot"
         write_manifest(spec, config_path, {name: stages[name]}, refresh=False)
         return result
 
@@ -126,6 +128,8 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
                                          progress=bars, open_engine=open_engine))
     finally:
         keeper.close()
-    timed("score", lambda: str(score_run(spec)))
-    timed("report", lambda: str(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed)))
+    allow = allow_incomplete or limit is not None
+    timed("score", lambda: str(score_run(spec, allow_incomplete=allow)))
+    timed("report", lambda: str(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed,
+                                             allow_incomplete=allow, pilot=limit)))
     return stages

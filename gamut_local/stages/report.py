@@ -13,6 +13,11 @@ only reads inputs, calls the analysis and the reporting, and writes files:
 
 Every section that cannot be computed from what is there (one judge only, no model in both
 variants, no dataset for domains) is listed in the report with the reason.
+
+Coverage: an incomplete system (`analysis.scoring.require_complete`) stops the report unless
+`allow_incomplete`; then every comparison is made on the questions all compared systems have,
+and the report says so first and marks the systems. A `--limit` pilot (`pilot`, or the
+`limit` the manifest records) is incomplete by design: its report says it is a pilot.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ from rich.console import Console
 
 from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.outputs import AgreementFile, ReportTablesFile, ScoresFile
-from gamut_local.analysis.scoring import N_BOOT, Scores, score_table
+from gamut_local.analysis.scoring import N_BOOT, Scores, require_complete, score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
     current_figures,
+    expected_checks,
     read_current_agreement,
     read_current_scores,
     read_verdicts_and_dataset,
@@ -152,22 +158,25 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
 
 
 def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, *, seed: int,
-                        console: Console | None = None,
-                        computing=lambda: None) -> tuple[ScoresFile, Scores, dict | None]:
+                        console: Console | None = None, computing=lambda: None,
+                        allow_incomplete: bool = False) -> tuple[ScoresFile, Scores, dict | None]:
     """The run's scores and agreement: read where current, else computed and written
-    (`computing()` is called first: the figures will change). Stale verdicts are left out."""
+    (`computing()` is called first: the figures will change). Stale verdicts are left out; an
+    incomplete system stops it, before anything is written, unless `allow_incomplete`."""
     table = None
     answers, small_pool_max = run_answers(run_dir)
     current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT,
                                   answers=answers, small_pool_max=small_pool_max)
     if current is None:
         computing()
-        table, (_, domains, dataset_input) = read_verdicts_and_dataset(
+        table, (questions, domains, dataset_input) = read_verdicts_and_dataset(
             files, dataset, console, answers=answers, small_pool_max=small_pool_max)
-        scores = score_table(table, domains, seed=seed)
+        scores = score_table(table, domains, expected=expected_checks(questions, small_pool_max), seed=seed)
+        require_complete(scores, str(run_dir), allow_incomplete)
         doc = write_scores_files(scores_path(run_dir), table, scores, dataset_input)
     else:
         doc, scores = current
+        require_complete(scores, str(run_dir), allow_incomplete)
     if len(scores.judges) < 2:
         return doc, scores, None
     agreement = read_current_agreement(agreement_path(run_dir), files)
@@ -176,26 +185,41 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
         table = table if table is not None else read_verdicts_and_dataset(
             files, dataset, console, answers=answers, small_pool_max=small_pool_max)[0]
         # The panel's full-coverage scores are the very response scores above.
-        agreement = AgreementFile(inputs=table.inputs, **agree_panel(panel_from_table(table), scores.score))
+        agreement = AgreementFile(inputs=table.inputs, **agree_panel(panel_from_table(table), scores))
         write_model(agreement_path(run_dir), agreement)
     return doc, scores, agreement.model_dump(mode="json", exclude={"schema_version", "kind", "inputs"})
 
 
+def pilot_limit(run_dir: Path) -> int | None:
+    """The `--limit` of a pilot run as manifest.json records it (`run --limit` writes it into
+    the judge stage's entry: the latest judging decides what the verdicts cover), else None."""
+    manifest = _manifest(Path(run_dir)) if Path(run_dir).is_dir() else None
+    stages = (manifest or {}).get("stages")
+    entry = stages.get("judge") if isinstance(stages, dict) else None
+    limit = entry.get("limit") if isinstance(entry, dict) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
 def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
-                 console: Console | None = None, allow_missing: bool = False, warn=None) -> Path:
+                 console: Console | None = None, allow_missing: bool = False, warn=None,
+                 allow_incomplete: bool = False, pilot: int | None = None) -> Path:
     """Write report.md, figures/ and tables/ into the run directory; return report.md's path.
     `allow_missing`: report without a missing extra verdict file (run_inputs), each such gap
-    given to `warn` too and listed in the report's first lines."""
+    given to `warn` too and listed in the report's first lines. `allow_incomplete`: report
+    incomplete systems, compared on common questions; `pilot`: the run's `--limit` (default:
+    the manifest's), which allows that and says so."""
     run_dir = Path(run_dir)
     files, dataset_path, notes = run_inputs(run_dir, dataset, allow_missing=allow_missing)
+    pilot = pilot if pilot is not None else pilot_limit(run_dir)
     missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
     for note in missing if warn else []:
         warn(note)
     # The drawing workers start before anything is computed: they load matplotlib meanwhile.
     with drawing_pool() as workers:
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
-                                                     computing=workers.start)
-        t = report_tables(scores, agreement)
+                                                     computing=workers.start,
+                                                     allow_incomplete=allow_incomplete or pilot is not None)
+        t = {**report_tables(scores, agreement), "pilot": pilot}
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
         digest = tables_digest(t)

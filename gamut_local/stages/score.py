@@ -5,7 +5,12 @@ and write `scores.json` plus the per-response file beside it (`reporting.tables`
 `score_run` scores every judge's verdicts of a run plus its `extra_verdicts` (e.g. the
 sample's gold verdicts) together into `scores/scores.json`, one entry per (judge, model,
 variant), and `scores/scores.responses.parquet`, one row per (judge, model, variant,
-question). docs/outputs.md documents both."""
+question). docs/outputs.md documents both.
+
+Coverage: every (judge, system) row says how much of its expected grid (the dataset's
+questions and checks, or without a dataset what the verdicts imply) it covers. A scores
+file of incomplete systems is what `compare`, `report` and the viewer rank, so writing one is
+refused, naming the gaps, unless `allow_incomplete` (`--allow-incomplete`)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gamut_local.analysis.outputs import ScoresFile
-from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, response_columns, score_table
+from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, require_complete, response_columns, score_table
 from gamut_local.config import RunSpec
 from gamut_local.data.consistency import table_problems
 from gamut_local.data.verdict_table import (
@@ -23,35 +28,43 @@ from gamut_local.data.verdict_table import (
     table_from_records,
 )
 from gamut_local.errors import InputError, Problem
-from gamut_local.reporting.tables import read_verdicts_and_dataset, scores_document, write_scores_files
+from gamut_local.reporting.tables import (
+    expected_checks,
+    read_verdicts_and_dataset,
+    scores_document,
+    write_scores_files,
+)
 from gamut_local.rundir.layout import all_answer_files, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS
 
 
 def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
                  console: Console | None = None, answers: list[Path] | None = None,
-                 small_pool_max: int = SMALL_POOL_MAX) -> ScoresFile:
+                 small_pool_max: int = SMALL_POOL_MAX, allow_incomplete: bool = False) -> ScoresFile:
     """Read, validate and score verdict files; write `out` and the per-response file beside it.
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
     (`data.consistency`): scoring others would change the scores silently; and a verdict on
     a check worded otherwise now (or, given `answers`, on another text of its answer) is
-    stale: left out and counted."""
-    table, domains, dataset_input = _read_checked(paths, dataset, console, answers, small_pool_max)
-    return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
-                              dataset_input)
+    stale: left out and counted. An incomplete system is refused before anything is written
+    unless `allow_incomplete`."""
+    table, domains, dataset_input, expected = _read_checked(paths, dataset, console, answers, small_pool_max)
+    scores = score_table(table, domains, expected=expected, seed=seed, n_boot=n_boot)
+    require_complete(scores, ", ".join(str(p) for p in paths), allow_incomplete)
+    return write_scores_files(Path(out), table, scores, dataset_input)
 
 
 def _read_checked(paths, dataset: Path | None, console: Console | None = None, answers: list[Path] | None = None,
                   small_pool_max: int = SMALL_POOL_MAX):
-    """(verdict table, domains, dataset input record), the verdicts checked against the dataset."""
+    """(verdict table, domains, dataset input record, expected checks), the verdicts checked
+    against the dataset, stale ones left out."""
     table, (questions, domains, dataset_input) = read_verdicts_and_dataset(
         paths, dataset, console, answers=answers, small_pool_max=small_pool_max)
     if dataset is not None:
         problems = table_problems(table, questions)
         if problems:
             raise InputError(problems)
-    return table, domains, dataset_input
+    return table, domains, dataset_input, expected_checks(questions, small_pool_max)
 
 
 def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
@@ -61,7 +74,8 @@ def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
     out["responses"] = [{
         "judge": cols["judge"][i], "model": cols["model"][i], "variant": cols["variant"][i],
         "question_id": cols["question_id"][i], "score": _num(cols["score"][i]),
-        "tier_scores": {t: _num(cols[t][i]) for t in TIERS}} for i in range(len(cols["judge"]))]
+        "tier_scores": {t: _num(cols[t][i]) for t in TIERS}, "n_expected": int(cols["n_expected"][i]),
+        "complete": bool(cols["complete"][i])} for i in range(len(cols["judge"]))]
     return out
 
 
@@ -71,8 +85,8 @@ def _num(x) -> float | None:
 
 def score_files(paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT) -> dict:
     """Scores of verdict files as one dict (models, domains, responses inline); writes nothing."""
-    table, domains, dataset_input = _read_checked([Path(p) for p in paths], dataset)
-    return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot), dataset_input)
+    table, domains, dataset_input, expected = _read_checked([Path(p) for p in paths], dataset)
+    return _as_dict(table, score_table(table, domains, expected=expected, seed=seed, n_boot=n_boot), dataset_input)
 
 
 def score_records(records, domains: dict[str, str] | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
@@ -82,7 +96,7 @@ def score_records(records, domains: dict[str, str] | None = None, *, seed: int =
     return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot, **formula), None)
 
 
-def score_run(spec: RunSpec, console: Console | None = None) -> Path:
+def score_run(spec: RunSpec, console: Console | None = None, allow_incomplete: bool = False) -> Path:
     """Score every verdict file of the run and its extra_verdicts together."""
     paths = verdict_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_verdicts]
     if not paths:
@@ -91,5 +105,5 @@ def score_run(spec: RunSpec, console: Console | None = None) -> Path:
     out = scores_path(Path(spec.output_dir))
     answers = all_answer_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_answers]
     write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, answers=answers,
-                 small_pool_max=spec.compile.small_pool_max)
+                 small_pool_max=spec.compile.small_pool_max, allow_incomplete=allow_incomplete)
     return out

@@ -28,7 +28,11 @@ def overview(index: RunIndex) -> dict:
         by_judge.setdefault(m["judge"], []).append({
             "model": m["model"], "variant": m["variant"], "gamut_score": m.get("gamut_score"),
             "ci95": m.get("ci95"), "n_responses": m.get("n_responses"),
-            "verdict_rates": m.get("verdict_rates") or {}})
+            "verdict_rates": m.get("verdict_rates") or {},
+            # Coverage (docs/outputs.md): an incomplete system's score is over fewer questions.
+            "complete": m.get("complete"), "n_questions": m.get("n_questions"),
+            "n_complete_responses": m.get("n_complete_responses"),
+            "n_missing_verdicts": m.get("n_missing_verdicts")})
     for rows in by_judge.values():
         rows.sort(key=lambda r: (-(r["gamut_score"] if r["gamut_score"] is not None else -1e9), r["model"]))
     v, c = index.verdicts, index.cells
@@ -39,6 +43,7 @@ def overview(index: RunIndex) -> dict:
         "humans": {j: len(r) for j, r in index.humans.items()},
         "humans_stale": {j: n for j, r in index.humans.items() if (n := sum(index.is_stale(x) for x in r.values()))},
         "leaderboard": by_judge, "labels": list(VERDICTS),
+        "coverage_from": (index.scores or {}).get("coverage_from"),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
         "notes": index.notes, "human_agreement": human_agreement(index),
     }

@@ -16,7 +16,7 @@ from gamut_local.testing.synthetic import make_records
 from gamut_local.vocab import VERDICTS
 
 PAIR_KEYS = {"judge_a", "judge_b", "kendall_tau_b", "spearman_rho", "identical_ranking",
-             "max_abs_diff", "mean_diff", "adjacent_swaps", "cohen_kappa", "confusion"}
+             "max_abs_diff", "mean_diff", "adjacent_swaps", "cohen_kappa", "confusion", "n_questions"}
 ORDER = {"contradicts": 0, "missing": 1, "partially_meets": 2, "meets": 3}
 
 

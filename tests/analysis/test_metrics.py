@@ -112,7 +112,11 @@ def test_score_records_models_rates_and_domains():
     lo, hi = by["a"]["ci95"]
     assert lo <= by["a"]["gamut_score"] <= hi
     assert {(d["model"], d["domain"]) for d in out["domains"]} == {("a", "food"), ("a", "plants"), ("b", "food")}
-    assert len(out["responses"]) == 3
+    # b never answered q2, which the verdicts imply (a's checks): a row that says so, no score.
+    assert len(out["responses"]) == 4
+    gap = [r for r in out["responses"] if (r["model"], r["question_id"]) == ("b", "q2")]
+    assert gap == [{**gap[0], "score": None, "n_expected": 2, "complete": False}]
+    assert (by["a"]["complete"], by["b"]["complete"], by["b"]["n_missing_verdicts"]) == (True, False, 2)
 
 
 def test_bootstrap_is_seeded():

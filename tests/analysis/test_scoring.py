@@ -80,7 +80,7 @@ def test_scores_are_full_precision(scored):
 def test_scores_file_is_typed_and_names_its_inputs(scored):
     _, paths, out = scored
     doc = ScoresFile.model_validate_json(out.read_text())
-    assert doc.schema_version == 1 and doc.bootstrap.n_boot == 1000 and doc.formula.partial_credit == 0.5
+    assert doc.schema_version == 2 and doc.bootstrap.n_boot == 1000 and doc.formula.partial_credit == 0.5
     assert [i.path for i in doc.inputs] == [str(p) for p in paths]
     assert [i.sha256 for i in doc.inputs] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in paths]
     assert doc.responses_file == "scores.responses.parquet"

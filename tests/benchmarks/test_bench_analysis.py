@@ -47,7 +47,7 @@ def test_duckdb_sql_computes_the_same_scores(bench, run, tmp_path, reader):
     sql = bench.GAMUT_SQL.replace("READER", bench.DUCKDB_READERS[reader])
     theirs = {r[:3]: r[3] for r in duckdb.connect().execute(sql, [[str(f) for f in files]]).fetchall()}
     assert theirs == pytest.approx(ours, abs=1e-9)
-    assert json.loads((tmp_path / "scores.json").read_text())["schema_version"] == 1
+    assert json.loads((tmp_path / "scores.json").read_text())["schema_version"] == 2
 
 
 @pytest.mark.parametrize("state", ["cold", "warm"])

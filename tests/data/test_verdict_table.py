@@ -71,7 +71,7 @@ def test_synthetic_multi_judge_fast_equals_reference(tmp_path, monkeypatch):
     a, b = score_table(fast, seed=5), score_table(reference, seed=5)
     np.testing.assert_array_equal(a.score, b.score)
     np.testing.assert_array_equal(a.counts, b.counts)
-    assert agree_panel(panel_from_table(fast), a.score) == agree_panel(panel_from_table(reference), b.score)
+    assert agree_panel(panel_from_table(fast), a) == agree_panel(panel_from_table(reference), b)
     # Probabilities land in JUDGE_LABELS order, ints read as floats.
     assert np.array_equal(fast.probs[0], [0.5, 0.0, 0.5, 0.0])
 

@@ -17,7 +17,7 @@ def _tables() -> dict:
     domains = {r["question_id"]: ("food", "plants")[int(r["question_id"][1:]) % 2] for r in records}
     table = table_from_records(records)
     scores = score_table(table, domains, n_boot=50)
-    return report_tables(scores, agree_panel(panel_from_table(table), scores.score))
+    return report_tables(scores, agree_panel(panel_from_table(table), scores))
 
 
 # The workers' side runs in a fresh interpreter: in this one, other tests may have loaded

@@ -332,7 +332,7 @@ def test_data_files_keep_full_precision(full_run):
     for r in _csv(root / "tables" / "leaderboard.csv"):
         assert float(r["gamut_score"]) == exact[(r["judge"], r["model"], r["variant"])]
     report = json.loads((root / "tables" / "report.json").read_text())
-    assert report["schema_version"] == 1 and len(report["inputs"]) == len(list((root / "verdicts").glob("*/*")))
+    assert report["schema_version"] == 2 and len(report["inputs"]) == len(list((root / "verdicts").glob("*/*")))
     alpha = json.loads((root / "scores" / "agreement.json").read_text())["krippendorff_alpha"]["ordinal"]
     assert len(repr(alpha).split(".")[-1]) > 6  # not the 4 or 6 decimals of before
     text = (root / "report.md").read_text()
