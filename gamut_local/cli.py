@@ -124,6 +124,10 @@ def user_errors(fn):
 
 STRICT_HELP = ("Treat every warning about the dataset (the GAMUT release tolerates bad parts of rows "
                "and leaves unusable rows out) as an error.")
+CORRECT_HELP = ("Also give each model judge's scores corrected by these gold judges' verdicts on a random "
+                "sample (PPI++; a name or pattern, e.g. 'human-*'); needs the `correct` extra.")
+
+
 LIMIT_HELP = ("Pilot: only the first N questions by sorted question_id, to try a config before the "
               "full array; a later run without it resumes from what the pilot wrote.")
 
@@ -205,6 +209,9 @@ def score(
     out_path: Path = typer.Option(..., "--out", help="Where to write the scores JSON."),
     dataset: Optional[Path] = typer.Option(None, help="Dataset, for the per-domain breakdown."),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    correct_with: Optional[str] = typer.Option(None, "--correct-with", help=CORRECT_HELP),
+    sample: Optional[Path] = typer.Option(None, "--sample", help="The calibration sample design the gold "
+                                          "judges graded (RUN/samples/NAME.json, from `gamut-local sample`)."),
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
     from gamut_local.reporting.tables import responses_path
@@ -214,11 +221,53 @@ def score(
 
     check_seed(seed)
     beside = responses_path(out_path) if out_path.name else None  # `--out .` is refused as a folder
-    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset])
-    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err).model_dump()
+    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, sample])
+    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err, correct_with=correct_with,
+                          sample=sample).model_dump()
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
-                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]")
+                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_corrected(m)}")
+
+
+def _corrected(row: dict) -> str:
+    c = row.get("corrected")
+    if c is None:
+        return ""
+    if c["score"] is None:
+        return f"  corrected: none ({c['reason']})"
+    return (f"  corrected {c['score']:6.1f} [{c['ci_low']:.1f}, {c['ci_high']:.1f}]  human-only "
+            f"{c['human_only']:.1f} [{c['human_only_ci_low']:.1f}, {c['human_only_ci_high']:.1f}]  "
+            f"n {c['n_labeled']}/{c['n_total']}  bias {c['bias']:+.1f}")
+
+
+@app.command()
+@user_errors
+def sample(
+    run_dir: Path = typer.Argument(..., help="Run directory (needs a model judge's verdicts)."),
+    responses: int = typer.Option(..., "--responses", help="Responses to draw per system (model, variant)."),
+    per: str = typer.Option("model", "--per", help="model: each system (model, variant) its own random "
+                            "questions; shared: the same questions for every system (differences paired)."),
+    shared: bool = typer.Option(False, "--shared", help="Short for --per shared."),
+    seed: int = typer.Option(0, help="Seed of the draw."),
+    name: str = typer.Option("calibration", help="Name of the sample (RUN/samples/NAME.json)."),
+):
+    """Draw a seeded stratified random sample of responses for people to grade in full, and
+    record its design, so that `score --correct-with` can correct a judge's scores with it."""
+    from gamut_local.errors import Problem
+    from gamut_local.stages.sample import draw_sample
+
+    if per not in ("model", "shared") or (shared and per != "model"):
+        raise InputError([Problem("--per", None, "", f"expected model or shared (or --shared alone), got {per!r}"
+                                  f"{' with --shared' if shared else ''}")])
+    shared = shared or per == "shared"
+    path, design, written = draw_sample(run_dir, responses, per="shared" if shared else "model", seed=seed,
+                                        name=name, console=err)
+    state = "drawn" if written else "already drawn, unchanged"
+    out.print(f"{path}: sample {design.sample_id} {state}: {len(design.responses)} responses "
+              f"({'shared questions' if shared else 'per system'}, seed {seed})", markup=False)
+    for st in design.strata:
+        out.print(f"  {st.model:<28} {st.variant:<10} {st.sampled} of {st.population} "
+                  f"(inclusion probability {st.inclusion_probability:.4g})", markup=False)
 
 
 def _run_config(config: Path):
@@ -297,15 +346,19 @@ def judge(
 
 @app.command("score-run")
 @user_errors
-def score_run(config: Path = typer.Option(..., "--config", help="Run YAML.")):
+def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),
+              correct_with: Optional[str] = typer.Option(None, "--correct-with", help=CORRECT_HELP),
+              sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration "
+                                                   "sample (default: the only one in RUN/samples/).")):
     """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
     import json
 
     from gamut_local.stages.score import score_run as score_run_stage
 
-    path = score_run_stage(_run_config(config))
+    path = score_run_stage(_run_config(config), correct_with=correct_with, sample=sample)
     for m in json.loads(path.read_text())["models"]:
-        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}")
+        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}"
+                  f"{_corrected(m)}")
     out.print(f"scores: {path}")
 
 

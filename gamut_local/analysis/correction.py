@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gamut_local.analysis.calibration import HUMAN_PREFIX
 from gamut_local.vocab import TIERS
 
 LEVEL = 0.95
@@ -122,6 +123,26 @@ class Labels:
     weights: np.ndarray
     shared: bool
     sample_id: str
+    population: np.ndarray | None = None  # (S, Q) bool: what the sample was drawn from; None: all
+
+
+def labels_for(scores, design, gold: list[int]) -> Labels:
+    """The labels a recorded sample design (`analysis.design.SampleFile`) gives: a response is
+    labeled when the design drew it and the gold judges graded it in full (`fully_graded`).
+    Responses outside the design's population (added to the run after the draw, or, for a
+    shared sample, to a question not every system answered) had no chance to be drawn and are
+    left out of the corrected scores' population."""
+    from gamut_local.analysis.design import inclusion
+
+    population, sampled, prob = inclusion(design, scores.systems, scores.questions)
+    full = fully_graded(scores, gold).any(axis=0)
+    weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
+    return Labels(gold, sampled & full & population, weights, design.per == "shared", design.sample_id,
+                  population)
+
+
+def _in_population(values: np.ndarray, labels: Labels, s: int) -> np.ndarray:
+    return values if labels.population is None else np.where(labels.population[s], values, np.nan)
 
 
 def fully_graded(scores, gold: list[int]) -> np.ndarray:
@@ -144,6 +165,11 @@ def gold_scores(scores, labels: Labels, tier: int | None = None) -> np.ndarray:
     return np.where(labels.labeled, mean, np.nan)
 
 
+def _predictor(judge: str, j: int, labels: Labels) -> bool:
+    """Model judges are corrected; gold and human judges are not (they are the reference)."""
+    return j not in labels.gold and not judge.startswith(HUMAN_PREFIX)
+
+
 def corrected_rows(scores, labels: Labels, level: float = LEVEL) -> dict[tuple[int, int], dict]:
     """{(judge index, system index): corrected estimate with per-tier ones} for every non-gold
     judge and system the judge scored."""
@@ -152,14 +178,16 @@ def corrected_rows(scores, labels: Labels, level: float = LEVEL) -> dict[tuple[i
     y_tier = [gold_scores(scores, labels, t) for t in range(len(TIERS))]
     out = {}
     for j, judge in enumerate(scores.judges):
-        if j in labels.gold:
+        if not _predictor(judge, j, labels):
             continue
         for s in range(len(scores.systems)):
             if not np.isfinite(scores.score[j, s]).any():
                 continue
-            row = estimate_on(scores.score[j, s], y[s], labels.labeled[s], labels.weights[s], level)
-            row["tiers"] = {name: estimate_on(scores.tier_scores[j, s, :, t], y_tier[t][s], labels.labeled[s],
-                                              labels.weights[s], level) for t, name in enumerate(TIERS)}
+            row = estimate_on(_in_population(scores.score[j, s], labels, s), y[s], labels.labeled[s],
+                              labels.weights[s], level)
+            row["tiers"] = {name: estimate_on(_in_population(scores.tier_scores[j, s, :, t], labels, s),
+                                              y_tier[t][s], labels.labeled[s], labels.weights[s], level)
+                            for t, name in enumerate(TIERS)}
             out[(j, s)] = {"judge": judge, "gold": gold_name, "sample_id": labels.sample_id, **row}
     return out
 
@@ -177,7 +205,7 @@ def corrected_differences(scores, labels: Labels, rows: dict, level: float = LEV
     y = gold_scores(scores, labels)
     out = []
     for j, judge in enumerate(scores.judges):
-        if j in labels.gold:
+        if not _predictor(judge, j, labels):
             continue
         for a in range(len(scores.systems)):
             for b in range(a + 1, len(scores.systems)):
@@ -185,8 +213,8 @@ def corrected_differences(scores, labels: Labels, rows: dict, level: float = LEV
                     continue
                 if labels.shared:
                     lab = labels.labeled[a] & labels.labeled[b]
-                    d = estimate_on(scores.score[j, a] - scores.score[j, b], y[a] - y[b], lab,
-                                    labels.weights[a], level)
+                    diff = _in_population(scores.score[j, a], labels, a) - _in_population(scores.score[j, b], labels, b)
+                    d = estimate_on(diff, y[a] - y[b], lab, labels.weights[a], level)
                     d["method"] = f"{d['method']} paired"
                 else:
                     d = _unpaired(rows[(j, a)], rows[(j, b)], z)
@@ -207,3 +235,23 @@ def _unpaired(ra: dict, rb: dict, z: float) -> dict:
     d["judge_only"] = ra["judge_only"] - rb["judge_only"]
     d["bias"] = d["judge_only"] - d["score"]
     return d
+
+
+def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL) -> tuple[dict, dict]:
+    """({(judge index, system index): corrected row}, the `correction` block of scores.json)
+    for every model judge (neither gold nor human) against the judges `gold` names (an
+    `fnmatch` pattern, e.g. `human-*`), over the recorded sample `design`."""
+    import fnmatch
+
+    from gamut_local.errors import InputError, Problem
+
+    gold_idx = [j for j, name in enumerate(scores.judges) if fnmatch.fnmatchcase(name, gold)]
+    if not gold_idx:
+        raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
+                                  f"{', '.join(scores.judges) or 'none'})")])
+    labels = labels_for(scores, design, gold_idx)
+    rows = corrected_rows(scores, labels, level)
+    block = {"gold": gold, "gold_judges": [scores.judges[j] for j in gold_idx], "sample_file": sample_file,
+             "sample_id": design.sample_id, "per": design.per, "level": level,
+             "differences": corrected_differences(scores, labels, rows, level)}
+    return rows, block

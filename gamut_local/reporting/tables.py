@@ -80,15 +80,22 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tupl
 # ---------------------------------------------------------------- scores.json + per-response file
 
 def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
-                    responses_file: str | None) -> ScoresFile:
+                    responses_file: str | None, correction: tuple[dict, dict] | None = None) -> ScoresFile:
+    """`correction`: what `analysis.correction.correct` gave, attached to the rows it is about."""
+    rows = model_rows(scores)
+    if correction is not None:
+        corrected = {(scores.judges[j], *scores.systems[s]): row for (j, s), row in correction[0].items()}
+        rows = [{**r, "corrected": corrected.get((r["judge"], r["model"], r["variant"]))} for r in rows]
     return ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
                       bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
-                      responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores))
+                      responses_file=responses_file, models=rows, domains=domain_rows(scores),
+                      correction=None if correction is None else correction[1])
 
 
-def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None) -> ScoresFile:
+def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None,
+                       correction: tuple[dict, dict] | None = None) -> ScoresFile:
     """scores.json and its per-response file, from a scored table."""
-    doc = scores_document(table, scores, dataset, write_responses(out, scores))
+    doc = scores_document(table, scores, dataset, write_responses(out, scores), correction)
     write_model(out, doc)
     return doc
 
@@ -219,8 +226,9 @@ def _responses_as_scores(path: Path, doc: ScoresFile) -> Scores | None:
     except _UNREADABLE:
         return None
     written = doc.model_dump(mode="json")
+    # Bootstrap CIs and corrected estimates are not in the per-response file.
     rows = [{k: v for k, v in row.items() if k != "ci95"} for row in model_rows(scores, boot=np.empty(0))]
-    if rows != [{k: v for k, v in row.items() if k != "ci95"} for row in written["models"]] \
+    if rows != [{k: v for k, v in row.items() if k not in ("ci95", "corrected")} for row in written["models"]] \
             or domain_rows(scores) != written["domains"]:
         return None
     return scores

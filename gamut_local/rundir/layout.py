@@ -121,3 +121,13 @@ def check_chunk_size(n: int | None, source: str = "--chunk-size") -> None:
     """A chunk is requests per engine call and per atomic append: at least one."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise InputError([Problem(source, None, "", f"must be a whole number >= 1, got {n!r}")])
+
+
+def sample_path(run_dir: Path, name: str) -> Path:
+    """The calibration sample design `name` (`gamut-local sample --name`)."""
+    _safe(sample=name)
+    return Path(run_dir) / "samples" / f"{name}.json"
+
+
+def sample_files(run_dir: Path) -> list[Path]:
+    return sorted((Path(run_dir) / "samples").glob("*.json"))

@@ -24,19 +24,50 @@ from gamut_local.data.verdict_table import (
 )
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.tables import read_verdicts_and_dataset, scores_document, write_scores_files
-from gamut_local.rundir.layout import scores_path, verdict_files
+from gamut_local.analysis.design import read_sample
+from gamut_local.rundir.layout import sample_files, sample_path, scores_path, verdict_files
 from gamut_local.vocab import TIERS
 
 
 def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
-                 console: Console | None = None) -> ScoresFile:
+                 console: Console | None = None, correct_with: str | None = None,
+                 sample: Path | None = None) -> ScoresFile:
     """Read, validate and score verdict files; write `out` and the per-response file beside it.
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
-    (`data.consistency`): scoring others would change the scores silently."""
+    (`data.consistency`): scoring others would change the scores silently. With `correct_with`
+    (a pattern naming gold judges, e.g. `human-*`) and the `sample` design they graded, every
+    model judge's rows also get their corrected scores (`analysis.correction`)."""
+    design = _sample_for(correct_with, sample)  # a bad design file stops us before any reading
     table, domains, dataset_input = _read_checked(paths, dataset, console)
-    return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
-                              dataset_input)
+    scores = score_table(table, domains, seed=seed, n_boot=n_boot)
+    correction = None
+    if design is not None:
+        from gamut_local.analysis.correction import correct
+
+        correction = correct(scores, design, correct_with, str(sample))
+    return write_scores_files(Path(out), table, scores, dataset_input, correction)
+
+
+def _sample_for(correct_with: str | None, sample: Path | None):
+    if correct_with is None and sample is None:
+        return None
+    if correct_with is None or sample is None:
+        raise InputError([Problem("--correct-with/--sample", None, "", "give both: the gold judges (e.g. "
+                                  "'human-*') and the calibration sample they graded")])
+    return read_sample(sample)
+
+
+def run_sample(run_dir: Path, name: str | None) -> Path:
+    """The run's sample design file: the one named, or the only one there is."""
+    if name is not None:
+        return sample_path(run_dir, name)
+    found = sample_files(run_dir)
+    if len(found) != 1:
+        why = "no calibration sample: run `gamut-local sample` first" if not found else \
+            f"{len(found)} samples ({', '.join(p.stem for p in found)}): name one with --sample"
+        raise InputError([Problem(str(Path(run_dir) / "samples"), None, "", why)])
+    return found[0]
 
 
 def _read_checked(paths, dataset: Path | None, console: Console | None = None):
@@ -77,12 +108,16 @@ def score_records(records, domains: dict[str, str] | None = None, *, seed: int =
     return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot, **formula), None)
 
 
-def score_run(spec: RunSpec, console: Console | None = None) -> Path:
-    """Score every verdict file of the run and its extra_verdicts together."""
+def score_run(spec: RunSpec, console: Console | None = None, correct_with: str | None = None,
+              sample: str | None = None) -> Path:
+    """Score every verdict file of the run and its extra_verdicts together; with `correct_with`,
+    corrected by those gold judges over the run's calibration sample (`sample`: its name)."""
     paths = verdict_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_verdicts]
     if not paths:
         raise InputError([Problem(str(Path(spec.output_dir) / "verdicts"), None, "",
                                   "no verdict files and no extra_verdicts: run judge first")])
     out = scores_path(Path(spec.output_dir))
-    write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console)
+    design = None if correct_with is None else run_sample(Path(spec.output_dir), sample)
+    write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, correct_with=correct_with,
+                 sample=design)
     return out

@@ -129,3 +129,35 @@ def _draw(rng, probs: np.ndarray) -> np.ndarray:
     cum = np.cumsum(probs, axis=-1)
     u = rng.random(probs.shape[:-1])[..., None] * cum[..., -1:]
     return np.minimum((u > cum).sum(axis=-1), len(JUDGE_LABELS) - 1).astype(np.int8)
+
+
+def write_verdicts(sim: Simulation, run_dir, judge: str | None, name: str | None = None, cells=None) -> list:
+    """Write a judge's (None: the truth's, as `name`) verdicts into a run directory's
+    `verdicts/<name>/<model>.multimodal.jsonl`, one file per system; the paths written."""
+    import json
+    from pathlib import Path
+
+    name = name or judge
+    paths = []
+    for s, system in enumerate(sim.systems):
+        one = np.zeros(sim.truth.shape[:2], dtype=bool)
+        one[s] = True if cells is None else np.asarray(cells)[s]
+        records = sim.records(judge, name, one)
+        if not records:
+            continue
+        path = Path(run_dir) / "verdicts" / name / f"{system}.multimodal.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def sampled_cells(sim: Simulation, design: dict, upto: int | None = None):
+    """(S, Q) bool: the responses a sample design file (`RUN/samples/NAME.json`, as a dict)
+    drew, the first `upto` of them in grading order."""
+    s_of = {name: i for i, name in enumerate(sim.systems)}
+    q_of = {q: i for i, q in enumerate(sim.questions)}
+    cells = np.zeros(sim.truth.shape[:2], dtype=bool)
+    for r in sorted(design["responses"], key=lambda r: r["order"])[:upto]:
+        cells[s_of[r["model"]], q_of[r["question_id"]]] = True
+    return cells
