@@ -103,7 +103,7 @@ def estimate_on(judge_scores, gold_scores, labeled, weights=None, level: float =
     inside = np.isfinite(judge_scores)
     lab = np.asarray(labeled, dtype=bool) & inside & np.isfinite(gold_scores)
     w = None if weights is None else np.asarray(weights, dtype=np.float64)[lab]
-    if w is not None and np.ptp(w) == 0:
+    if w is not None and (w.size == 0 or np.ptp(w) == 0):
         w = None  # equal weights: the unweighted estimate, bit for bit
     return estimate(np.asarray(gold_scores)[lab], judge_scores[lab], judge_scores[inside & ~lab], w, level)
 

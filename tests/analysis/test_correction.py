@@ -117,3 +117,8 @@ def test_scoring_without_correction_does_not_import_ppi():
             "'tier': 'valuable', 'verdict': 'meets'}], n_boot=5); "
             "assert 'ppi_py' not in sys.modules and 'crowdkit' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_labels_with_weights_is_null_not_a_crash():
+    r = estimate_on(np.linspace(0, 1, 10), np.full(10, np.nan), np.zeros(10, dtype=bool), np.full(10, 4.0))
+    assert r["score"] is None and r["n_labeled"] == 0 and r["n_total"] == 10
