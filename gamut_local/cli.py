@@ -402,6 +402,9 @@ def report(
     allow_missing: bool = typer.Option(False, "--allow-missing-verdicts", help="Report even if an extra "
                                        "verdict file manifest.json names is gone (its judge is left out; "
                                        "the report's first lines say so)."),
+    correct_with: Optional[str] = typer.Option(None, "--correct-with", help=CORRECT_HELP),
+    sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration sample "
+                                         "(default: the only one in RUN/samples/)."),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
     from gamut_local.rundir.layout import check_seed
@@ -411,7 +414,8 @@ def report(
     check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures", "tables": run_dir / "tables",
                    "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
     check_seed(seed)
-    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
+    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing, correct_with=correct_with,
+                        sample=sample,
                         warn=lambda line: err.print(f"warning: {line}", markup=False, style="bold red"))
     out.print(f"{path}")
 

@@ -82,14 +82,18 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tupl
 def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
                     responses_file: str | None, correction: tuple[dict, dict] | None = None) -> ScoresFile:
     """`correction`: what `analysis.correction.correct` gave, attached to the rows it is about."""
-    rows = model_rows(scores)
-    if correction is not None:
-        corrected = {(scores.judges[j], *scores.systems[s]): row for (j, s), row in correction[0].items()}
-        rows = [{**r, "corrected": corrected.get((r["judge"], r["model"], r["variant"]))} for r in rows]
-    return ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
-                      bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
-                      responses_file=responses_file, models=rows, domains=domain_rows(scores),
-                      correction=None if correction is None else correction[1])
+    doc = ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
+                     bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
+                     responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores))
+    return doc if correction is None else with_correction(doc, scores, correction)
+
+
+def with_correction(doc: ScoresFile, scores: Scores, correction: tuple[dict, dict]) -> ScoresFile:
+    """The scores document with `analysis.correction.correct`'s output in its rows."""
+    corrected = {(scores.judges[j], *scores.systems[s]): row for (j, s), row in correction[0].items()}
+    rows = [{**r, "corrected": corrected.get((r["judge"], r["model"], r["variant"]))}
+            for r in doc.model_dump(mode="json")["models"]]
+    return ScoresFile.model_validate({**doc.model_dump(mode="json"), "models": rows, "correction": correction[1]})
 
 
 def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None,

@@ -27,6 +27,8 @@ from gamut_local.analysis.outputs import AgreementFile, ReportTablesFile, Scores
 from gamut_local.analysis.scoring import N_BOOT, Scores, score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
+from gamut_local.analysis.design import read_sample
+from gamut_local.reporting.correction import section as correction_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
@@ -38,10 +40,11 @@ from gamut_local.reporting.tables import (
     record_figures,
     tables_digest,
     write_model,
+    with_correction,
     write_report_tables,
     write_scores_files,
 )
-from gamut_local.rundir.layout import scores_path
+from gamut_local.rundir.layout import find_sample, scores_path
 from gamut_local.rundir.store import write_text_atomic
 
 # ---------------------------------------------------------------- reading the run directory
@@ -163,12 +166,30 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
     return doc, scores, agreement.model_dump(mode="json", exclude={"schema_version", "kind", "inputs"})
 
 
+def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:
+    """With `correct_with`: the scores document with corrected scores, written to scores.json."""
+    if correct_with is None:
+        return doc
+    from gamut_local.analysis.correction import correct
+
+    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0])))
+    write_model(scores_path(run_dir), doc)
+    return doc
+
+
 def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
-                 console: Console | None = None, allow_missing: bool = False, warn=None) -> Path:
+                 console: Console | None = None, allow_missing: bool = False, warn=None,
+                 correct_with: str | None = None, sample: str | None = None) -> Path:
     """Write report.md, figures/ and tables/ into the run directory; return report.md's path.
     `allow_missing`: report without a missing extra verdict file (run_inputs), each such gap
-    given to `warn` too and listed in the report's first lines."""
+    given to `warn` too and listed in the report's first lines. `correct_with`: gold judges
+    whose verdicts on the run's calibration sample (`sample`: its name) correct each model
+    judge's scores (scores.json gains them, the report a section)."""
     run_dir = Path(run_dir)
+    design = None
+    if correct_with is not None:  # a missing or bad design stops the report before any reading
+        path = find_sample(run_dir, sample)
+        design = (path, read_sample(path))
     files, dataset_path, notes = run_inputs(run_dir, dataset, allow_missing=allow_missing)
     missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
     for note in missing if warn else []:
@@ -177,6 +198,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     with drawing_pool() as workers:
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
                                                      computing=workers.start)
+        doc = _corrected(run_dir, doc, scores, correct_with, design)
         t = report_tables(scores, agreement)
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
@@ -191,5 +213,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     top = "".join(f"> **Warning:** {n}\n" for n in missing) + ("\n" if missing else "")
     write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
                                            notes, N_BOOT)
+                      + correction_section(doc.model_dump(mode="json"), run_dir)
                       + report_section(run_dir, files, console=console))
     return report

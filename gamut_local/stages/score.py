@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from gamut_local.analysis.design import read_sample
 from gamut_local.analysis.outputs import ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, response_columns, score_table
 from gamut_local.config import RunSpec
@@ -24,8 +25,7 @@ from gamut_local.data.verdict_table import (
 )
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.tables import read_verdicts_and_dataset, scores_document, write_scores_files
-from gamut_local.analysis.design import read_sample
-from gamut_local.rundir.layout import sample_files, sample_path, scores_path, verdict_files
+from gamut_local.rundir.layout import find_sample, scores_path, verdict_files
 from gamut_local.vocab import TIERS
 
 
@@ -56,28 +56,6 @@ def _sample_for(correct_with: str | None, sample: Path | None):
         raise InputError([Problem("--correct-with/--sample", None, "", "give both: the gold judges (e.g. "
                                   "'human-*') and the calibration sample they graded")])
     return read_sample(sample)
-
-
-def run_sample(run_dir: Path, name: str | None) -> Path:
-    """The run's sample design file: the one named, or the only one there is."""
-    if name is not None:
-        return sample_path(run_dir, name)
-    found = sample_files(run_dir)
-    if len(found) != 1:
-        why = "no calibration sample: run `gamut-local sample` first" if not found else \
-            f"{len(found)} samples ({', '.join(p.stem for p in found)}): name one with --sample"
-        raise InputError([Problem(str(Path(run_dir) / "samples"), None, "", why)])
-    return found[0]
-
-
-def _read_checked(paths, dataset: Path | None, console: Console | None = None):
-    """(verdict table, domains, dataset input record), the verdicts checked against the dataset."""
-    table, (questions, domains, dataset_input) = read_verdicts_and_dataset(paths, dataset, console)
-    if dataset is not None:
-        problems = table_problems(table, questions)
-        if problems:
-            raise InputError(problems)
-    return table, domains, dataset_input
 
 
 def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
@@ -117,7 +95,7 @@ def score_run(spec: RunSpec, console: Console | None = None, correct_with: str |
         raise InputError([Problem(str(Path(spec.output_dir) / "verdicts"), None, "",
                                   "no verdict files and no extra_verdicts: run judge first")])
     out = scores_path(Path(spec.output_dir))
-    design = None if correct_with is None else run_sample(Path(spec.output_dir), sample)
+    design = None if correct_with is None else find_sample(Path(spec.output_dir), sample)
     write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, correct_with=correct_with,
                  sample=design)
     return out
