@@ -344,6 +344,27 @@ def judge(
                   f"{s['already_done']} already done, {s['answers']} answers")
 
 
+@app.command()
+@user_errors
+def jury(
+    run_dir: Path = typer.Argument(..., help="Run directory with the members' verdicts."),
+    judges: str = typer.Option(..., "--judges", help="The members: judge names, comma-separated (two or more)."),
+    rule: str = typer.Option("majority", "--rule", help="majority, mean-probs (the members' label "
+                             "probabilities averaged) or dawid-skene (each member's confusion matrix "
+                             "estimated without gold; needs the `correct` extra)."),
+    name: str = typer.Option(..., "--name", help="The jury's judge name: verdicts/NAME/."),
+):
+    """A judge made of judges: one verdict per cell from the members' verdicts, written as
+    ordinary verdict records of judge NAME that every stage reads like any judge's."""
+    from gamut_local.stages.jury import jury_path, run_jury
+
+    members = [j.strip() for j in judges.split(",") if j.strip()]
+    s = run_jury(run_dir, members, rule, name)
+    out.print(f"{run_dir / 'verdicts' / name}: {s['cells']} verdicts of jury {name!r} ({rule} of "
+              f"{', '.join(members)}; {s['invalid']} invalid) in {s['files']} file(s); "
+              f"{jury_path(run_dir, name)}", markup=False)
+
+
 @app.command("score-run")
 @user_errors
 def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),

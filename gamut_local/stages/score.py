@@ -58,6 +58,16 @@ def _sample_for(correct_with: str | None, sample: Path | None):
     return read_sample(sample)
 
 
+def _read_checked(paths, dataset: Path | None, console: Console | None = None):
+    """(verdict table, domains, dataset input record), the verdicts checked against the dataset."""
+    table, (questions, domains, dataset_input) = read_verdicts_and_dataset(paths, dataset, console)
+    if dataset is not None:
+        problems = table_problems(table, questions)
+        if problems:
+            raise InputError(problems)
+    return table, domains, dataset_input
+
+
 def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
     """The scores document as a dict, with the per-response rows inline (`responses`)."""
     out = scores_document(table, scores, dataset, None).model_dump(mode="json")
