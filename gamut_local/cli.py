@@ -365,6 +365,36 @@ def jury(
               f"{jury_path(run_dir, name)}", markup=False)
 
 
+@app.command("plan-sample")
+@user_errors
+def plan_sample(
+    run_dir: Path = typer.Argument(..., help="Run directory with a calibration sample partly graded (the pilot)."),
+    half_width: float = typer.Option(..., "--half-width", help="Wanted 95% CI half-width, in GAMUT points."),
+    correct_with: str = typer.Option("human-*", "--correct-with", help="The gold judges (a name or pattern)."),
+    sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration sample "
+                                         "(default: the only one in RUN/samples/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+):
+    """How many responses people must grade in full for a CI half-width, corrected and human-only
+    side by side, and how many keypresses that is (one a check); needs the `correct` extra."""
+    import json
+
+    from gamut_local.stages.sample import plan_sample as plan_stage
+
+    rows = plan_stage(run_dir, half_width, correct_with, sample, console=err)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    for r in rows:
+        head = f"{r['judge']:>20}  {r['model']:<28} {r['variant']:<10} pilot {r['pilot_n']:>4} of {r['n_total']}"
+        if r["reason"]:
+            out.print(f"{head}  {r['reason']}", markup=False)
+            continue
+        short = "" if r["reachable"] else " (not reachable: fewer responses than that)"
+        out.print(f"{head}  corrected {r['corrected_n']} ({r['corrected_keypresses']} keypresses){short}  "
+                  f"human-only {r['human_only_n']} ({r['human_only_keypresses']} keypresses)", markup=False)
+
+
 @app.command("score-run")
 @user_errors
 def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),

@@ -255,3 +255,27 @@ def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL) -
              "sample_id": design.sample_id, "per": design.per, "level": level,
              "differences": corrected_differences(scores, labels, rows, level)}
     return rows, block
+
+
+def plan(y, yhat, n_total: int, half_width: float, level: float = LEVEL) -> dict:
+    """From a pilot (the human's and the judge's scores of the labeled responses so far): how
+    many responses humans must grade for a CI half-width of `half_width` points, human-only
+    and corrected, among `n_total` responses. Human-only: the CLT interval's n. Corrected:
+    `ppi_py.ppi_mean_power`'s cheapest n of labels whose PPI++ estimate is as precise as that
+    many human labels, the judge's scores of the others being free (`reachable` False: not
+    even labeling all `n_total` gets there)."""
+    from statistics import NormalDist
+
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    ok = np.isfinite(y) & np.isfinite(yhat)
+    y, yhat = y[ok], yhat[ok]
+    out = {"pilot_n": int(len(y)), "n_total": int(n_total), "half_width": float(half_width),
+           "human_only_n": None, "corrected_n": None, "reachable": None, "ppi_corr": None, "reason": None}
+    if len(y) < 2 or np.all(y == y[0]) or np.ptp(yhat) == 0:
+        return {**out, "reason": f"a pilot of {len(y)} labeled response(s) without variation in the human's "
+                "or the judge's scores: label a few more first"}
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    need = int(np.ceil((z * 100.0 * y.std() / half_width) ** 2))
+    power = _ppi().ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=need, n_max=int(n_total))
+    return {**out, "human_only_n": need, "corrected_n": int(power["n"]), "reachable": bool(power["effective_n"] >= need),
+            "ppi_corr": float(power["ppi_corr"])}

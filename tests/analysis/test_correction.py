@@ -122,3 +122,22 @@ def test_scoring_without_correction_does_not_import_ppi():
 def test_no_labels_with_weights_is_null_not_a_crash():
     r = estimate_on(np.linspace(0, 1, 10), np.full(10, np.nan), np.zeros(10, dtype=bool), np.full(10, 4.0))
     assert r["score"] is None and r["n_labeled"] == 0 and r["n_total"] == 10
+
+
+def test_plan_needs_fewer_labels_with_a_good_judge_and_hits_the_half_width():
+    from gamut_local.analysis.correction import plan
+
+    sim = simulate(3, n_questions=2000)
+    truth, _ = sim.response_scores(score_responses)
+    judged, _ = sim.response_scores(score_responses, "accurate")
+    p = plan(truth[1, :60], judged[1, :60], 2000, half_width=3.0)
+    assert p["reachable"] and p["corrected_n"] < p["human_only_n"] / 2
+    # Grading that many of a fresh sample gives about that half-width, both ways.
+    rng = np.random.default_rng(0)
+    for n, key in ((p["corrected_n"], "score"), (p["human_only_n"], "human_only")):
+        labeled = np.zeros(2000, dtype=bool)
+        labeled[rng.choice(2000, n, replace=False)] = True
+        r = estimate_on(judged[1], np.where(labeled, truth[1], np.nan), labeled)
+        lo, hi = (r["ci_low"], r["ci_high"]) if key == "score" else (r["human_only_ci_low"], r["human_only_ci_high"])
+        assert 2.4 < (hi - lo) / 2 < 3.6, (key, n, (hi - lo) / 2)
+    assert plan(truth[1, :1], judged[1, :1], 2000, 3.0)["reason"] is not None
