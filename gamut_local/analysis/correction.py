@@ -276,6 +276,9 @@ def plan(y, yhat, n_total: int, half_width: float, level: float = LEVEL) -> dict
                 "or the judge's scores: label a few more first"}
     z = NormalDist().inv_cdf(0.5 + level / 2)
     need = int(np.ceil((z * 100.0 * y.std() / half_width) ** 2))
-    power = _ppi().ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=need, n_max=int(n_total))
-    return {**out, "human_only_n": need, "corrected_n": int(power["n"]), "reachable": bool(power["effective_n"] >= need),
+    with warnings.catch_warnings():  # its "not reachable" warning: `reachable` says so
+        warnings.simplefilter("ignore", UserWarning)
+        power = _ppi().ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=need, n_max=int(n_total))
+    # ppi-python's own rule: no (n, N) within n_total responses does better than labeling all.
+    return {**out, "human_only_n": need, "corrected_n": int(power["n"]), "reachable": need <= n_total,
             "ppi_corr": float(power["ppi_corr"])}

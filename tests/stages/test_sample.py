@@ -97,3 +97,20 @@ def test_a_damaged_design_file_is_named_with_its_field(tmp_path):
     with pytest.raises(Exception) as e:
         read_sample(path)
     assert str(path) in str(e.value) and "seed" in str(e.value)
+
+
+def test_plan_sample_from_a_pilot(gamut, run):
+    from gamut_local.testing.simulate import sampled_cells
+
+    sim = simulate(0, n_questions=40)
+    gamut("sample", run, "--responses", 15, "--seed", 3)
+    write_verdicts(sim, run, None, "human-ann", sampled_cells(sim, _design(run), upto=40))  # 10 per system
+    r = gamut("plan-sample", run, "--half-width", 20, "--json")
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)
+    assert [(x["judge"], x["pilot_n"], x["n_total"]) for x in rows] == [("lenient", 10, 40)] * 4
+    for x in rows:
+        assert x["reachable"] and 1 <= x["corrected_n"] < x["human_only_n"] <= 40
+        assert x["corrected_keypresses"] == round(x["corrected_n"] * x["checks_per_response"])
+    r = gamut("plan-sample", run, "--half-width", 0)
+    assert r.exit_code == 1 and "--half-width" in r.output
