@@ -166,6 +166,7 @@ def figure(rows: list[dict], path: Path, sizes: list[int]) -> None:
     for ax, title in zip(axes, ("CI coverage of the true score (%)", "mean 95% CI width (points)",
                                 "mean bias (points)")):
         ax.set_xscale("log")
+        ax.minorticks_off()
         ax.set_xticks(sizes, [str(n) for n in sizes])
         ax.set_xlabel("human-graded responses per system")
         ax.set_title(title)

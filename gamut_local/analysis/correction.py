@@ -35,6 +35,10 @@ from gamut_local.analysis.calibration import HUMAN_PREFIX
 from gamut_local.vocab import TIERS
 
 LEVEL = 0.95
+# Below this many labeled responses the CLT intervals undercover (91-93% at 25 per system in
+# scripts/bench_correction.py) and power tuning adds a bias of ~0.5 points: plan-sample never
+# advises fewer.
+MIN_LABELED = 50
 METHOD = "ppi++"
 CLASSICAL = "classical"  # the judge carries no information here: human-only
 
@@ -262,8 +266,9 @@ def plan(y, yhat, n_total: int, half_width: float, level: float = LEVEL) -> dict
     many responses humans must grade for a CI half-width of `half_width` points, human-only
     and corrected, among `n_total` responses. Human-only: the CLT interval's n. Corrected:
     `ppi_py.ppi_mean_power`'s cheapest n of labels whose PPI++ estimate is as precise as that
-    many human labels, the judge's scores of the others being free (`reachable` False: not
-    even labeling all `n_total` gets there)."""
+    many human labels, the judge's scores of the others being free, and never fewer than
+    MIN_LABELED nor more than human-only needs (`reachable` False: not even labeling all
+    `n_total` gets there)."""
     from statistics import NormalDist
 
     y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
@@ -280,5 +285,6 @@ def plan(y, yhat, n_total: int, half_width: float, level: float = LEVEL) -> dict
         warnings.simplefilter("ignore", UserWarning)
         power = _ppi().ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=need, n_max=int(n_total))
     # ppi-python's own rule: no (n, N) within n_total responses does better than labeling all.
-    return {**out, "human_only_n": need, "corrected_n": int(power["n"]), "reachable": need <= n_total,
+    return {**out, "human_only_n": need, "corrected_n": min(max(int(power["n"]), MIN_LABELED), need, int(n_total)),
+            "reachable": need <= n_total,
             "ppi_corr": float(power["ppi_corr"])}
