@@ -125,6 +125,10 @@ def user_errors(fn):
 
 STRICT_HELP = ("Treat every warning about the dataset (the GAMUT release tolerates bad parts of rows "
                "and leaves unusable rows out) as an error.")
+CORRECT_HELP = ("Also give each model judge's scores corrected by these gold judges' verdicts on a random "
+                "sample (PPI++; a name or pattern, e.g. 'human-*'); needs the `correct` extra.")
+
+
 LIMIT_HELP = ("Pilot: only the first N questions by sorted question_id, to try a config before the "
               "full array; a later run without it resumes from what the pilot wrote.")
 ALLOW_INCOMPLETE_HELP = ("Go on when a system lacks verdicts on some expected questions or checks (a failed "
@@ -212,6 +216,9 @@ def score(
         "Answer files the verdicts graded (repeatable): a verdict whose answer_hash differs from "
         "its answer's is stale and left out.")),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
+    correct_with: Optional[str] = typer.Option(None, "--correct-with", help=CORRECT_HELP),
+    sample: Optional[Path] = typer.Option(None, "--sample", help="The calibration sample design the gold "
+                                          "judges graded (RUN/samples/NAME.json, from `gamut-local sample`)."),
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
     from gamut_local.reporting.tables import responses_path
@@ -221,12 +228,13 @@ def score(
 
     check_seed(seed)
     beside = responses_path(out_path) if out_path.name else None  # `--out .` is refused as a folder
-    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers])
+    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers, sample])
     result = write_scores(out_path, verdicts, dataset, seed=seed, console=err, answers=list(answers) or None,
-                          allow_incomplete=allow_incomplete).model_dump()
+                          allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample).model_dump()
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
-                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}")
+                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}"
+                  f"{_corrected(m)}")
     if result["coverage_from"] == "verdicts":
         out.print("coverage judged without the dataset: the checks the verdicts show per question and variant")
 
@@ -234,6 +242,47 @@ def score(
 def _coverage_mark(m: dict) -> str:
     return "" if m["complete"] else (f"  INCOMPLETE: {m['n_complete_responses']}/{m['n_questions']} questions, "
                                      f"{m['n_missing_verdicts']} verdicts missing")
+
+
+def _corrected(row: dict) -> str:
+    c = row.get("corrected")
+    if c is None:
+        return ""
+    if c["score"] is None:
+        return f"  corrected: none ({c['reason']})"
+    return (f"  corrected {c['score']:6.1f} [{c['ci_low']:.1f}, {c['ci_high']:.1f}]  human-only "
+            f"{c['human_only']:.1f} [{c['human_only_ci_low']:.1f}, {c['human_only_ci_high']:.1f}]  "
+            f"n {c['n_labeled']}/{c['n_total']}  bias {c['bias']:+.1f}")
+
+
+@app.command()
+@user_errors
+def sample(
+    run_dir: Path = typer.Argument(..., help="Run directory (needs a model judge's verdicts)."),
+    responses: int = typer.Option(..., "--responses", help="Responses to draw per system (model, variant)."),
+    per: str = typer.Option("model", "--per", help="model: each system (model, variant) its own random "
+                            "questions; shared: the same questions for every system (differences paired)."),
+    shared: bool = typer.Option(False, "--shared", help="Short for --per shared."),
+    seed: int = typer.Option(0, help="Seed of the draw."),
+    name: str = typer.Option("calibration", help="Name of the sample (RUN/samples/NAME.json)."),
+):
+    """Draw a seeded stratified random sample of responses for people to grade in full, and
+    record its design, so that `score --correct-with` can correct a judge's scores with it."""
+    from gamut_local.errors import Problem
+    from gamut_local.stages.sample import draw_sample
+
+    if per not in ("model", "shared") or (shared and per != "model"):
+        raise InputError([Problem("--per", None, "", f"expected model or shared (or --shared alone), got {per!r}"
+                                  f"{' with --shared' if shared else ''}")])
+    shared = shared or per == "shared"
+    path, design, written = draw_sample(run_dir, responses, per="shared" if shared else "model", seed=seed,
+                                        name=name, console=err)
+    state = "drawn" if written else "already drawn, unchanged"
+    out.print(f"{path}: sample {design.sample_id} {state}: {len(design.responses)} responses "
+              f"({'shared questions' if shared else 'per system'}, seed {seed})", markup=False)
+    for st in design.strata:
+        out.print(f"  {st.model:<28} {st.variant:<10} {st.sampled} of {st.population} "
+                  f"(inclusion probability {st.inclusion_probability:.4g})", markup=False)
 
 
 def _run_config(config: Path):
@@ -311,19 +360,74 @@ def judge(
                   f"{s['already_done']} already done, {s['answers']} answers")
 
 
+@app.command()
+@user_errors
+def jury(
+    run_dir: Path = typer.Argument(..., help="Run directory with the members' verdicts."),
+    judges: str = typer.Option(..., "--judges", help="The members: judge names, comma-separated (two or more)."),
+    rule: str = typer.Option("majority", "--rule", help="majority, mean-probs (the members' label "
+                             "probabilities averaged) or dawid-skene (each member's confusion matrix "
+                             "estimated without gold; needs the `correct` extra)."),
+    name: str = typer.Option(..., "--name", help="The jury's judge name: verdicts/NAME/."),
+):
+    """A judge made of judges: one verdict per cell from the members' verdicts, written as
+    ordinary verdict records of judge NAME that every stage reads like any judge's."""
+    from gamut_local.stages.jury import jury_path, run_jury
+
+    members = [j.strip() for j in judges.split(",") if j.strip()]
+    s = run_jury(run_dir, members, rule, name)
+    out.print(f"{run_dir / 'verdicts' / name}: {s['cells']} verdicts of jury {name!r} ({rule} of "
+              f"{', '.join(members)}; {s['invalid']} invalid) in {s['files']} file(s); "
+              f"{jury_path(run_dir, name)}", markup=False)
+
+
+@app.command("plan-sample")
+@user_errors
+def plan_sample(
+    run_dir: Path = typer.Argument(..., help="Run directory with a calibration sample partly graded (the pilot)."),
+    half_width: float = typer.Option(..., "--half-width", help="Wanted 95% CI half-width, in GAMUT points."),
+    correct_with: str = typer.Option("human-*", "--correct-with", help="The gold judges (a name or pattern)."),
+    sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration sample "
+                                         "(default: the only one in RUN/samples/)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON."),
+):
+    """How many responses people must grade in full for a CI half-width, corrected and human-only
+    side by side, and how many keypresses that is (one a check); needs the `correct` extra."""
+    import json
+
+    from gamut_local.stages.sample import plan_sample as plan_stage
+
+    rows = plan_stage(run_dir, half_width, correct_with, sample, console=err)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        return
+    for r in rows:
+        head = f"{r['judge']:>20}  {r['model']:<28} {r['variant']:<10} pilot {r['pilot_n']:>4} of {r['n_total']}"
+        if r["reason"]:
+            out.print(f"{head}  {r['reason']}", markup=False)
+            continue
+        short = "" if r["reachable"] else " (not reachable: fewer responses than that)"
+        out.print(f"{head}  corrected {r['corrected_n']} ({r['corrected_keypresses']} keypresses){short}  "
+                  f"human-only {r['human_only_n']} ({r['human_only_keypresses']} keypresses)", markup=False)
+
+
 @app.command("score-run")
 @user_errors
 def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),
-              allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP)):
+              allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
+              correct_with: Optional[str] = typer.Option(None, "--correct-with", help=CORRECT_HELP),
+              sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration "
+                                                   "sample (default: the only one in RUN/samples/).")):
     """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
     import json
 
     from gamut_local.stages.score import score_run as score_run_stage
 
-    path = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete)
+    path = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete, correct_with=correct_with,
+                           sample=sample)
     for m in json.loads(path.read_text())["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}"
-                  f"{_coverage_mark(m)}")
+                  f"{_coverage_mark(m)}{_corrected(m)}")
     out.print(f"scores: {path}")
 
 
@@ -376,6 +480,9 @@ def report(
                                        "verdict file manifest.json names is gone (its judge is left out; "
                                        "the report's first lines say so)."),
     allow_incomplete: bool = typer.Option(False, "--allow-incomplete", help=ALLOW_INCOMPLETE_HELP),
+    correct_with: Optional[str] = typer.Option(None, "--correct-with", help=CORRECT_HELP),
+    sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration sample "
+                                         "(default: the only one in RUN/samples/)."),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
     from gamut_local.rundir.layout import check_seed
@@ -386,6 +493,7 @@ def report(
                    "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
     check_seed(seed)
     path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing, allow_incomplete=allow_incomplete,
+                        correct_with=correct_with, sample=sample,
                         warn=lambda line: err.print(f"warning: {line}", markup=False, style="bold red"))
     out.print(f"{path}")
 

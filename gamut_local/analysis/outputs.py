@@ -42,6 +42,49 @@ class Bootstrap(_Out):
     over: Literal["questions"] = "questions"
 
 
+class Estimate(_Out):
+    """A corrected estimate (`analysis.correction`), in points; None with a `reason` where
+    there is none."""
+
+    score: Num
+    ci_low: Num
+    ci_high: Num
+    human_only: Num
+    human_only_ci_low: Num
+    human_only_ci_high: Num
+    n_labeled: int
+    n_total: int
+    bias: Num
+    judge_only: Num
+    method: str
+    reason: str | None
+
+
+class Corrected(Estimate):
+    judge: str
+    gold: str
+    sample_id: str
+    tiers: dict[str, Estimate]
+
+
+class CorrectedDifference(Estimate):
+    judge: str
+    a: list[str] = Field(min_length=2, max_length=2)  # [model, variant]
+    b: list[str] = Field(min_length=2, max_length=2)
+
+
+class Correction(_Out):
+    """What `--correct-with` used: the gold judges, the sample design, the CI level."""
+
+    gold: str  # the pattern given
+    gold_judges: list[str]
+    sample_file: str
+    sample_id: str
+    per: str
+    level: float
+    differences: list[CorrectedDifference]
+
+
 class ModelScore(_Out):
     judge: str
     model: str
@@ -57,6 +100,7 @@ class ModelScore(_Out):
     n_missing_verdicts: int
     n_complete_responses: int
     complete: bool
+    corrected: Corrected | None = None  # with --correct-with: this judge's scores corrected by the gold
 
 
 class DomainScore(_Out):
@@ -88,6 +132,7 @@ class ScoresFile(_Out):
     answers: list[InputFile] = []
     stale_verdicts: dict[str, dict[str, int]] = {}
     compile: dict[str, int] = {}  # the settings the dataset's checks were compiled with to compare
+    correction: Correction | None = None  # with --correct-with
 
 
 class PairStats(_Out):

@@ -115,17 +115,28 @@ def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] 
 # ---------------------------------------------------------------- scores.json + per-response file
 
 def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
-                    responses_file: str | None) -> ScoresFile:
-    return ScoresFile(inputs=table.inputs, dataset=dataset, coverage_from="dataset" if scores.from_dataset else "verdicts",
-                      formula=scores.formula,
-                      bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
-                      responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores),
-                      answers=table.answer_inputs, stale_verdicts=table.stale, compile=table.compile_settings)
+                    responses_file: str | None, correction: tuple[dict, dict] | None = None) -> ScoresFile:
+    """`correction`: what `analysis.correction.correct` gave, attached to the rows it is about."""
+    doc = ScoresFile(inputs=table.inputs, dataset=dataset,
+                     coverage_from="dataset" if scores.from_dataset else "verdicts", formula=scores.formula,
+                     bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
+                     responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores),
+                     answers=table.answer_inputs, stale_verdicts=table.stale, compile=table.compile_settings)
+    return doc if correction is None else with_correction(doc, scores, correction)
 
 
-def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None) -> ScoresFile:
+def with_correction(doc: ScoresFile, scores: Scores, correction: tuple[dict, dict]) -> ScoresFile:
+    """The scores document with `analysis.correction.correct`'s output in its rows."""
+    corrected = {(scores.judges[j], *scores.systems[s]): row for (j, s), row in correction[0].items()}
+    rows = [{**r, "corrected": corrected.get((r["judge"], r["model"], r["variant"]))}
+            for r in doc.model_dump(mode="json")["models"]]
+    return ScoresFile.model_validate({**doc.model_dump(mode="json"), "models": rows, "correction": correction[1]})
+
+
+def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None,
+                       correction: tuple[dict, dict] | None = None) -> ScoresFile:
     """scores.json and its per-response file, from a scored table."""
-    doc = scores_document(table, scores, dataset, write_responses(out, scores))
+    doc = scores_document(table, scores, dataset, write_responses(out, scores), correction)
     write_model(out, doc)
     return doc
 
@@ -271,8 +282,9 @@ def _responses_as_scores(path: Path, doc: ScoresFile) -> Scores | None:
     except _UNREADABLE:
         return None
     written = doc.model_dump(mode="json")
+    # Bootstrap CIs and corrected estimates are not in the per-response file.
     rows = [{k: v for k, v in row.items() if k != "ci95"} for row in model_rows(scores, boot=np.empty(0))]
-    if rows != [{k: v for k, v in row.items() if k != "ci95"} for row in written["models"]] \
+    if rows != [{k: v for k, v in row.items() if k not in ("ci95", "corrected")} for row in written["models"]] \
             or domain_rows(scores) != written["domains"]:
         return None
     return scores

@@ -132,3 +132,25 @@ def check_chunk_size(n: int | None, source: str = "--chunk-size") -> None:
     """A chunk is requests per engine call and per atomic append: at least one."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise InputError([Problem(source, None, "", f"must be a whole number >= 1, got {n!r}")])
+
+
+def sample_path(run_dir: Path, name: str) -> Path:
+    """The calibration sample design `name` (`gamut-local sample --name`)."""
+    _safe(sample=name)
+    return Path(run_dir) / "samples" / f"{name}.json"
+
+
+def sample_files(run_dir: Path) -> list[Path]:
+    return sorted((Path(run_dir) / "samples").glob("*.json"))
+
+
+def find_sample(run_dir: Path, name: str | None) -> Path:
+    """The run's calibration sample design: the one named, or the only one there is."""
+    if name is not None:
+        return sample_path(run_dir, name)
+    found = sample_files(run_dir)
+    if len(found) != 1:
+        why = "no calibration sample: run `gamut-local sample` first" if not found else \
+            f"{len(found)} samples ({', '.join(p.stem for p in found)}): name one with --sample"
+        raise InputError([Problem(str(Path(run_dir) / "samples"), None, "", why)])
+    return found[0]

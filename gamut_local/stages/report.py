@@ -32,6 +32,8 @@ from gamut_local.analysis.outputs import AgreementFile, ReportTablesFile, Scores
 from gamut_local.analysis.scoring import N_BOOT, Scores, require_complete, score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
+from gamut_local.analysis.design import read_sample
+from gamut_local.reporting.correction import section as correction_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
@@ -43,11 +45,12 @@ from gamut_local.reporting.tables import (
     record_figures,
     tables_digest,
     write_model,
+    with_correction,
     write_report_tables,
     write_scores_files,
 )
 from gamut_local.data.consistency import describe_stale
-from gamut_local.rundir.layout import all_answer_files, scores_path
+from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path
 from gamut_local.vocab import SMALL_POOL_MAX
 from gamut_local.rundir.store import write_text_atomic
 
@@ -200,15 +203,33 @@ def pilot_limit(run_dir: Path) -> int | None:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
 
+def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:
+    """With `correct_with`: the scores document with corrected scores, written to scores.json."""
+    if correct_with is None:
+        return doc
+    from gamut_local.analysis.correction import correct
+
+    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0])))
+    write_model(scores_path(run_dir), doc)
+    return doc
+
+
 def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
                  console: Console | None = None, allow_missing: bool = False, warn=None,
-                 allow_incomplete: bool = False, pilot: int | None = None) -> Path:
+                 allow_incomplete: bool = False, pilot: int | None = None,
+                 correct_with: str | None = None, sample: str | None = None) -> Path:
     """Write report.md, figures/ and tables/ into the run directory; return report.md's path.
     `allow_missing`: report without a missing extra verdict file (run_inputs), each such gap
     given to `warn` too and listed in the report's first lines. `allow_incomplete`: report
     incomplete systems, compared on common questions; `pilot`: the run's `--limit` (default:
-    the manifest's), which allows that and says so."""
+    the manifest's), which allows that and says so. `correct_with`: gold judges whose verdicts
+    on the run's calibration sample (`sample`: its name) correct each model judge's scores
+    (scores.json gains them, the report a section)."""
     run_dir = Path(run_dir)
+    design = None
+    if correct_with is not None:  # a missing or bad design stops the report before any reading
+        path = find_sample(run_dir, sample)
+        design = (path, read_sample(path))
     files, dataset_path, notes = run_inputs(run_dir, dataset, allow_missing=allow_missing)
     pilot = pilot if pilot is not None else pilot_limit(run_dir)
     missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
@@ -219,6 +240,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
                                                      computing=workers.start,
                                                      allow_incomplete=allow_incomplete or pilot is not None)
+        doc = _corrected(run_dir, doc, scores, correct_with, design)
         t = {**report_tables(scores, agreement), "pilot": pilot}
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
@@ -235,5 +257,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
     write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
                                            notes, N_BOOT)
+                      + correction_section(doc.model_dump(mode="json"), run_dir)
                       + report_section(run_dir, files, console=console))
     return report

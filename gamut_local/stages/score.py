@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from gamut_local.analysis.design import read_sample
 from gamut_local.analysis.outputs import ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, require_complete, response_columns, score_table
 from gamut_local.config import RunSpec
@@ -34,24 +35,42 @@ from gamut_local.reporting.tables import (
     scores_document,
     write_scores_files,
 )
-from gamut_local.rundir.layout import all_answer_files, scores_path, verdict_files
+from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS
 
 
 def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
                  console: Console | None = None, answers: list[Path] | None = None,
-                 small_pool_max: int = SMALL_POOL_MAX, allow_incomplete: bool = False) -> ScoresFile:
+                 small_pool_max: int = SMALL_POOL_MAX, allow_incomplete: bool = False,
+                 correct_with: str | None = None, sample: Path | None = None) -> ScoresFile:
     """Read, validate and score verdict files; write `out` and the per-response file beside it.
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
     (`data.consistency`): scoring others would change the scores silently; and a verdict on
     a check worded otherwise now (or, given `answers`, on another text of its answer) is
     stale: left out and counted. An incomplete system is refused before anything is written
-    unless `allow_incomplete`."""
+    unless `allow_incomplete`. With `correct_with` (a pattern naming gold judges, e.g.
+    `human-*`) and the `sample` design they graded, every model judge's rows also get their
+    corrected scores (`analysis.correction`)."""
+    design = _sample_for(correct_with, sample)  # a bad design file stops us before any reading
     table, domains, dataset_input, expected = _read_checked(paths, dataset, console, answers, small_pool_max)
     scores = score_table(table, domains, expected=expected, seed=seed, n_boot=n_boot)
     require_complete(scores, ", ".join(str(p) for p in paths), allow_incomplete)
-    return write_scores_files(Path(out), table, scores, dataset_input)
+    correction = None
+    if design is not None:
+        from gamut_local.analysis.correction import correct
+
+        correction = correct(scores, design, correct_with, str(sample))
+    return write_scores_files(Path(out), table, scores, dataset_input, correction)
+
+
+def _sample_for(correct_with: str | None, sample: Path | None):
+    if correct_with is None and sample is None:
+        return None
+    if correct_with is None or sample is None:
+        raise InputError([Problem("--correct-with/--sample", None, "", "give both: the gold judges (e.g. "
+                                  "'human-*') and the calibration sample they graded")])
+    return read_sample(sample)
 
 
 def _read_checked(paths, dataset: Path | None, console: Console | None = None, answers: list[Path] | None = None,
@@ -96,14 +115,18 @@ def score_records(records, domains: dict[str, str] | None = None, *, seed: int =
     return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot, **formula), None)
 
 
-def score_run(spec: RunSpec, console: Console | None = None, allow_incomplete: bool = False) -> Path:
-    """Score every verdict file of the run and its extra_verdicts together."""
+def score_run(spec: RunSpec, console: Console | None = None, allow_incomplete: bool = False,
+              correct_with: str | None = None, sample: str | None = None) -> Path:
+    """Score every verdict file of the run and its extra_verdicts together; with `correct_with`,
+    corrected by those gold judges over the run's calibration sample (`sample`: its name)."""
     paths = verdict_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_verdicts]
     if not paths:
         raise InputError([Problem(str(Path(spec.output_dir) / "verdicts"), None, "",
                                   "no verdict files and no extra_verdicts: run judge first")])
     out = scores_path(Path(spec.output_dir))
     answers = all_answer_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_answers]
+    design = None if correct_with is None else find_sample(Path(spec.output_dir), sample)
     write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, answers=answers,
-                 small_pool_max=spec.compile.small_pool_max, allow_incomplete=allow_incomplete)
+                 small_pool_max=spec.compile.small_pool_max, allow_incomplete=allow_incomplete,
+                 correct_with=correct_with, sample=design)
     return out

@@ -1,0 +1,290 @@
+"""Bias-corrected GAMUT scores: what humans would score, estimated from a judge's scores of
+every response and a human's scores of a small random sample of them.
+
+Prediction-powered inference (Angelopoulos et al., Science 2023) with power tuning (PPI++,
+Angelopoulos, Duchi and Zrnic, arXiv 2311.01453), through the `ppi-python` package. The unit
+is the response score in [-1, 1] (or a tier score, for the per-tier rows):
+
+- labeled: the responses of the recorded random sample that the gold judge (a human) graded
+  in full, with the human's score Y and the judge's score Yhat;
+- unlabeled: the system's other responses the judge scored, with Yhat only.
+
+`ppi_mean_ci(Y, Yhat, Yhat_unlabeled, lam=None, w=...)` tunes lam in [0, 1] and gives
+lam * mean(Yhat_unlabeled) + mean(Y - lam * Yhat) with its CLT interval. That is unbiased for
+the mean human response score whatever the judge's errors, provided the sample is random (the
+design's inclusion probabilities become the weights `w`); lam = 0 is the human-only estimate.
+The labeled and unlabeled responses are disjoint, as ppi-python assumes. The estimand is the
+same as the judge-only bootstrap CI's: the mean over the population of questions the run's
+questions stand for. As a statement about exactly the run's questions the interval is
+conservative.
+
+Scores are reported in GAMUT points (100 x the mean), full precision. A case without an
+estimate (fewer than two labeled responses, human scores all equal) gives None and a reason,
+never an exception. `ppi_py` is imported only here and only when a correction is asked for:
+`score` without `--correct-with` does not load it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from gamut_local.analysis.calibration import HUMAN_PREFIX
+from gamut_local.vocab import TIERS
+
+LEVEL = 0.95
+# Below this many labeled responses the CLT intervals undercover (91-93% at 25 per system in
+# scripts/bench_correction.py) and power tuning adds a bias of ~0.5 points: plan-sample never
+# advises fewer.
+MIN_LABELED = 50
+METHOD = "ppi++"
+CLASSICAL = "classical"  # the judge carries no information here: human-only
+
+
+def _ppi():
+    try:
+        import ppi_py
+    except ImportError as e:  # an install without the `correct` extra
+        from gamut_local.errors import InputError, Problem
+
+        raise InputError([Problem("--correct-with", None, "", f"needs the `correct` extra ({e.name} is "
+                                  "missing): pip install 'gamut_local[correct]'")]) from None
+    return ppi_py
+
+
+def _empty(n_labeled: int, n_total: int, reason: str) -> dict:
+    return {"score": None, "ci_low": None, "ci_high": None, "human_only": None, "human_only_ci_low": None,
+            "human_only_ci_high": None, "n_labeled": n_labeled, "n_total": n_total, "bias": None,
+            "judge_only": None, "method": METHOD, "reason": reason}
+
+
+def estimate(y, yhat, yhat_unlabeled, w=None, level: float = LEVEL) -> dict:
+    """PPI++ and human-only estimates of a mean, in points, with `level` CIs.
+
+    y, yhat: the human's and the judge's scores of the labeled responses (same order);
+    yhat_unlabeled: the judge's scores of the other responses; w: sampling weights of the
+    labeled responses (1 / inclusion probability; None: equal). NaN entries are left out.
+    """
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    yhat_unlabeled = np.asarray(yhat_unlabeled, dtype=np.float64)
+    ok = np.isfinite(y) & np.isfinite(yhat)
+    y, yhat = y[ok], yhat[ok]
+    w = None if w is None else np.asarray(w, dtype=np.float64)[ok]
+    yhat_unlabeled = yhat_unlabeled[np.isfinite(yhat_unlabeled)]
+    n, N = len(y), len(y) + len(yhat_unlabeled)
+    if n < 2:
+        return _empty(n, N, f"{n} labeled response(s): a CI needs at least 2")
+    if np.all(y == y[0]):
+        return _empty(n, N, f"all {n} labeled human scores are equal ({100 * y[0]:g}): no variation to "
+                      "build a CI from; label more responses")
+    ppi, alpha = _ppi(), 1.0 - level
+    # A judge that scores everything alike (or too few others to average) tells nothing: lam = 0.
+    informative = len(yhat_unlabeled) >= 2 and np.ptp(np.concatenate([yhat, yhat_unlabeled])) > 0
+    lam = None if informative else 0.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        rest = yhat_unlabeled if len(yhat_unlabeled) else yhat  # lam = 0 ignores it
+        point = ppi.ppi_mean_pointestimate(y, yhat, rest, lam=lam, w=w)
+        lo, hi = ppi.ppi_mean_ci(y, yhat, rest, alpha=alpha, lam=lam, w=w)
+        h_lo, h_hi = ppi.classical_mean_ci(y, w=w, alpha=alpha)
+    human = float(np.average(y, weights=w))
+    judge = float(np.mean(np.concatenate([yhat, yhat_unlabeled])))
+    score = 100.0 * float(np.ravel(point)[0])
+    return {"score": score, "ci_low": 100.0 * float(np.ravel(lo)[0]), "ci_high": 100.0 * float(np.ravel(hi)[0]),
+            "human_only": 100.0 * human, "human_only_ci_low": 100.0 * float(np.ravel(h_lo)[0]),
+            "human_only_ci_high": 100.0 * float(np.ravel(h_hi)[0]), "n_labeled": n, "n_total": N,
+            "bias": 100.0 * judge - score, "judge_only": 100.0 * judge,
+            "method": METHOD if informative else CLASSICAL, "reason": None}
+
+
+def estimate_on(judge_scores, gold_scores, labeled, weights=None, level: float = LEVEL) -> dict:
+    """`estimate` over one population: the judge's scores of every response (NaN: not scored,
+    outside the population), the gold's (NaN where not labeled), `labeled` a bool mask of the
+    sampled responses the gold graded in full, `weights` 1 / inclusion probability."""
+    judge_scores = np.asarray(judge_scores, dtype=np.float64)
+    inside = np.isfinite(judge_scores)
+    lab = np.asarray(labeled, dtype=bool) & inside & np.isfinite(gold_scores)
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)[lab]
+    if w is not None and (w.size == 0 or np.ptp(w) == 0):
+        w = None  # equal weights: the unweighted estimate, bit for bit
+    return estimate(np.asarray(gold_scores)[lab], judge_scores[lab], judge_scores[inside & ~lab], w, level)
+
+
+@dataclass
+class Labels:
+    """The gold side of a correction: which responses of a `Scores` are labeled.
+
+    gold: indices of the gold judges in `scores.judges` (one annotator, or several whose
+    response scores are averaged where more than one graded a response in full); labeled:
+    (S, Q) bool, the response is in the random sample and fully graded by the gold; weights:
+    (S, Q) 1 / inclusion probability (1 outside the sample); shared: the same questions were
+    sampled for every system (differences are paired)."""
+
+    gold: list[int]
+    labeled: np.ndarray
+    weights: np.ndarray
+    shared: bool
+    sample_id: str
+    population: np.ndarray | None = None  # (S, Q) bool: what the sample was drawn from; None: all
+
+
+def labels_for(scores, design, gold: list[int]) -> Labels:
+    """The labels a recorded sample design (`analysis.design.SampleFile`) gives: a response is
+    labeled when the design drew it and the gold judges graded it in full (`fully_graded`).
+    Responses outside the design's population (added to the run after the draw, or, for a
+    shared sample, to a question not every system answered) had no chance to be drawn and are
+    left out of the corrected scores' population."""
+    from gamut_local.analysis.design import inclusion
+
+    population, sampled, prob = inclusion(design, scores.systems, scores.questions)
+    full = fully_graded(scores, gold).any(axis=0)
+    weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
+    return Labels(gold, sampled & full & population, weights, design.per == "shared", design.sample_id,
+                  population)
+
+
+def _in_population(values: np.ndarray, labels: Labels, s: int) -> np.ndarray:
+    return values if labels.population is None else np.where(labels.population[s], values, np.nan)
+
+
+def fully_graded(scores, gold: list[int]) -> np.ndarray:
+    """(len(gold), S, Q): the gold judge has a verdict on every check any judge graded of that
+    response (the response's checks as the run knows them)."""
+    n = scores.counts.sum(axis=-1)  # (J, S, Q) verdicts per response
+    want = n.max(axis=0)
+    return (n[gold] >= want[None]) & (want[None] > 0)
+
+
+def gold_scores(scores, labels: Labels, tier: int | None = None) -> np.ndarray:
+    """(S, Q) the gold's response (or tier) score where labeled, else NaN; several gold judges
+    that each graded a response in full are averaged."""
+    full = fully_graded(scores, labels.gold)
+    values = scores.score[labels.gold] if tier is None else scores.tier_scores[labels.gold][..., tier]
+    values = np.where(full, values, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(values, axis=0) if len(labels.gold) else np.full(scores.score.shape[1:], np.nan)
+    return np.where(labels.labeled, mean, np.nan)
+
+
+def _predictor(judge: str, j: int, labels: Labels) -> bool:
+    """Model judges are corrected; gold and human judges are not (they are the reference)."""
+    return j not in labels.gold and not judge.startswith(HUMAN_PREFIX)
+
+
+def corrected_rows(scores, labels: Labels, level: float = LEVEL) -> dict[tuple[int, int], dict]:
+    """{(judge index, system index): corrected estimate with per-tier ones} for every non-gold
+    judge and system the judge scored."""
+    gold_name = "+".join(scores.judges[g] for g in labels.gold)
+    y = gold_scores(scores, labels)
+    y_tier = [gold_scores(scores, labels, t) for t in range(len(TIERS))]
+    out = {}
+    for j, judge in enumerate(scores.judges):
+        if not _predictor(judge, j, labels):
+            continue
+        for s in range(len(scores.systems)):
+            if not np.isfinite(scores.score[j, s]).any():
+                continue
+            row = estimate_on(_in_population(scores.score[j, s], labels, s), y[s], labels.labeled[s],
+                              labels.weights[s], level)
+            row["tiers"] = {name: estimate_on(_in_population(scores.tier_scores[j, s, :, t], labels, s),
+                                              y_tier[t][s], labels.labeled[s], labels.weights[s], level)
+                            for t, name in enumerate(TIERS)}
+            out[(j, s)] = {"judge": judge, "gold": gold_name, "sample_id": labels.sample_id, **row}
+    return out
+
+
+def corrected_differences(scores, labels: Labels, rows: dict, level: float = LEVEL) -> list[dict]:
+    """Per judge and pair of systems (a listed before b): the corrected difference a - b.
+
+    Shared sample: paired, PPI++ on per-question differences (Y_a - Y_b against Yhat_a -
+    Yhat_b, over questions both systems have). Otherwise the two estimates are independent
+    samples' and the difference's standard error is the root sum of squares of theirs (the
+    judge-side terms share questions, which this ignores: conservative when they correlate)."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    y = gold_scores(scores, labels)
+    out = []
+    for j, judge in enumerate(scores.judges):
+        if not _predictor(judge, j, labels):
+            continue
+        for a in range(len(scores.systems)):
+            for b in range(a + 1, len(scores.systems)):
+                if (j, a) not in rows or (j, b) not in rows:
+                    continue
+                if labels.shared:
+                    lab = labels.labeled[a] & labels.labeled[b]
+                    diff = _in_population(scores.score[j, a], labels, a) - _in_population(scores.score[j, b], labels, b)
+                    d = estimate_on(diff, y[a] - y[b], lab, labels.weights[a], level)
+                    d["method"] = f"{d['method']} paired"
+                else:
+                    d = _unpaired(rows[(j, a)], rows[(j, b)], z)
+                out.append({"judge": judge, "a": list(scores.systems[a]), "b": list(scores.systems[b]), **d})
+    return out
+
+
+def _unpaired(ra: dict, rb: dict, z: float) -> dict:
+    keys = ("score", "ci_low", "ci_high", "human_only", "human_only_ci_low", "human_only_ci_high")
+    d = {"n_labeled": min(ra["n_labeled"], rb["n_labeled"]), "n_total": min(ra["n_total"], rb["n_total"]),
+         "bias": None, "judge_only": None, "method": f"{ra['method']} unpaired", "reason": ra["reason"] or rb["reason"]}
+    if d["reason"] is not None:
+        return {**dict.fromkeys(keys), **d}
+    for name, lo, hi in (("score", "ci_low", "ci_high"), ("human_only", "human_only_ci_low", "human_only_ci_high")):
+        se = np.hypot((ra[hi] - ra[lo]) / (2 * z), (rb[hi] - rb[lo]) / (2 * z))
+        diff = ra[name] - rb[name]
+        d[name], d[lo], d[hi] = diff, diff - z * se, diff + z * se
+    d["judge_only"] = ra["judge_only"] - rb["judge_only"]
+    d["bias"] = d["judge_only"] - d["score"]
+    return d
+
+
+def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL) -> tuple[dict, dict]:
+    """({(judge index, system index): corrected row}, the `correction` block of scores.json)
+    for every model judge (neither gold nor human) against the judges `gold` names (an
+    `fnmatch` pattern, e.g. `human-*`), over the recorded sample `design`."""
+    import fnmatch
+
+    from gamut_local.errors import InputError, Problem
+
+    gold_idx = [j for j, name in enumerate(scores.judges) if fnmatch.fnmatchcase(name, gold)]
+    if not gold_idx:
+        raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
+                                  f"{', '.join(scores.judges) or 'none'})")])
+    labels = labels_for(scores, design, gold_idx)
+    rows = corrected_rows(scores, labels, level)
+    block = {"gold": gold, "gold_judges": [scores.judges[j] for j in gold_idx], "sample_file": sample_file,
+             "sample_id": design.sample_id, "per": design.per, "level": level,
+             "differences": corrected_differences(scores, labels, rows, level)}
+    return rows, block
+
+
+def plan(y, yhat, n_total: int, half_width: float, level: float = LEVEL) -> dict:
+    """From a pilot (the human's and the judge's scores of the labeled responses so far): how
+    many responses humans must grade for a CI half-width of `half_width` points, human-only
+    and corrected, among `n_total` responses. Human-only: the CLT interval's n. Corrected:
+    `ppi_py.ppi_mean_power`'s cheapest n of labels whose PPI++ estimate is as precise as that
+    many human labels, the judge's scores of the others being free, and never fewer than
+    MIN_LABELED nor more than human-only needs (`reachable` False: not even labeling all
+    `n_total` gets there)."""
+    from statistics import NormalDist
+
+    y, yhat = np.asarray(y, dtype=np.float64), np.asarray(yhat, dtype=np.float64)
+    ok = np.isfinite(y) & np.isfinite(yhat)
+    y, yhat = y[ok], yhat[ok]
+    out = {"pilot_n": int(len(y)), "n_total": int(n_total), "half_width": float(half_width),
+           "human_only_n": None, "corrected_n": None, "reachable": None, "ppi_corr": None, "reason": None}
+    if len(y) < 2 or np.all(y == y[0]) or np.ptp(yhat) == 0:
+        return {**out, "reason": f"a pilot of {len(y)} labeled response(s) without variation in the human's "
+                "or the judge's scores: label a few more first"}
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    need = int(np.ceil((z * 100.0 * y.std() / half_width) ** 2))
+    with warnings.catch_warnings():  # its "not reachable" warning: `reachable` says so
+        warnings.simplefilter("ignore", UserWarning)
+        power = _ppi().ppi_mean_power(y, yhat, cost_Y=1.0, cost_Yhat=1e-9, effective_n=need, n_max=int(n_total))
+    # ppi-python's own rule: no (n, N) within n_total responses does better than labeling all.
+    return {**out, "human_only_n": need, "corrected_n": min(max(int(power["n"]), MIN_LABELED), need, int(n_total)),
+            "reachable": need <= n_total,
+            "ppi_corr": float(power["ppi_corr"])}

@@ -1,0 +1,89 @@
+"""The report's corrected-scores section: per model judge and system, the judge-only score, the
+PPI++ corrected score and the human-only estimate with their 95% CIs, and the judge's bias
+(`analysis.correction`; the numbers are `scores.json`'s `corrected` fields), as a table,
+`tables/corrected.csv` and `figures/corrected.png`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gamut_local.reporting.markdown import fmt, md_table
+from gamut_local.reporting.tables import write_csv
+
+FIGURE = "corrected.png"
+
+
+def rows(doc: dict) -> list[dict]:
+    """One flat row per model judge and system that has a `corrected` block."""
+    out = []
+    for m in doc["models"]:
+        c = m.get("corrected")
+        if c is None:
+            continue
+        out.append({"judge": m["judge"], "model": m["model"], "variant": m["variant"],
+                    "gamut_score": m["gamut_score"], "ci95_low": m["ci95"][0], "ci95_high": m["ci95"][1],
+                    **{k: v for k, v in c.items() if k not in ("judge", "tiers")}})
+    return out
+
+
+def _interval(lo, hi) -> str:
+    return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+def section(doc: dict, run_dir: Path) -> str:
+    """The Markdown section (empty without a correction); writes its CSV and figure."""
+    info = doc.get("correction")
+    if info is None:
+        return ""
+    flat = rows(doc)
+    write_csv(Path(run_dir) / "tables" / "corrected.csv", flat)
+    figure = draw(flat, Path(run_dir) / "figures" / FIGURE)
+    lines = ["## Corrected scores", "",
+             f"Each model judge's scores corrected by `{'`, `'.join(info['gold_judges'])}` on the random "
+             f"sample `{info['sample_id']}` (per {info['per']}): prediction-powered inference with power "
+             "tuning (PPI++), unbiased for the score those humans would give whatever the judge's errors. "
+             "Human-only: the same humans' mean on the same responses. Bias: judge-only − corrected.", ""]
+    table = [[r["judge"], f"{r['model']} ({r['variant']})", fmt(r["judge_only"]),
+              fmt(r["score"]) + " " + _interval(r["ci_low"], r["ci_high"]) if r["score"] is not None else "—",
+              fmt(r["human_only"]) + " " + _interval(r["human_only_ci_low"], r["human_only_ci_high"])
+              if r["human_only"] is not None else "—",
+              f"{r['n_labeled']} / {r['n_total']}", fmt(r["bias"]), r["reason"] or ""] for r in flat]
+    lines += [md_table(["judge", "model", "judge-only", "corrected [95% CI]", "human-only [95% CI]",
+                        "labeled / total", "bias", "note"], table), ""]
+    if figure is not None:
+        lines += [f"![corrected scores](figures/{FIGURE})", ""]
+    return "\n".join(lines) + "\n"
+
+
+def draw(flat: list[dict], path: Path) -> Path | None:
+    """Per judge, per system: judge-only, corrected and human-only, each with its 95% CI."""
+    shown = [r for r in flat if r["score"] is not None]
+    if not shown:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gamut_local.reporting.figures import save_figure
+
+    judges = list(dict.fromkeys(r["judge"] for r in shown))
+    fig, axes = plt.subplots(1, len(judges), figsize=(5.5 * len(judges), 0.5 + 0.55 * len(shown) / len(judges) + 1),
+                             squeeze=False)
+    series = (("judge-only", "gamut_score", "ci95_low", "ci95_high", "#9e9e9e"),
+              ("corrected", "score", "ci_low", "ci_high", "#1565c0"),
+              ("human-only", "human_only", "human_only_ci_low", "human_only_ci_high", "#ef6c00"))
+    for ax, judge in zip(axes[0], judges):
+        mine = [r for r in shown if r["judge"] == judge]
+        for k, (name, point, lo, hi, colour) in enumerate(series):
+            y = [i + (k - 1) * 0.22 for i in range(len(mine))]
+            x = [r[point] for r in mine]
+            err = [[r[point] - r[lo] for r in mine], [r[hi] - r[point] for r in mine]]
+            ax.errorbar(x, y, xerr=err, fmt="o", ms=4, capsize=3, color=colour, label=name)
+        ax.set_yticks(range(len(mine)), [f"{r['model']} ({r['variant']})" for r in mine], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("GAMUT points")
+        ax.set_title(f"judge {judge}", fontsize=10)
+        ax.legend(fontsize=7, loc="best")
+    return save_figure(fig, path)

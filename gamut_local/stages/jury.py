@@ -1,0 +1,116 @@
+"""`gamut-local jury RUN --judges a,b,c --rule majority|mean-probs|dawid-skene --name NAME`:
+a judge made of judges. Reads the members' verdict files, aggregates each cell's verdicts
+(`analysis.jury`) and writes ordinary verdict records, judge `NAME`, to
+`verdicts/NAME/<model>.<variant>.jsonl`, so every stage reads them like any judge's (as the
+predictor of corrected scores too). The records' `settings_hash` is the jury's identity: its
+rule and its members with their own settings hashes; a rerun with another identity is refused.
+`RUN/juries/NAME.json` records the members, the rule and, for Dawid-Skene, each member's
+estimated confusion matrix (the report shows it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from gamut_local.analysis.jury import RULES, aggregate
+from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.human import is_human
+from gamut_local.rundir.layout import check_name, verdict_files, verdicts_path
+from gamut_local.rundir.store import write_json, write_jsonl
+from gamut_local.vocab import JUDGE_LABELS, VERDICTS
+
+LABEL_CODE = {label: k for k, label in enumerate(JUDGE_LABELS)}
+
+
+def jury_path(run_dir: Path, name: str) -> Path:
+    return Path(run_dir) / "juries" / f"{name}.json"
+
+
+def _check(run_dir: Path, members: list[str], rule: str, name: str) -> list[Path]:
+    problems = []
+    if rule not in RULES:
+        problems.append(Problem("--rule", None, "", f"expected one of {', '.join(RULES)}, got {rule!r}"))
+    if len(members) < 2 or len(set(members)) != len(members):
+        problems.append(Problem("--judges", None, "", f"a jury needs two or more different judges, got {members}"))
+    check_name(name, "jury name", "--name")
+    if name in members or is_human(name):
+        problems.append(Problem("--name", None, "", f"{name!r} must be a new judge name, not a member or human"))
+    files = []
+    for m in members:
+        found = verdict_files(Path(run_dir), m) if not problems else []
+        if not found and not problems:
+            problems.append(Problem(str(Path(run_dir) / "verdicts" / m), None, "", "no verdict files of this judge"))
+        files += found
+    if problems:
+        raise InputError(problems)
+    return files
+
+
+def _identity(members: list[str], rule: str, records: list[dict]) -> str:
+    hashes = {m: sorted({r.get("settings_hash") or "" for r in records if r["judge"] == m}) for m in members}
+    text = json.dumps({"rule": rule, "members": hashes}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _cells(records: list[dict], members: list[str]):
+    """Cells (question, model, variant, check) with their tier, answer hash, the members'
+    label codes (cells x members; -1 no vote) and probabilities (cells x members x 4)."""
+    index: dict[tuple, int] = {}
+    info: list[dict] = []
+    rows = []
+    for r in records:
+        key = (r["question_id"], r["model"], r["variant"], r["check_id"])
+        if key not in index:
+            index[key] = len(info)
+            info.append({"key": key, "tier": r["tier"], "answer_hash": r.get("answer_hash")})
+        elif r.get("answer_hash") != info[index[key]]["answer_hash"]:
+            raise InputError([Problem(r["judge"], None, "answer_hash", f"members graded different versions of the "
+                                      f"response {key[:3]} (check {key[3]}): rejudge them on the same answers")])
+        rows.append((index[key], members.index(r["judge"]), r))
+    labels = np.full((len(info), len(members)), -1, dtype=np.int64)
+    probs = np.full((len(info), len(members), len(JUDGE_LABELS)), np.nan)
+    for c, m, r in rows:
+        labels[c, m] = LABEL_CODE.get(r["verdict"], -1)
+        if r.get("probs"):
+            probs[c, m] = [r["probs"].get(label, np.nan) for label in JUDGE_LABELS]
+    return info, labels, probs
+
+
+def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> dict:
+    """Write the jury's verdicts and its record; a summary of what was written."""
+    run_dir = Path(run_dir)
+    files = _check(run_dir, members, rule, name)
+    records = load_records(files, Verdict, verdict_key)
+    info, labels, probs = _cells(records, members)
+    identity = _identity(members, rule, records)
+    old = load_records(verdict_files(run_dir, name), Verdict, verdict_key)
+    if any(r.get("settings_hash") != identity for r in old):
+        raise InputError([Problem(str(run_dir / "verdicts" / name), None, "settings_hash", f"the jury {name!r} was "
+                                  "made from other members, rules or member settings: give another --name, or "
+                                  "delete that folder")])
+    result = aggregate(rule, labels, probs, members)
+    out: dict[tuple[str, str], list[dict]] = {}
+    for c, cell in enumerate(info):
+        q, model, variant, check = cell["key"]
+        votes = " ".join(f"{m}={VERDICTS[labels[c, k]] if labels[c, k] >= 0 else '-'}" for k, m in enumerate(members))
+        p = None if result["probs"] is None or not np.isfinite(result["probs"][c]).all() else \
+            dict(zip(JUDGE_LABELS, result["probs"][c].tolist()))
+        out.setdefault((model, variant), []).append({
+            "question_id": q, "model": model, "variant": variant, "judge": name, "check_id": check,
+            "tier": cell["tier"], "verdict": VERDICTS[result["codes"][c]], "raw": f"jury {rule}: {votes}",
+            "probs": p, "method": f"jury-{rule}", "settings_hash": identity, "answer_hash": cell["answer_hash"]})
+    for (model, variant), rows in out.items():
+        write_jsonl(verdicts_path(run_dir, name, model, variant), rows)
+    confusion = None if result["confusion"] is None else \
+        {m: c.tolist() for m, c in result["confusion"].items()}
+    write_json(jury_path(run_dir, name), {
+        "kind": "gamut-local jury", "schema_version": 1, "name": name, "rule": rule, "members": members,
+        "settings_hash": identity, "label_order": list(JUDGE_LABELS), "cells": len(info),
+        "confusion": confusion})
+    return {"name": name, "rule": rule, "cells": len(info), "files": len(out),
+            "invalid": int((result["codes"] == VERDICTS.index("invalid")).sum())}

@@ -1,0 +1,95 @@
+"""`gamut-local sample RUN --responses N [--per model|--shared] --seed S`: draw the calibration
+sample humans grade in full, and record its design in `RUN/samples/<name>.json`;
+`gamut-local plan-sample RUN --half-width H`: from what is graded so far, how many more.
+
+The population is every response a model judge of the run graded (`verdicts/<judge>/`, human
+judges left out): the responses whose scores a correction is about. The draw itself and the
+file's fields are `analysis.design`'s. Drawing again with the same arguments finds the same
+sample and writes nothing; a different design under an existing name is refused, so the sample
+people are grading never changes under them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from gamut_local.analysis.design import SampleFile, draw, read_sample
+from gamut_local.errors import InputError, Problem
+from gamut_local.reporting.tables import read_verdict_table, write_model
+from gamut_local.rundir.human import is_human
+from gamut_local.rundir.layout import check_seed, find_sample, sample_path, verdict_files
+
+
+def population(run_dir: Path, console: Console | None = None) -> dict[tuple[str, str], list[str]]:
+    """{(model, variant): question ids} of the responses the run's model judges graded."""
+    files = [p for p in verdict_files(Path(run_dir)) if not is_human(p.parent.name)]
+    if not files:
+        raise InputError([Problem(str(Path(run_dir) / "verdicts"), None, "",
+                                  "no model judge's verdicts: run judge before drawing a sample")])
+    table = read_verdict_table(files, console)
+    out: dict[tuple[str, str], set[str]] = {}
+    for m, v, q in set(zip(table.model.tolist(), table.variant.tolist(), table.question.tolist())):
+        out.setdefault((table.models[m], table.variants[v]), set()).add(table.questions[q])
+    return {k: sorted(qs) for k, qs in out.items()}
+
+
+def draw_sample(run_dir: Path, responses: int, *, per: str = "model", seed: int = 0, name: str = "calibration",
+                console: Console | None = None) -> tuple[Path, SampleFile, bool]:
+    """(design file, design, whether it was written now) for the run's calibration sample."""
+    check_seed(seed)
+    if isinstance(responses, bool) or not isinstance(responses, int) or responses < 1:
+        raise InputError([Problem("--responses", None, "", f"must be a whole number >= 1, got {responses!r}")])
+    path = sample_path(Path(run_dir), name)
+    design = draw(population(run_dir, console), responses, per=per, seed=seed, name=name)
+    if path.exists():
+        old = read_sample(path)
+        if old == design:
+            return path, old, False
+        raise InputError([Problem(str(path), None, "", f"a sample named {name!r} exists with another design "
+                                  f"({old.sample_id}: {old.responses_requested} per system, per {old.per}, seed "
+                                  f"{old.seed}, or the run's responses changed); people may be grading it: give "
+                                  "another --name, or delete the file to draw anew")])
+    write_model(path, design)
+    return path, design, True
+
+
+def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample: str | None = None,
+                console: Console | None = None) -> list[dict]:
+    """Per model judge and system: responses (and keypresses, one a check) people must grade
+    for a 95% CI half-width of `half_width` points, corrected and human-only side by side,
+    from the pilot the sample's labeled responses make (`analysis.correction.plan`)."""
+    import fnmatch
+
+    import numpy as np
+
+    from gamut_local.analysis.correction import gold_scores, labels_for, plan
+    from gamut_local.analysis.scoring import score_table
+
+    if not half_width > 0:
+        raise InputError([Problem("--half-width", None, "", f"must be a number of points > 0, got {half_width!r}")])
+    design = read_sample(find_sample(Path(run_dir), sample))
+    scores = score_table(read_verdict_table(verdict_files(Path(run_dir)), console))
+    gold_idx = [j for j, name in enumerate(scores.judges) if fnmatch.fnmatchcase(name, gold)]
+    if not gold_idx:
+        raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
+                                  f"{', '.join(scores.judges)})")])
+    labels = labels_for(scores, design, gold_idx)
+    y = gold_scores(scores, labels)
+    rows = []
+    for j, judge in enumerate(scores.judges):
+        if j in gold_idx or is_human(judge):
+            continue
+        for s, (model, variant) in enumerate(scores.systems):
+            inside = labels.population[s] & np.isfinite(scores.score[j, s])
+            if not inside.any():
+                continue
+            lab = labels.labeled[s] & inside
+            p = plan(y[s][lab], scores.score[j, s][lab], int(inside.sum()), half_width)
+            checks = scores.counts[j, s].sum(axis=-1)[inside].mean()  # one keypress a check
+            rows.append({"judge": judge, "model": model, "variant": variant, **p,
+                         "checks_per_response": float(checks),
+                         "corrected_keypresses": None if p["corrected_n"] is None else int(round(p["corrected_n"] * checks)),
+                         "human_only_keypresses": None if p["human_only_n"] is None else int(round(p["human_only_n"] * checks))})
+    return rows
