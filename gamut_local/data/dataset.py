@@ -67,7 +67,8 @@ def _image_problem(ref: str, dataset_path: Path) -> str | None:
     return None
 
 
-def _read_jsonl(path: Path, check_images: bool) -> list[Question]:
+def _read_jsonl(path: Path, check_images: bool) -> list[tuple[Question, int]]:
+    """(question, line) for every record."""
     problems: list[Problem] = []
     rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False))
     questions = []
@@ -76,7 +77,7 @@ def _read_jsonl(path: Path, check_images: bool) -> list[Question]:
             msg = _image_problem(q.image, path)
             if msg:
                 problems.append(Problem(file, line, "image", msg))
-        questions.append(q)
+        questions.append((q, line))
     if problems:
         raise InputError(problems)
     return questions
@@ -99,7 +100,7 @@ def read_dataset(path: str | Path, *, check_images: bool = True, strict: bool = 
     path = Path(path)
     if path.suffix == ".parquet":
         return _read_release(path, strict)
-    return Loaded(_read_jsonl(path, check_images))
+    return Loaded([q for q, _ in _read_jsonl(path, check_images)])
 
 
 def load_questions(path: str | Path, *, check_images: bool = True,
@@ -116,6 +117,15 @@ def load_questions(path: str | Path, *, check_images: bool = True,
                 collector.seen.add(w)
                 collector.warnings.append(w)
     return loaded.questions
+
+
+def load_question_lines(path: str | Path, *, check_images: bool = True) -> list[tuple[Question, int]]:
+    """(question, line) pairs, read once: the line of each JSON Lines record, or for the
+    release parquet the question's 1-based position, since a parquet file has no lines."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return [(q, i) for i, q in enumerate(load_questions(path, check_images=check_images), start=1)]
+    return _read_jsonl(path, check_images)
 
 
 def warning_lines(warnings: list[Problem], limit: int = 20) -> list[str]:

@@ -20,7 +20,7 @@ import yaml
 
 from gamut_local.config import load_yaml_node
 from gamut_local.errors import Problem
-from gamut_local.rubric.compiler import checks_for, compile_item
+from gamut_local.rubric.compiler import check_dicts_for, item_checks
 
 HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.MULTILINE)
 ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
@@ -59,8 +59,8 @@ def _readable(item: dict) -> dict:
 def _compiled_comments(item_obj, indent: int) -> str:
     pad = " " * indent
     lines = [f"{pad}# compiles to:"]
-    for c in compile_item(item_obj):
-        lines.append(f"{pad}#   {c.check_id} [{c.tier}]: {c.text}")
+    for c in item_checks(item_obj):
+        lines.append(f"{pad}#   {c['check_id']} [{c['tier']}]: {c['text']}")
     return "\n".join(lines) + "\n"
 
 
@@ -122,23 +122,23 @@ def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, 
     return data, m.group(1) if m else None, node, []
 
 
-def _item_changes(a, b) -> dict:
-    ia = {i.id: i for i in (a.meta_rubric.items if a and a.meta_rubric else [])}
-    ib = {i.id: i for i in (b.meta_rubric.items if b and b.meta_rubric else [])}
-    return _changes(ia, ib, lambda x: x.model_dump(exclude={"tier"}))
+def _items(q) -> dict:
+    """item id -> (tier, everything else): the fields as they are, compared as values
+    (a `model_dump` per item took longer than the rest of `diff`)."""
+    items = q.meta_rubric.items if q and q.meta_rubric else []
+    return {i.id: (i.tier, {k: v for k, v in i if k != "tier"}) for i in items}
 
 
-def _check_changes(a, b) -> dict:
-    ca = {c.check_id: c for c in (checks_for(a) if a else [])}
-    cb = {c.check_id: c for c in (checks_for(b) if b else [])}
-    return _changes(ca, cb, lambda c: c.text)
+def _checks(q) -> dict:
+    return {c["check_id"]: (c["tier"], c["text"]) for c in (check_dicts_for(q) if q else [])}
 
 
-def _changes(a: dict, b: dict, content) -> dict:
+def _changes(a: dict, b: dict) -> dict:
+    """`a`, `b`: id -> (tier, content)."""
     both = [k for k in a if k in b]
     return {"added": [k for k in b if k not in a], "removed": [k for k in a if k not in b],
-            "retiered": [(k, a[k].tier, b[k].tier) for k in both if a[k].tier != b[k].tier],
-            "reworded": [k for k in both if content(a[k]) != content(b[k])]}
+            "retiered": [(k, a[k][0], b[k][0]) for k in both if a[k][0] != b[k][0]],
+            "reworded": [k for k in both if a[k][1] != b[k][1]]}
 
 
 def diff_records(a: dict, b: dict) -> dict:
@@ -146,8 +146,10 @@ def diff_records(a: dict, b: dict) -> dict:
     out = {}
     for qid in list(a) + [q for q in b if q not in a]:
         qa, qb = a.get(qid), b.get(qid)
+        if qa == qb:  # equal records compile to equal checks: nothing to report
+            continue
         entry = {"status": "added" if qa is None else "removed" if qb is None else "both",
-                 "items": _item_changes(qa, qb), "checks": _check_changes(qa, qb)}
+                 "items": _changes(_items(qa), _items(qb)), "checks": _changes(_checks(qa), _checks(qb))}
         if entry["status"] != "both" or any(entry[k][c] for k in ("items", "checks") for c in entry[k]):
             out[qid] = entry
     return out
