@@ -456,7 +456,7 @@ def load_yaml_lines(text: str) -> tuple[object, Lines]:
         node = loader.get_single_node()
         if node is None:
             return None, {}
-        if _MAYBE_ANCHOR.search(text):
+        if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
             _check_aliases(node)
         return loader.construct_document(node), _node_lines(node)
     finally:
@@ -476,7 +476,7 @@ def load_yaml_node(text: str):
         node = loader.get_single_node()
         if node is None:
             return None, None
-        if _MAYBE_ANCHOR.search(text):
+        if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
             _check_aliases(node)
         return node, loader.construct_document(node)
     finally:

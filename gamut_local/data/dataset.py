@@ -67,17 +67,18 @@ def _image_problem(ref: str, dataset_path: Path) -> str | None:
     return None
 
 
-def _read_jsonl(path: Path, check_images: bool) -> list[tuple[Question, int]]:
-    """(question, line) for every record."""
+def _read_jsonl(path: Path, check_images: bool) -> list[tuple[Question, int, dict]]:
+    """(question, line, record as read) for every record."""
     problems: list[Problem] = []
-    rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False))
+    records = read_jsonl(path, problems=problems, torn_tail_ok=False)
+    at = {no: obj for no, obj in records}
     questions = []
-    for q, file, line in validate_questions(rows, problems):
+    for q, file, line in validate_questions(((str(path), no, obj) for no, obj in records), problems):
         if check_images and q.image is not None:
             msg = _image_problem(q.image, path)
             if msg:
                 problems.append(Problem(file, line, "image", msg))
-        questions.append((q, line))
+        questions.append((q, line, at[line]))
     if problems:
         raise InputError(problems)
     return questions
@@ -100,7 +101,7 @@ def read_dataset(path: str | Path, *, check_images: bool = True, strict: bool = 
     path = Path(path)
     if path.suffix == ".parquet":
         return _read_release(path, strict)
-    return Loaded([q for q, _ in _read_jsonl(path, check_images)])
+    return Loaded([q for q, _, _ in _read_jsonl(path, check_images)])
 
 
 def load_questions(path: str | Path, *, check_images: bool = True,
@@ -119,12 +120,14 @@ def load_questions(path: str | Path, *, check_images: bool = True,
     return loaded.questions
 
 
-def load_question_lines(path: str | Path, *, check_images: bool = True) -> list[tuple[Question, int]]:
-    """(question, line) pairs, read once: the line of each JSON Lines record, or for the
-    release parquet the question's 1-based position, since a parquet file has no lines."""
+def load_question_rows(path: str | Path, *, check_images: bool = True) -> list[tuple[Question, int, dict]]:
+    """(question, line, record) for each question, from one read: the JSON Lines record as
+    written and its line; for the release parquet, which has neither, the question's 1-based
+    position and its fields (those not at their defaults)."""
     path = Path(path)
     if path.suffix == ".parquet":
-        return [(q, i) for i, q in enumerate(load_questions(path, check_images=check_images), start=1)]
+        return [(q, i, q.model_dump(exclude_defaults=True))
+                for i, q in enumerate(load_questions(path, check_images=check_images), start=1)]
     return _read_jsonl(path, check_images)
 
 

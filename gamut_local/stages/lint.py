@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gamut_local.data.dataset import load_question_lines
+from gamut_local.data.dataset import load_question_rows
 from gamut_local.rubric.lint import ERROR, Finding, lint_questions
 
 
 def lint_file(path: str | Path) -> list[Finding]:
     """Every finding for a dataset file; invalid records raise InputError first."""
-    return lint_questions(load_question_lines(path, check_images=False), str(path))
+    return lint_questions([(q, line) for q, line, _ in load_question_rows(path, check_images=False)], str(path))
 
 
 def count_errors(findings: list[Finding]) -> int:
