@@ -91,11 +91,21 @@ def _readable(item: dict) -> dict:
     return item
 
 
+# What may not stand in a comment line: a line break (YAML's include U+0085, U+2028 and
+# U+2029: the rest of the text would be read as YAML) or a character YAML refuses anywhere.
+_NOT_IN_COMMENT = re.compile("[^\t\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _comment(text: str) -> str:
+    """`text` fit for a comment line: those characters as Python writes them escaped ("\\n")."""
+    return _NOT_IN_COMMENT.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _compiled_comments(item_obj, indent: int) -> str:
     pad = " " * indent
     lines = [f"{pad}# compiles to:"]
     for c in item_checks(item_obj):
-        lines.append(f"{pad}#   {c['check_id']} [{c['tier']}]: {c['text']}")
+        lines.append(_comment(f"{pad}#   {c['check_id']} [{c['tier']}]: {c['text']}"))
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +123,7 @@ def _meta_rubric_text(meta: dict, meta_obj) -> str:
 
 def export_text(record: dict, question, source: str) -> str:
     """One question as commented YAML. `question` is the validated record (for compiling)."""
-    header = (f"# {record['question_id']}: exported by `gamut-local export` from {source}.\n"
+    header = (_comment(f"# {record['question_id']}: exported by `gamut-local export` from {source}.") + "\n"
               "# Edit it, then `gamut-local import DIR --out REVISED.jsonl` validates and reads it back.\n"
               "# Comment lines are not read: the checks under each item show what it compiled to.\n"
               f"# source-hash: {record_hash(record)}\n")

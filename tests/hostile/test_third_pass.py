@@ -1,0 +1,224 @@
+"""Issue 24, third round: what making the authoring commands fast at 100,000 items could
+break, held to the old behaviour: export's bytes and its durability, the strict YAML loader's
+fast paths (mappings without merge keys, documents without anchors), compiled checks as
+plain dicts, and the two verdict readers on lone surrogates."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gamut_local.errors import InputError
+
+# Strings YAML treats specially: ones that resolve to other types, indicators, line breaks,
+# long ones the emitter folds, non-ASCII and control characters.
+ODD_TEXTS = ["yes", "123", "null", "- x", "# not a comment", "a: b", "trailing ", " leading", "multi\nline",
+             "tab\there", "ünï “q” 日本語", "x" * 250, " ".join(["word"] * 60), "'s'", '"d"', "~", "@at", "`t",
+             "{b}", "[l]", "0x1F", "1e3", "2020-01-01", "true", "NO", "on", "end\n", "\\b", "%p", "&a", "*a", "!t",
+             "|p", ">g", "😀", "\u2028", "bell\x07", "R&D", ""]
+
+
+def _odd_record(k: int) -> dict:
+    pick = lambda j: ODD_TEXTS[(k * 7 + j) % len(ODD_TEXTS)] or "x"  # noqa: E731
+    items = [{"id": f"a{k}", "type": "simple", "tier": "answer_critical", "fact": pick(0), "subject": pick(1),
+              "evidence": ["s1"]},
+             {"id": f"b{k}", "type": "strict_list", "tier": "valuable", "elements": [pick(2), pick(3)],
+              "meta_insight": pick(4)},
+             {"id": f"c{k}", "type": "flexible_list", "tier": "context", "options": [pick(5 + j) for j in range(8)],
+              "min_required": 2, "extra_thresholds": [3, 8]},
+             {"id": f"d{k}", "type": "process", "tier": "valuable", "check_full_order": True,
+              "steps": [{"text": pick(13)}, {"text": pick(14), "required": False}]},
+             {"id": f"e{k}", "type": "relationship", "tier": "answer_critical", "entities": [pick(15), pick(16)],
+              "aspects": [pick(17)]}]
+    return {"question_id": f"q{k}", "domain": pick(18), "question": pick(19), "question_text_only": pick(20),
+            "meta_rubric": {"items": items, "snippets": [{"id": "s1", "title": pick(21), "url": None,
+                                                          "text": pick(22)}]},
+            "provenance": {"revised_on": "2026-01-01", "revised_by": pick(23)}}
+
+
+def test_export_text_is_what_one_emitter_call_per_value_wrote():
+    """Export dumps a question's items in one call with its own node builder; the text is the
+    plain safe dumper's, value by value, as before (so an export reads as it always did)."""
+    from gamut_local.rubric import revision
+
+    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+    def plain(value, indent):
+        text = yaml.dump(value, Dumper=base, sort_keys=False, allow_unicode=True, width=revision.WIDTH,
+                         default_flow_style=False)
+        return "".join(" " * indent + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+    for k in range(len(ODD_TEXTS)):
+        rec = _odd_record(k)
+        items = [revision._readable(i) for i in rec["meta_rubric"]["items"]]
+        assert revision._dump_each(items, 2) == [plain([i], 2) for i in items]
+        assert revision._dump(rec, 0) == plain(rec, 0)
+        keys = {key: rec[key] for key in ("question_id", "domain", "question")}
+        assert revision._dump(keys, 0) == "".join(plain({key: v}, 0) for key, v in keys.items())
+
+
+def test_odd_texts_export_and_import_to_the_same_bytes(tmp_path):
+    from gamut_local.stages.revise import export_dataset, import_dir
+
+    src = tmp_path / "odd.jsonl"
+    src.write_text("".join(json.dumps(_odd_record(k), ensure_ascii=False, sort_keys=True,
+                                      separators=(",", ":")) + "\n" for k in range(len(ODD_TEXTS))))
+    export_dataset(src, tmp_path / "yaml")
+    import_dir(tmp_path / "yaml", tmp_path / "back.jsonl")
+    assert (tmp_path / "back.jsonl").read_bytes() == src.read_bytes()
+
+
+def test_compiled_check_dicts_are_the_checks_dumped():
+    """`compile` writes the dicts straight from the rules; they are what the `Check` objects
+    (as `checks_for` gives them to the judge) dump to, so the rubric file keeps its bytes."""
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.data.records import Question
+    from gamut_local.rubric.compiler import check_dicts_for, checks_for
+
+    sample = Path(__file__).resolve().parents[2] / "gamut_local" / "data" / "sample" / "questions.jsonl"
+    questions = load_questions(sample, check_images=False)
+    questions += [Question.model_validate(_odd_record(k)) for k in range(len(ODD_TEXTS))]
+    for q in questions:
+        assert check_dicts_for(q) == [c.model_dump() for c in checks_for(q)]
+
+
+def test_an_export_is_on_disk_when_it_says_so(tmp_path, monkeypatch):
+    """Every file's bytes are fsynced before its rename (a crash leaves it whole or absent)
+    and the folder after the last rename (so the names last too); before, nothing was."""
+    from gamut_local.stages import revise
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), real_replace(a, b))[1])
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(_odd_record(k)) + "\n" for k in range(5)))
+    folder = tmp_path / "yaml"
+    paths = revise.export_dataset(src, folder)
+    assert len(paths) == 5
+    synced = [e[1] for e in events if e[0] == "fsync"]
+    renames = [i for i, e in enumerate(events) if e[0] == "replace"]
+    for i in renames:
+        assert events[i][1] in synced[:i], f"{events[i][1]} renamed before it was fsynced"
+    assert str(folder) in [e[1] for e in events[renames[-1]:] if e[0] == "fsync"]
+    assert str(tmp_path) in synced  # the folder was new: its name is in its parent
+
+
+def test_an_export_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch):
+    from gamut_local.stages import revise
+
+    real = revise.export_text
+
+    def fail_on_the_third(rec, q, source):
+        if rec["question_id"] == "q2":
+            raise OSError(28, "No space left on device")
+        return real(rec, q, source)
+
+    monkeypatch.setattr(revise, "export_text", fail_on_the_third)
+    src = tmp_path / "d.jsonl"
+    src.write_text("".join(json.dumps(_odd_record(k)) + "\n" for k in range(5)))
+    with pytest.raises(OSError):
+        revise.export_dataset(src, tmp_path / "yaml")
+    assert list((tmp_path / "yaml").iterdir()) == []
+
+
+# -- the strict YAML loader's fast paths ----------------------------------------------------
+
+BOMB_ROWS = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdef", "bcdefg"))
+
+
+@pytest.mark.parametrize("text, refused", [
+    ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + BOMB_ROWS, True),  # block mapping
+    ("a:\t&a [x, x, x, x, x, x, x, x, x, x]\n" + BOMB_ROWS, True),  # after a tab
+    ("{a: &a [x, x, x, x, x, x, x, x, x, x], " + ", ".join(
+        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]" for p, c in zip("abcdef", "bcdefg")) + "}", True),  # flow
+    ('{"a":&a [x, x, x, x, x, x, x, x, x, x], ' + ", ".join(
+        f'"{c}":&{c} [{", ".join([f"*{p}"] * 10)}]' for p, c in zip("abcdef", "bcdefg")) + "}", True),  # "k":&a
+    ("a: &a [*a]\n", True),  # a cycle
+    ("&a [&b [&c [x, x, x, x, x, x, x, x, x, x]]]\n", False),  # at a line's start and after '['
+    ("[&a [x], *a, R&D, &b [*a, *a], *b]\n", False),
+])
+def test_every_anchor_is_seen_by_the_alias_bound(text, refused):
+    """The bound is skipped for a text with no anchor; an anchor may stand after a space, a tab,
+    a flow indicator, a JSON key's colon or at a line's start, and each one is found."""
+    from gamut_local.config import MAX_YAML_NODES, _MAYBE_ANCHOR, load_yaml_node, load_yaml_text
+
+    assert _MAYBE_ANCHOR.search(text)
+    if not refused:
+        assert load_yaml_text(text) == yaml.safe_load(text)
+        return
+    for load in (load_yaml_text, load_yaml_node):
+        with pytest.raises(yaml.YAMLError, match=f"through its aliases|a cycle|{MAX_YAML_NODES}"):
+            load(text)
+
+
+@pytest.mark.parametrize("text, line, first", [
+    ("a: 1\nb: 2\na: 3\n", 3, 1),
+    ("top:\n  x: 1\n  y: 2\n  x: 3\n", 4, 2),
+    ("1: x\n1: y\n", 2, 1),
+    ("base: &b {x: 1}\nm:\n  <<: *b\n  y: 1\n  y: 2\n", 5, 4),  # a mapping with a merge key: the other path
+    ("[{k: 1, k: 2}]", 1, 1),
+])
+def test_a_key_given_twice_is_refused_on_both_paths(text, line, first):
+    from gamut_local.config import load_yaml_node, load_yaml_text
+
+    for load in (load_yaml_text, load_yaml_node):
+        with pytest.raises(yaml.constructor.ConstructorError, match=f"appears twice \\(first on line {first}\\)") as e:
+            load(text)
+        assert e.value.problem_mark.line + 1 == line
+
+
+def test_the_strict_loader_reads_what_the_safe_loader_reads():
+    """Without repeated keys, the one-pass mapping gives the safe loader's values: types,
+    key order, merge keys, nested and empty collections."""
+    from gamut_local.config import load_yaml_text
+
+    texts = ["a: 1\nb: [1, 2.5, true, null, ~, '3', 2020-01-01]\nc: {d: {e: []}, f: {}}\n",
+             "base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  y: 3\n", "- {a: 1}\n- [x, {b: c}]\n", "? [1]\n: 2\n"]
+    texts += [yaml.safe_dump(_odd_record(k), allow_unicode=True) for k in range(5)]
+    for text in texts:
+        try:
+            want = yaml.safe_load(text)
+        except yaml.YAMLError as e:  # the unhashable key: PyYAML's own message, both ways
+            with pytest.raises(yaml.YAMLError, match="unhashable"):
+                load_yaml_text(text)
+            assert "unhashable" in str(e)
+            continue
+        got = load_yaml_text(text)
+        assert got == want and json.dumps(got, default=str) == json.dumps(want, default=str)
+
+
+# -- lone surrogates: pyarrow's verdict reader and the record reader agree ------------------
+
+@pytest.mark.parametrize("escape", [r"\ud800", r"\udc80", r"\udfff", r"\ud800\ud800", r"\udc00\ud800",
+                                    r"\ud83d\ude00", r"\\ud800"])
+@pytest.mark.parametrize("field", ["raw", "question_id", "check_id", "judge", "extra"])
+def test_both_verdict_readers_judge_a_surrogate_alike(tmp_path, monkeypatch, escape, field):
+    pytest.importorskip("pyarrow")
+    from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
+    rows = [{"question_id": f"q{i}", "model": "m", "variant": "text_only", "judge": "j", "check_id": f"c{k}",
+             "tier": "valuable", "verdict": "meets", "raw": "x"} for i in range(3) for k in range(3)]
+    rows[4][field] = "SPOT"
+    path = tmp_path / "v.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows).replace("SPOT", f"a{escape}b"))
+
+    def outcome(read, **kw):
+        try:
+            table = read([path], **kw)
+        except InputError as e:
+            return [str(p) for p in e.problems]
+        return (table.questions, table.checks, table.judges)
+
+    reference = outcome(read_verdicts_reference)
+    lone = escape not in (r"\ud83d\ude00", r"\\ud800")
+    assert (reference == ["%s:5: <record>: a string holds a lone surrogate (an escape such as \\ud800 without its "
+                          "pair), not text" % path]) == lone
+    for cache in ("off", "use", "use"):  # the second "use" would read a cache entry, if one were made
+        assert outcome(read_verdicts, cache=cache) == reference
