@@ -14,6 +14,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 
 from gamut_local.rubric.compiler import check_dicts_for
 from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
@@ -77,8 +78,9 @@ def first_near_duplicates(words: list[set[str]], groups: list, threshold: float 
     Jaccard >= t share a word among the first |x| - ceil(t|x|) + 1 of each, so only sets
     indexed under one of j's first words are compared. Exact, not sampled: the candidates are
     scored with the same `_jaccard` as before."""
-    freq = Counter(w for ws in words for w in ws)
-    rank = {w: r for r, w in enumerate(sorted(freq, key=lambda w: (freq[w], w)))}  # rarest first
+    freq = Counter(chain.from_iterable(words))
+    # rarest first, ties by the word: sorted by word, then (stable) by count; no Python per word
+    rank = {w: r for r, w in enumerate(sorted(sorted(freq), key=freq.__getitem__))}
     index: dict[str, list[int]] = {}
     empty: list[int] = []  # no content words: Jaccard 1 with each other, 0 with the rest
     found = {}
