@@ -14,12 +14,14 @@ one config serves machines that keep weights in different places. A model `path`
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 import os
 import re
 import types
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union, get_args, get_origin
@@ -448,19 +450,34 @@ def _node_lines(node, path: tuple = (), out: Lines | None = None) -> Lines:
     return out
 
 
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off while a large input is read into fresh objects: it
+    would walk them all again each time the heap grows by a quarter, and a document read
+    whole makes no cycles (a cyclic alias is refused). Reference counting still frees."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load_yaml_lines(text: str) -> tuple[object, Lines]:
     """YAML as our configs are read (safe, no repeated keys, aliases bounded), with the line
     of every key, so an error can say where the key is written."""
     loader = _StrictLoader(text)  # a SafeLoader subclass
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, {}
-        if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
-            _check_aliases(node)
-        return loader.construct_document(node), _node_lines(node)
-    finally:
-        loader.dispose()
+    with gc_paused():
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, {}
+            if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
+                _check_aliases(node)
+            return loader.construct_document(node), _node_lines(node)
+        finally:
+            loader.dispose()
 
 
 def load_yaml_text(text: str):
@@ -472,15 +489,16 @@ def load_yaml_node(text: str):
     """(node tree, value) of one YAML document read as `load_yaml_text` reads it: the tree for
     callers that point at the line of a field (`import` of an edited rubric)."""
     loader = _StrictLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, None
-        if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
-            _check_aliases(node)
-        return node, loader.construct_document(node)
-    finally:
-        loader.dispose()
+    with gc_paused():
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, None
+            if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
+                _check_aliases(node)
+            return node, loader.construct_document(node)
+        finally:
+            loader.dispose()
 
 
 def _read_yaml(path: Path) -> tuple[dict, Lines]:
