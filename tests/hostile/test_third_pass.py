@@ -269,3 +269,47 @@ def test_a_query_value_is_escaped_in_the_page(viewer):
     res = viewer.get("/questions", params={"sort": "<script>alert(1)</script>", "model": '"><b>x'})
     assert res.status_code == 200
     assert "<script>alert(1)" not in res.text and '"><b>x' not in res.text
+
+
+def test_the_gc_comes_back_on_after_a_bulk_read_good_or_bad(tmp_path):
+    import gc
+
+    from gamut_local.config import load_yaml_text
+    from gamut_local.data.dataset import load_questions
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question_id": "q1"}\n')
+    for read in (lambda: load_yaml_text("a: 1\na: 2\n"), lambda: load_questions(bad, check_images=False)):
+        with pytest.raises((yaml.YAMLError, InputError)):
+            read()
+        assert gc.isenabled()
+    gc.disable()
+    try:  # and a caller's choice to run without it stands
+        load_yaml_text("a: 1\n")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_audit_requests_keep_snippet_order_without_a_search_per_pair():
+    """Snippet-major within a question, in the order the snippets are listed, each snippet's
+    items in item order: as before the position lookup became a dict."""
+    from gamut_local.data.records import Question
+    from gamut_local.stages.audit import audit_requests
+
+    class Spec:
+        max_snippet_chars = 100
+
+        class model:
+            system_prompt = None
+
+    n = 50
+    q = Question.model_validate({"question_id": "q", "domain": "d", "question": "Q?", "meta_rubric": {
+        "items": [{"id": f"i{k}", "type": "simple", "tier": "valuable", "fact": f"f{k}",
+                   "evidence": [f"s{(k * 7) % n}", f"s{(k * 3 + 1) % n}"]} for k in range(n)],
+        "snippets": [{"id": f"s{k}", "title": "T", "text": "x"} for k in reversed(range(n))]}})
+    keys = [r["key"] for r in audit_requests([q], Spec)]
+    snippet_order = [f"s{k}" for k in reversed(range(n))]
+    want = sorted(((sid, item) for item in range(n) for sid in (f"s{(item * 7) % n}", f"s{(item * 3 + 1) % n}")),
+                  key=lambda p: snippet_order.index(p[0]))
+    assert keys == [("q", f"i{item}", sid) for sid, item in want]
