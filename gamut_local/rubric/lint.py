@@ -14,8 +14,9 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain
 
-from gamut_local.rubric.compiler import checks_for
+from gamut_local.rubric.compiler import check_dicts_for
 from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
 from gamut_local.vocab import TIERS
 
@@ -32,6 +33,7 @@ _STOP = {
         "least point"
     ).split()
 }
+_WORD = re.compile(r"[a-z0-9]+")
 _PRONOUN_START = re.compile(r"^(it|this|that|they|these|those|he|she)\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"[.!?]\s+[A-Z]")
 
@@ -51,7 +53,7 @@ class Finding:
 
 
 def _words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP}
+    return set(_WORD.findall(text.lower())) - _STOP
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -65,7 +67,7 @@ def _check_fields(question, checks) -> dict[str, str]:
     if question.checks:
         return {c.check_id: f"checks.{i}" for i, c in enumerate(question.checks)}
     index = {item.id: i for i, item in enumerate(question.meta_rubric.items)}
-    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks}
+    return {c["check_id"]: f"meta_rubric.items.{index[c['source_item']]}" for c in checks}
 
 
 def first_near_duplicates(words: list[set[str]], groups: list, threshold: float = NEAR_DUPLICATE) -> dict:
@@ -76,12 +78,14 @@ def first_near_duplicates(words: list[set[str]], groups: list, threshold: float 
     Jaccard >= t share a word among the first |x| - ceil(t|x|) + 1 of each, so only sets
     indexed under one of j's first words are compared. Exact, not sampled: the candidates are
     scored with the same `_jaccard` as before."""
-    freq = Counter(w for ws in words for w in ws)
+    freq = Counter(chain.from_iterable(words))
+    # rarest first, ties by the word: sorted by word, then (stable) by count; no Python per word
+    rank = {w: r for r, w in enumerate(sorted(sorted(freq), key=freq.__getitem__))}
     index: dict[str, list[int]] = {}
     empty: list[int] = []  # no content words: Jaccard 1 with each other, 0 with the rest
     found = {}
     for j, ws in enumerate(words):
-        ordered = sorted(ws, key=lambda w: (freq[w], w))
+        ordered = sorted(ws, key=rank.__getitem__)
         # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
         prefix = ordered[:len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1] if ws else []
         candidates = sorted({i for w in prefix for i in index.get(w, ())}) if ws else empty
@@ -104,15 +108,15 @@ def duplicate_checks(question, checks):
     compiled from one item are alike by design ("mentions X as one of ..."), so near-duplicates
     are only sought between items."""
     fields, seen = _check_fields(question, checks), {}
-    near = first_near_duplicates([_words(c.text) for c in checks], [c.source_item for c in checks])
+    near = first_near_duplicates([_words(c["text"]) for c in checks], [c["source_item"] for c in checks])
     for j, c in enumerate(checks):
-        norm = " ".join(c.text.lower().split())
+        cid, norm = c["check_id"], " ".join(c["text"].lower().split())
         if norm in seen:
-            yield fields[c.check_id], ERROR, f"check {c.check_id!r} repeats check {seen[norm]!r} word for word"
+            yield fields[cid], ERROR, f"check {cid!r} repeats check {seen[norm]!r} word for word"
             continue
-        seen[norm] = c.check_id
+        seen[norm] = cid
         if j in near:
-            yield fields[c.check_id], WARNING, f"check {c.check_id!r} nearly repeats check {checks[near[j]].check_id!r}"
+            yield fields[cid], WARNING, f"check {cid!r} nearly repeats check {checks[near[j]]['check_id']!r}"
 
 
 def no_subject(question, checks):
@@ -216,7 +220,7 @@ def check_count(question, checks):
     n = len(checks)
     if not PAPER_CHECKS / FAR <= n <= PAPER_CHECKS * FAR:
         yield "", WARNING, f"{n} checks, far from the paper's mean of {PAPER_CHECKS}"
-    if not any(c.tier == "answer_critical" for c in checks):
+    if not any(c["tier"] == "answer_critical" for c in checks):
         yield "", WARNING, "no answer_critical check: the rubric names nothing an answer must have"
 
 
@@ -225,8 +229,9 @@ RULES = (duplicate_checks, no_subject, joined_facts, redundant_options, one_step
 
 
 def lint_question(question, file: str, line: int | None, checks=None) -> list[Finding]:
-    """Every rule on one question; `checks`: its compiled checks, when the caller has them."""
-    checks = checks_for(question) if checks is None else checks
+    """Every rule on one question; `checks`: its checks as `compiler.check_dicts_for` gives them
+    (plain dicts), when the caller has them. The rules take these dicts."""
+    checks = check_dicts_for(question) if checks is None else checks
     out = []
     for rule in RULES:
         for field, severity, message in rule(question, checks):
@@ -253,8 +258,8 @@ def lint_questions(entries, file: str) -> list[Finding]:
     """`entries`: (question, line) pairs of one dataset file. Each question is compiled once."""
     findings, counts, n = [], Counter(), 0
     for question, line in entries:
-        checks = checks_for(question)
+        checks = check_dicts_for(question)
         findings += lint_question(question, file, line, checks)
-        counts.update(c.tier for c in checks)
+        counts.update(c["tier"] for c in checks)
         n += 1
     return findings + tier_balance(counts, n, file)

@@ -73,8 +73,9 @@ def audit_requests(questions: list[Question], spec: AuditSpec) -> list[dict]:
         if q.meta_rubric is None:
             continue
         snippets = {s.id: s for s in q.meta_rubric.snippets}
+        place = {sid: k for k, sid in enumerate(snippets)}  # not list(snippets).index: quadratic
         pairs = [(sid, item) for item in q.meta_rubric.items for sid in item.evidence]
-        for sid, item in sorted(pairs, key=lambda p: list(snippets).index(p[0])):
+        for sid, item in sorted(pairs, key=lambda p: place[p[0]]):
             s, claim = snippets[sid], item_claim(item)
             text = s.text[:spec.max_snippet_chars]
             out.append({"key": (q.question_id, item.id, sid), "claim_hash": claim_hash(claim, text),

@@ -8,20 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gamut_local.data.dataset import load_questions
+from gamut_local.data.dataset import load_question_rows
 from gamut_local.rubric.lint import ERROR, Finding, lint_questions
-from gamut_local.rundir.store import read_jsonl
 
 
 def lint_file(path: str | Path) -> list[Finding]:
     """Every finding for a dataset file; invalid records raise InputError first."""
-    path = Path(path)
-    questions = load_questions(path, check_images=False)
-    if path.suffix == ".parquet":
-        lines = {q.question_id: i for i, q in enumerate(questions, start=1)}
-    else:
-        lines = {obj.get("question_id"): no for no, obj in read_jsonl(path)}
-    return lint_questions([(q, lines.get(q.question_id)) for q in questions], str(path))
+    return lint_questions([(q, line) for q, line, _ in load_question_rows(path, check_images=False)], str(path))
 
 
 def count_errors(findings: list[Finding]) -> int:

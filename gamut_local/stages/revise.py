@@ -8,13 +8,16 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from gamut_local.data.dataset import load_questions
+from gamut_local.data.dataset import load_question_rows, load_questions
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.revision import (
@@ -25,7 +28,7 @@ from gamut_local.rubric.revision import (
     line_of,
     record_hash,
 )
-from gamut_local.rundir.store import JOURNAL, read_jsonl, write_bytes_atomic, write_jsonl
+from gamut_local.rundir.store import JOURNAL, write_jsonl
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -34,28 +37,58 @@ def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
 
 
-def _records(dataset: Path, questions: list[Question]) -> list[dict]:
-    if dataset.suffix == ".parquet":
-        return [q.model_dump(exclude_defaults=True) for q in questions]
-    return [obj for _, obj in read_jsonl(dataset)]
-
-
 def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
     """One commented YAML per question, numbered in dataset order; the folder must hold none yet."""
     dataset, out_dir = Path(dataset), Path(out_dir)
-    questions = load_questions(dataset, check_images=False)
+    rows = load_question_rows(dataset, check_images=False)
     if out_dir.is_dir() and any(p.suffix in YAML_SUFFIXES for p in out_dir.iterdir()):
         raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
                                   "(import reads every YAML file there)")])
-    paths = []
-    for i, (rec, q) in enumerate(zip(_records(dataset, questions), questions), start=1):
-        path = out_dir / _file_name(i, q.question_id)
-        # Atomic but not fsynced one by one: an export is made again from its dataset in
-        # seconds, and 10,000 fsyncs took half a minute (each file still appears whole or not).
-        write_bytes_atomic(path, export_text(rec, q, dataset.name).encode("utf-8"), durable=False)
-        JOURNAL.replaced.append(str(path))
-        paths.append(path)
-    return paths
+    texts = ((out_dir / _file_name(i, q.question_id), export_text(rec, q, dataset.name).encode("utf-8"))
+             for i, (q, _, rec) in enumerate(rows, start=1))
+    return write_files(out_dir, texts)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_files(folder: Path, files) -> list[Path]:
+    """Write new files, (path in `folder`, bytes) pairs, so that each appears whole or not at
+    all and, once this returns, all of them are on disk; after a failure none of them is there.
+
+    Each goes to a temporary file first; the temporaries are fsynced together from a pool of
+    threads (the file system commits concurrent fsyncs as one: 2,000 files took 0.5 s so, and
+    10 s one after another), then renamed into place, and the folder is fsynced once so that
+    the renames last too."""
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    temps: dict[Path, Path] = {}
+    written: list[Path] = []
+    try:
+        for path, data in files:
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+            temps[path] = Path(tmp)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+        with ThreadPoolExecutor(max_workers=min(32, len(temps) or 1)) as pool:
+            list(pool.map(_fsync_path, temps.values()))
+        for path, tmp in temps.items():
+            os.replace(tmp, path)
+            written.append(path)
+        for d in (folder, folder.parent) if created else (folder,):
+            _fsync_path(d)
+    except BaseException:
+        for tmp in [*temps.values(), *written]:
+            tmp.unlink(missing_ok=True)
+        raise
+    JOURNAL.replaced.extend(map(str, written))
+    return written
 
 
 def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:

@@ -20,6 +20,7 @@ import pytest
 from gamut_local.testing import processes
 
 FAKE_CLI = Path(__file__).with_name("fake_cli.py")
+REPO = Path(__file__).resolve().parents[2]  # the tree under test, whatever is installed
 TORN = b'{"question_id": "q1", "model": "cand", "variant": "text_o'
 
 
@@ -40,7 +41,10 @@ def _kill_what_was_started():
 def _start(world, *argv, delay: float = 1.0) -> subprocess.Popen:
     # 1 s per engine call: a signal sent after the first chunk lands mid-run, with time to
     # spare on a loaded machine.
-    env = {**os.environ, "FAKE_DELAY": str(delay), "PYTHONPATH": str(Path.cwd())}
+    # The tree under test first: the cwd is the test's world, so PYTHONPATH=cwd imported
+    # whatever gamut_local was installed (another checkout's, with other settings hashes).
+    env = {**os.environ, "FAKE_DELAY": str(delay), "PYTHONPATH": os.pathsep.join(
+        [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     # A shell's background job (`cmd &`, as CI may run) ignores SIGINT and its children inherit
     # that; give the child the default handler so Ctrl-C reaches it as it would in a terminal.
     # Its own session, so `_kill_what_was_started` can end everything it started.
