@@ -91,6 +91,14 @@ def _dataset_for(run_dir: Path, dataset: Path | None, manifest: dict | None) -> 
     return path, None
 
 
+def run_name(run_dir: Path) -> str:
+    """The report's title: the run config's `name` as manifest.json records it, else the
+    folder's name (a run directory made by hand has no manifest)."""
+    manifest = _manifest(run_dir)
+    name = _from_manifest(manifest, "name") if manifest else None
+    return name if isinstance(name, str) and name else run_dir.name
+
+
 def agreement_path(run_dir: Path) -> Path:
     return Path(run_dir) / "scores" / "agreement.json"
 
@@ -189,7 +197,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
     top = "".join(f"> **Warning:** {n}\n" for n in missing) + ("\n" if missing else "")
-    write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
+    write_text_atomic(report, top + render(run_name(run_dir), t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
                                            notes, N_BOOT)
                       + report_section(run_dir, files, console=console))
     return report
