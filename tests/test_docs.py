@@ -22,6 +22,9 @@ first, then docs/*.md by name, so a page may use what the README's demo made (`r
   `$EDITOR FILE` are checked for the files they name (an editor is not opened); `cp A B` copies.
 
 Anything else fails, naming FILE:LINE, so a new kind of command gets its rule here.
+
+Commands written inline in prose (`` `gamut-local view RUN_DIR --port 8765` ``) are not run, but
+their command and every `--option` they show must exist (`--help` says so).
 """
 
 from __future__ import annotations
@@ -247,6 +250,36 @@ def test_every_documented_command_runs(project, monkeypatch):
             if code != 0:
                 tail = "\n    ".join(output.strip().splitlines()[-15:])
                 failures.append(f"{cmd.where()} exited {code}:\n    {tail}")
+    assert not failures, "\n".join(failures)
+
+
+INLINE = re.compile(r"`((?:\.venv/bin/)?gamut-local(?: [^`]*)?)`")
+
+
+def _help(argv: list[str]) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from gamut_local.cli import app
+
+    res = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+    return res.exit_code, res.output
+
+
+def test_every_command_written_inline_exists_with_its_options():
+    failures, helps = [], {}
+    for doc in documents():
+        for n, text in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for span in INLINE.findall(text):
+                words = span.split()[1:]
+                name = [] if not words or words[0].startswith("-") else [words[0]]
+                if tuple(name) not in helps:
+                    helps[tuple(name)] = _help(name)
+                code, shown = helps[tuple(name)]
+                options = {re.split(r"[=\]]", w)[0] for w in words if w.lstrip("[").startswith("--")}
+                unknown = sorted(o for o in options if o.lstrip("[") not in shown)
+                if code != 0 or unknown:
+                    failures.append(f"{doc.relative_to(ROOT)}:{n}: `{span}`: "
+                                    + (f"no command {name}" if code else f"unknown option(s) {unknown}"))
     assert not failures, "\n".join(failures)
 
 
