@@ -8,8 +8,8 @@ first, then docs/*.md by name, so a page may use what the README's demo made (`r
 - `gamut-local ...` (or `.venv/bin/gamut-local ...`) runs in-process as typed, with the fake
   engine wherever a model would load (`testing/fake_engine.py`), a stand-in model folder for
   every model config under $GAMUT_MODEL_CACHE, a stand-in Hugging Face cache holding every hub
-  id the configs name, and the sample standing in for the GAMUT release ($GAMUT_DATA); it must
-  exit 0.
+  id the configs name, and three sample questions standing in for the GAMUT release (in
+  data/gamut/, where scripts/fetch_data.py writes it); it must exit 0.
 - `make demo [VAR=value ...]` runs the `gamut-local` line of the Makefile's demo recipe with
   those variables (as `make -n` prints it); `make X` must name a target of the Makefile.
 - Commands that need a GPU node or a cluster (`srun ...`), or that serve until stopped
@@ -124,15 +124,16 @@ def project(tmp_path, monkeypatch) -> Path:
             _fake_model(models / path.split("}/", 1)[1])
         elif isinstance(path, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", path):
             _fake_hub_model(hub, path)
-    (tmp_path / "data").mkdir()
-    # The release's stand-in: the sample's first three questions (a run on it stays short).
+    # The release's stand-in where scripts/fetch_data.py puts it: the sample's first three
+    # questions (a run on it stays short).
     sample = (ROOT / "gamut_local/data/sample/questions.jsonl").read_text(encoding="utf-8").splitlines()
-    (tmp_path / "data" / "gamut.jsonl").write_text("\n".join(sample[:3]) + "\n", encoding="utf-8")
+    (ws / "data" / "gamut").mkdir(parents=True)
+    (ws / "data" / "gamut" / "gamut.jsonl").write_text("\n".join(sample[:3]) + "\n", encoding="utf-8")
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
-    monkeypatch.setenv("GAMUT_DATA", str(tmp_path / "data"))
+    monkeypatch.delenv("GAMUT_DATA", raising=False)
     monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("GAMUT_RUNS", raising=False)
     monkeypatch.chdir(ws)
@@ -164,6 +165,14 @@ def _gamut(argv: list[str]) -> tuple[int, str]:
     return res.exit_code, res.output
 
 
+def _demo_line(argv: list[str]) -> str:
+    """The `gamut-local` line `make demo ARGS` runs, as `make -n` prints it (nothing is run)."""
+    shown = subprocess.run(["make", "-n", "-f", str(ROOT / "Makefile"), "demo", *argv], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout
+    line = next(x for x in shown.splitlines() if "bin/gamut-local " in x)
+    return shlex.join(shlex.split(line)).removeprefix(".venv/bin/")
+
+
 def _make(argv: list[str]) -> tuple[int, str]:
     """`make TARGET [VAR=value]`: the target exists; `demo` runs its `gamut-local` line as make
     would write it (`make -n` prints the recipe, running nothing)."""
@@ -172,10 +181,7 @@ def _make(argv: list[str]) -> tuple[int, str]:
         return 1, f"the Makefile has no target {target!r}"
     if target != "demo":
         return 0, ""
-    shown = subprocess.run(["make", "-n", "-f", str(ROOT / "Makefile"), *argv], capture_output=True,
-                           text=True, check=True).stdout
-    line = next(x for x in shown.splitlines() if "bin/gamut-local " in x)
-    return _gamut(shlex.split(line)[1:])
+    return _gamut(shlex.split(_demo_line([a for a in argv if a != "demo"]))[1:])
 
 
 def _script(argv: list[str]) -> tuple[int, str]:
@@ -281,6 +287,10 @@ def test_every_command_written_inline_exists_with_its_options():
                     failures.append(f"{doc.relative_to(ROOT)}:{n}: `{span}`: "
                                     + (f"no command {name}" if code else f"unknown option(s) {unknown}"))
     assert not failures, "\n".join(failures)
+
+
+def test_the_readme_says_what_make_demo_runs():
+    assert f"`{_demo_line([])}`" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_commands_are_read_with_their_file_and_line(tmp_path):
