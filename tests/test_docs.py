@@ -190,7 +190,8 @@ def _script(argv: list[str]) -> tuple[int, str]:
     if not script.is_file():
         return 1, f"{argv[0]} does not exist"
     source = script.read_text()
-    unknown = [a.split("=")[0] for a in argv[1:] if a.startswith("--") and f'"{a.split("=")[0]}"' not in source]
+    options = [a.split("=")[0] for a in argv[1:] if a.startswith("--")]
+    unknown = [o for o in options if f'"{o}"' not in source]
     return (1, f"{argv[0]} defines no option {unknown}") if unknown else (0, "")
 
 

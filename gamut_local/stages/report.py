@@ -197,7 +197,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
     top = "".join(f"> **Warning:** {n}\n" for n in missing) + ("\n" if missing else "")
-    write_text_atomic(report, top + render(run_name(run_dir), t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
-                                           notes, N_BOOT)
+    shown = {k: str(p.relative_to(run_dir)) for k, p in figures.items()}
+    write_text_atomic(report, top + render(run_name(run_dir), t, shown, notes, N_BOOT)
                       + report_section(run_dir, files, console=console))
     return report
