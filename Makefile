@@ -1,5 +1,6 @@
 # Two entry points on a fresh machine (only Python >= 3.11 and make needed):
 #   make demo   install into .venv/ and run the main job on the bundled sample benchmark
+#               (a pilot on its first 3 questions; `make demo LIMIT=` for all 13, resuming)
 #   make test   install into .venv/ what the tests need and run them
 # Both are safe to rerun: installs are skipped while their stamp is newer than pyproject.toml.
 
@@ -7,6 +8,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RUN    ?= configs/runs/sample.yaml
+# The demo is a pilot on the first LIMIT questions, so it ends in minutes on a busy 2-core
+# machine; empty runs the whole config, resuming from what the pilot wrote.
+LIMIT  ?= 3
 
 .PHONY: demo test test-fast lint bench clean-venv
 
@@ -26,7 +30,7 @@ $(VENV)/.stamp-engines: scripts/setup_engines.sh $(VENV)/.stamp-core
 	touch $@
 
 demo: $(VENV)/.stamp-engines
-	$(BIN)/gamut-local run --config $(RUN)
+	$(BIN)/gamut-local run --config $(RUN) $(if $(LIMIT),--limit $(LIMIT))
 
 # The full suite CI runs: the layering contract, then every test (real engines included), with
 # the 25 slowest and what the model-loading tests cost printed at the end.

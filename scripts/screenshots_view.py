@@ -1,4 +1,4 @@
-"""Screenshots of `gamut-local view` for the README, taken by Debian's Chromium (headless,
+"""Screenshots of `gamut-local view` for docs/viewer.md, taken by Debian's Chromium (headless,
 through Playwright) over the sample run that the viewer's tests use (no model needed):
 
     .venv/bin/python scripts/screenshots_view.py [--out docs]

@@ -104,7 +104,7 @@ if MARK in src:
     sys.exit(0)
 if sys.argv[1] != "0.28.0":
     sys.exit(f"[setup_engines] ERROR: torchvision {sys.argv[1]} does not import beside torch+cpu "
-             "and the known fix is for 0.28.0 only; see the torchvision notes in the README")
+             "and the known fix is for 0.28.0 only; see the torchvision notes in docs/development.md")
 for op in ("nms", "qnms"):
     old = f'@torch.library.register_fake("torchvision::{op}")\n'
     if src.count(old) != 1:

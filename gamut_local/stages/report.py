@@ -114,6 +114,14 @@ def run_answers(run_dir: Path) -> tuple[list[Path], int]:
             small_pool_max if isinstance(small_pool_max, int) else SMALL_POOL_MAX)
 
 
+def run_name(run_dir: Path) -> str:
+    """The report's title: the run config's `name` as manifest.json records it, else the
+    folder's name (a run directory made by hand has no manifest)."""
+    manifest = _manifest(run_dir)
+    name = _from_manifest(manifest, "name") if manifest else None
+    return name if isinstance(name, str) and name else run_dir.name
+
+
 def agreement_path(run_dir: Path) -> Path:
     return Path(run_dir) / "scores" / "agreement.json"
 
@@ -255,8 +263,8 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     # Gaps and stale verdicts come first: a reader must see them before any number.
     warnings = missing + describe_stale(doc.stale_verdicts)
     top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
-    write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
-                                           notes, N_BOOT)
+    shown = {k: str(p.relative_to(run_dir)) for k, p in figures.items()}
+    write_text_atomic(report, top + render(run_name(run_dir), t, shown, notes, N_BOOT)
                       + correction_section(doc.model_dump(mode="json"), run_dir)
                       + report_section(run_dir, files, console=console))
     return report

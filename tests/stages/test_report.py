@@ -142,6 +142,16 @@ def test_dataset_option_and_model_missing_for_one_judge(tmp_path):
     assert "gold" in text.split("## What this report could not compute")[1]
 
 
+def test_the_report_is_titled_after_the_run_not_its_folder(tmp_path):
+    # A run whose output_dir is `runs` was titled "runs" (the folder), not the run's name.
+    records = make_records(seed=14, judges=(("a", 0.9),), questions=4)
+    run_dir = _write_run(tmp_path / "runs", records, dataset=False)
+    write_json(run_dir / "manifest.json", {"config": {"name": "my-bench", "dataset": "none.jsonl"}})
+    assert write_report(run_dir).read_text().startswith("# GAMUT report: `my-bench`")
+    (run_dir / "manifest.json").unlink()  # a run directory made by hand: its folder names it
+    assert write_report(run_dir).read_text().startswith("# GAMUT report: `runs`")
+
+
 def test_report_errors(gamut, tmp_path):
     with pytest.raises(InputError, match="no verdict files"):
         write_report(tmp_path)

@@ -1,0 +1,334 @@
+"""Every command that README.md and docs/*.md show is run here, so none can go stale.
+
+Each fenced `bash` block is read as a script: lines joined at a trailing backslash, `# comments`
+and a leading `$ ` dropped, `cat > FILE <<'EOF'` heredocs written. The blocks run in order, in
+one scratch copy of the project (configs/ and results/ copied, the package linked), README.md
+first, then docs/*.md by name, so a page may use what the README's demo made (`runs/sample`):
+
+- `gamut-local ...` (or `.venv/bin/gamut-local ...`) runs in-process as typed, with the fake
+  engine wherever a model would load (`testing/fake_engine.py`), a stand-in model folder for
+  every model config under $GAMUT_MODEL_CACHE, a stand-in Hugging Face cache holding every hub
+  id the configs name, and three sample questions standing in for the GAMUT release (in
+  data/gamut/, where scripts/fetch_data.py writes it); it must exit 0.
+- `make demo [VAR=value ...]` runs the `gamut-local` line of the Makefile's demo recipe with
+  those variables (as `make -n` prints it); `make X` must name a target of the Makefile.
+- Commands that need a GPU node or a cluster (`srun ...`), or that serve until stopped
+  (`gamut-local view`), are checked with `--help` only; `slurm ... --submit` runs without
+  `--submit` (the dry run checks what a submission checks, and no cluster exists here).
+- `python -m gamut_local...` runs for real. `python scripts/X.py ARGS` is checked, not run: the
+  script exists and defines every option given (the benchmarks take minutes, fetch_data.py
+  needs the internet).
+- Set-up lines (pip, venv, `source .venv/bin/activate`, `bash scripts/...`), `cat FILE` and
+  `$EDITOR FILE` are checked for the files they name (an editor is not opened); `cp A B` copies.
+
+Anything else fails, naming FILE:LINE, so a new kind of command gets its rule here.
+
+Commands written inline in prose (`` `gamut-local view RUN_DIR --port 8765` ``) are not run, but
+their command and every `--option` they show must exist (`--help` says so).
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import runpy
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SHELLS = {"bash", "sh", "shell", "console"}
+
+
+@dataclass
+class Command:
+    file: str
+    line: int
+    argv: list[str]
+    heredoc: str | None = None
+
+    def where(self) -> str:
+        return f"{self.file}:{self.line}: `{shlex.join(self.argv)}`"
+
+
+def documents() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def commands(path: Path, root: Path = ROOT) -> list[Command]:
+    """The commands of every fenced shell block of a Markdown file, with their line numbers."""
+    rel, out = str(path.relative_to(root)), []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    fence, i = None, 0
+    while i < len(lines):
+        text, i = lines[i], i + 1
+        if text.lstrip().startswith("```"):
+            fence = text.strip()[3:].strip() if fence is None else None
+            continue
+        if fence not in SHELLS or not text.strip():
+            continue
+        start = i
+        while text.endswith("\\") and i < len(lines):
+            text, i = text[:-1] + " " + lines[i].strip(), i + 1
+        argv = shlex.split(text.strip().removeprefix("$ "), comments=True)
+        if not argv:
+            continue
+        heredoc = None
+        if "<<" in text:  # cat > FILE <<'EOF' ... EOF
+            end = text.split("<<", 1)[1].strip().strip("'\"")
+            body = []
+            while lines[i].strip() != end:
+                body.append(lines[i])
+                i += 1
+            i += 1
+            heredoc = "\n".join(body) + "\n"
+            argv = [a for a in argv if not a.startswith("<<") and a.strip("'\"") != end]
+        out.append(Command(rel, start, argv, heredoc))
+    return out
+
+
+# ------------------------------------------------------------------ the scratch project
+
+
+def _fake_model(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text('{"architectures": ["Fake"]}')
+
+
+def _fake_hub_model(hub: Path, repo_id: str) -> None:
+    """A hub id as huggingface_hub's cache lays it out (refs/main -> snapshots/<commit>/)."""
+    repo = hub / ("models--" + repo_id.replace("/", "--"))
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    _fake_model(repo / "snapshots" / ("0" * 40))
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    ws = tmp_path / "project"
+    ws.mkdir()
+    for name in ("configs", "results"):
+        shutil.copytree(ROOT / name, ws / name)
+    for name in ("gamut_local", "scripts", "slurm", "Makefile", "pyproject.toml"):
+        (ws / name).symlink_to(ROOT / name)
+    models, hub = tmp_path / "models", tmp_path / "hub"
+    for config in sorted((ROOT / "configs").glob("*/*.yaml")):
+        path = (yaml.safe_load(config.read_text()) or {}).get("path")
+        if isinstance(path, str) and path.startswith("${GAMUT_MODEL_CACHE"):
+            _fake_model(models / path.split("}/", 1)[1])
+        elif isinstance(path, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", path):
+            _fake_hub_model(hub, path)
+    # The release's stand-in where scripts/fetch_data.py puts it: the sample's first three
+    # questions (a run on it stays short).
+    sample = (ROOT / "gamut_local/data/sample/questions.jsonl").read_text(encoding="utf-8").splitlines()
+    (ws / "data" / "gamut").mkdir(parents=True)
+    (ws / "data" / "gamut" / "gamut.jsonl").write_text("\n".join(sample[:3]) + "\n", encoding="utf-8")
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
+    monkeypatch.delenv("GAMUT_DATA", raising=False)
+    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("GAMUT_RUNS", raising=False)
+    monkeypatch.chdir(ws)
+    return ws
+
+
+# ------------------------------------------------------------------ running one command
+
+
+def _expand(args: list[str]) -> list[str]:
+    out = []
+    for a in args:
+        hits = sorted(glob.glob(a)) if any(c in a for c in "*?[") else []
+        out.extend(hits or [a])
+    return out
+
+
+def _gamut(argv: list[str]) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from gamut_local.cli import app
+
+    if argv[:1] == ["view"]:  # serves until stopped; tests/viewer start it
+        argv = ["view", "--help"]
+    argv = [a for a in argv if a != "--submit"]
+    res = CliRunner().invoke(app, _expand(argv))
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        return 2, f"{res.output}\n{res.exception!r}"
+    return res.exit_code, res.output
+
+
+def _demo_line(argv: list[str]) -> str:
+    """The `gamut-local` line `make demo ARGS` runs, as `make -n` prints it (nothing is run)."""
+    shown = subprocess.run(["make", "-n", "-f", str(ROOT / "Makefile"), "demo", *argv], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout
+    line = next(x for x in shown.splitlines() if "bin/gamut-local " in x)
+    return shlex.join(shlex.split(line)).removeprefix(".venv/bin/")
+
+
+def _make(argv: list[str]) -> tuple[int, str]:
+    """`make TARGET [VAR=value]`: the target exists; `demo` runs its `gamut-local` line as make
+    would write it (`make -n` prints the recipe, running nothing)."""
+    target = next((a for a in argv if "=" not in a), "")
+    if not re.search(rf"^{re.escape(target)}:", (ROOT / "Makefile").read_text(), re.M):
+        return 1, f"the Makefile has no target {target!r}"
+    if target != "demo":
+        return 0, ""
+    return _gamut(shlex.split(_demo_line([a for a in argv if a != "demo"]))[1:])
+
+
+def _script(argv: list[str]) -> tuple[int, str]:
+    """`python scripts/X.py ARGS`: the script exists and defines every option given."""
+    script = ROOT / argv[0]
+    if not script.is_file():
+        return 1, f"{argv[0]} does not exist"
+    source = script.read_text()
+    options = [a.split("=")[0] for a in argv[1:] if a.startswith("--")]
+    unknown = [o for o in options if f'"{o}"' not in source]
+    return (1, f"{argv[0]} defines no option {unknown}") if unknown else (0, "")
+
+
+def _python_module(argv: list[str], monkeypatch) -> tuple[int, str]:
+    monkeypatch.setattr(sys, "argv", argv)
+    try:
+        runpy.run_module(argv[0], run_name="__main__", alter_sys=False)
+    except SystemExit as e:
+        return (0 if e.code in (None, 0) else 1), str(e)
+    return 0, ""
+
+
+def _exists(paths: list[str]) -> tuple[int, str]:
+    missing = [p for p in paths if not p.startswith("-") and not Path(p).exists()]
+    return (1, f"not found: {missing}") if missing else (0, "")
+
+
+def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
+    argv = list(cmd.argv)
+    if "&&" in argv:  # each part in turn, as the shell would
+        at = argv.index("&&")
+        code, out = run_one(Command(cmd.file, cmd.line, argv[:at]), monkeypatch)
+        return (code, out) if code else run_one(Command(cmd.file, cmd.line, argv[at + 1:]), monkeypatch)
+    if cmd.heredoc is not None and argv[:2] == ["cat", ">"]:
+        Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
+        Path(argv[2]).write_text(cmd.heredoc)
+        return 0, ""
+    if argv[0] == "srun":  # a GPU node: the command after srun's options, --help only
+        rest = argv[next(i for i, a in enumerate(argv[1:], 1) if not a.startswith("-")):]
+        return _gamut([rest[1], "--help"]) if rest[0].endswith("gamut-local") else _exists([])
+    if argv[0] in ("gamut-local", ".venv/bin/gamut-local"):
+        return _gamut(argv[1:])
+    if argv[0] == "make":
+        return _make(argv[1:])
+    if re.fullmatch(r"(\.venv/bin/)?python[\d.]*", argv[0]):
+        if argv[1] == "-m" and argv[2].startswith("gamut_local"):
+            return _python_module(argv[2:], monkeypatch)
+        if argv[1] == "-m" and argv[2] in ("venv", "pip"):
+            return 0, ""  # set-up
+        if argv[1].startswith("scripts/"):
+            return _script(argv[1:])
+    if argv[0] in ("pip", ".venv/bin/pip"):
+        return 0, ""  # set-up: installs packages, not checkable offline
+    if argv[0] == "bash" and argv[1].startswith("scripts/"):
+        return _exists([str(ROOT / argv[1])])
+    if argv[0] in ("cat", "$EDITOR", "ls"):
+        return _exists(argv[1:])
+    if argv[0] == "cp" and len(argv) == 3:
+        shutil.copy(argv[1], argv[2])
+        return 0, ""
+    if argv == ["source", ".venv/bin/activate"]:
+        return 0, ""  # set-up: the folder `make` installs into
+    return 1, "no rule in tests/test_docs.py for this command: add one"
+
+
+# ------------------------------------------------------------------ the tests
+
+
+def test_every_documented_command_runs(project, monkeypatch):
+    from gamut_local.testing.fake_engine import install
+
+    install(monkeypatch)
+    failures = []
+    for doc in documents():
+        for cmd in commands(doc):
+            try:
+                code, output = run_one(cmd, monkeypatch)
+            except Exception as e:  # a command the rules misread: still named by its line
+                code, output = 2, repr(e)
+            if code != 0:
+                tail = "\n    ".join(output.strip().splitlines()[-15:])
+                failures.append(f"{cmd.where()} exited {code}:\n    {tail}")
+    assert not failures, "\n".join(failures)
+
+
+INLINE = re.compile(r"`((?:\.venv/bin/)?gamut-local(?: [^`]*)?)`")
+
+
+def _help(argv: list[str]) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from gamut_local.cli import app
+
+    res = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
+    return res.exit_code, res.output
+
+
+def test_every_command_written_inline_exists_with_its_options():
+    failures, helps = [], {}
+    for doc in documents():
+        for n, text in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            for span in INLINE.findall(text):
+                words = span.split()[1:]
+                name = [] if not words or words[0].startswith("-") else [words[0]]
+                if tuple(name) not in helps:
+                    helps[tuple(name)] = _help(name)
+                code, shown = helps[tuple(name)]
+                options = {re.split(r"[=\]]", w)[0] for w in words if w.lstrip("[").startswith("--")}
+                unknown = sorted(o for o in options if o.lstrip("[") not in shown)
+                if code != 0 or unknown:
+                    failures.append(f"{doc.relative_to(ROOT)}:{n}: `{span}`: "
+                                    + (f"no command {name}" if code else f"unknown option(s) {unknown}"))
+    assert not failures, "\n".join(failures)
+
+
+def test_the_readme_says_what_make_demo_runs():
+    assert f"`{_demo_line([])}`" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_commands_are_read_with_their_file_and_line(tmp_path):
+    doc = tmp_path / "x.md"
+    doc.write_text("text\n```bash\ngamut-local plan a.yaml \\\n    --json   # a comment\n"
+                   "cat > b.yaml <<'EOF'\nname: b\nEOF\n```\n```yaml\nnot: a command\n```\n")
+    got = [(c.file, c.line, c.argv, c.heredoc) for c in commands(doc, tmp_path)]
+    assert got == [("x.md", 3, ["gamut-local", "plan", "a.yaml", "--json"], None),
+                   ("x.md", 5, ["cat", ">", "b.yaml"], "name: b\n")]
+
+
+def test_an_undocumented_kind_of_command_fails_naming_its_line(project, monkeypatch):
+    code, why = run_one(Command("docs/x.md", 7, ["curl", "http://example.org"]), monkeypatch)
+    assert code == 1 and "no rule" in why
+    code, why = run_one(Command("docs/x.md", 8, ["gamut-local", "valdate", "x"]), monkeypatch)
+    assert code != 0
+
+
+def test_no_file_refers_to_anything_outside_the_repository():
+    # Notes and recipes that live beside the repository on the developers' machine are not
+    # what a user clones; nothing may point at them.
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    me = Path(__file__).resolve().relative_to(ROOT).as_posix()
+    bad = []
+    for name in tracked.splitlines():
+        path = ROOT / name
+        if name == me or not path.is_file() or path.suffix in (".png", ".parquet", ".jpg"):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for needle in ("../shared", "ENGINE-NOTES", "CLUSTER-NOTES", "/work/shared"):
+            if needle in text:
+                bad.append(f"{name}: {needle}")
+    assert not bad, bad
