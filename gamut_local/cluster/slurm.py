@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gamut_local.cluster.fit import cluster_nodes, misfits, requests
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
 from gamut_local.data.records import answered_systems, load_answers
 from gamut_local.errors import InputError, Problem
@@ -325,11 +326,24 @@ def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission
     if outside:  # names are checked, so this is a bug if it ever fires
         raise InputError([Problem(spec.source, None, "", f"job script paths outside {scripts}: {outside}")])
     mark_pending(jobs, run_dir / "slurm" / "done")
+    if check_inputs:
+        problems = fit_problems(spec, jobs)
+        if problems:
+            raise InputError(problems)
     if check_inputs and any(j.pending and j.stage in ("generate", "judge") for j in jobs):
         problems = check_engine_inputs(spec)
         if problems:
             raise InputError(problems)
     return Submission(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec)
+
+
+def fit_problems(spec: RunSpec, jobs: list[Job]) -> list[Problem]:
+    """Requests no node of the target partition can hold, where `sinfo` says what the nodes are."""
+    nodes = cluster_nodes()
+    if nodes is None:
+        return []
+    return [Problem(spec.source, None, setting, message)
+            for setting, message in misfits(requests(jobs, spec.slurm), nodes, spec.slurm.partition)]
 
 
 def dry_run_text(submission: Submission) -> str:

@@ -54,6 +54,13 @@ sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
 """
 
 
+# A site's GPU partition as `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` prints it (the request check).
+FAKE_SINFO = """#!/bin/bash
+printf 'gpu-01|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\ngpu-02|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\n'
+printf 'cpu-01|short*|32|128000|(null)|4:00:00\\n'
+"""
+
+
 def _exe(path: Path, text: str) -> Path:
     path.write_text(text)
     path.chmod(0o755)
@@ -66,6 +73,7 @@ def cluster(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _exe(bin_dir / "sbatch", FAKE_SBATCH)
+    _exe(bin_dir / "sinfo", FAKE_SINFO)
     launcher = _exe(bin_dir / "fake-gamut", FAKE_LAUNCHER)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
