@@ -131,7 +131,7 @@ def misfits(reqs: list[Request], nodes: list[Node], partition: str | None) -> li
                 (cpu_key, f"CPUs ({r.cpus}, {cpu_key})", r.cpus, big.cpus),
                 (mem_key, f"memory ({r.mem_mb} MB, {mem_key})", r.mem_mb, big.mem_mb)) if need > have]
             on = f" on each of {r.nodes} nodes" if r.nodes > 1 else ""
-            out.append((short[0][0] if short else "slurm.gpus_per_node",
+            out.append((short[0][0] if short else "nodes",
                         f"job {r.job} asks for {r.gpus} GPUs, {r.cpus} CPUs and {r.mem_mb} MB{on}, but "
                         f"{len(fit)} of the {len(mine)} nodes of {where} can hold that (the largest, {big.name}, "
                         f"has {big.gpus} GPUs, {big.cpus} CPUs, {big.mem_mb} MB)"

@@ -443,3 +443,69 @@ def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
     assert all(s["RAY_TMPDIR"] == "/tmp/ray-12345" for s in starts) and "--temp-dir=/tmp/ray-12345" in head["argv"]
     (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
     assert call["argv"][:1] == ["judge"] and call["argv"][-2:] == ["--shard", "1/2"]
+
+
+# ---------------------------------------------------------------------------------------
+# Requests against the partition (cluster/fit.py), from sinfo's own output format.
+
+
+def test_sinfo_lines_parse_to_nodes():
+    from gamut_local.cluster.fit import parse_sinfo
+
+    nodes = parse_sinfo("a|gpu*|64|512000|gpu:h100:8(S:0-1)|2-00:00:00\nb|cpu|32|128000+|(null)|infinite\n"
+                        "c|mixed|16|64000|gpu:2,shard:8|30:00\nheader junk\n")
+    assert [(n.name, n.partition, n.cpus, n.mem_mb, n.gpus, n.max_hours) for n in nodes] == [
+        ("a", "gpu*", 64, 512000, 8, 48.0), ("b", "cpu", 32, 128000, 0, None), ("c", "mixed", 16, 64000, 2, 0.5)]
+
+
+def test_a_request_no_node_holds_is_named_with_its_setting(cluster, tmp_path):
+    from gamut_local.cluster.fit import misfits, parse_sinfo, requests
+    from gamut_local.config import load_run_config
+
+    def found(nodes, partition="gpu", **slurm):
+        cfg = yaml.safe_load(cluster.read_text())
+        cfg["slurm"].update(slurm)
+        cluster.write_text(yaml.safe_dump(cfg))
+        return misfits(requests(prepare(cluster, check_inputs=False).jobs, load_run_config(cluster).slurm),
+                       nodes, partition)
+
+    nodes = parse_sinfo("n1|gpu|24|512000|gpu:4|2-00:00:00\nn2|gpu|24|512000|gpu:4|2-00:00:00\n")
+    # 4 GPUs x 8 CPUs per GPU on nodes of 24 cores: the judge arrays (TP 4) cannot start.
+    got = found(nodes, cpus_per_gpu=8)
+    assert {s for s, _ in got} == {"slurm.cpus_per_gpu"}
+    assert [m.split()[1] for _, m in got] == [j.key for j in prepare(cluster).jobs if j.gpus == 4]
+    assert "asks for 4 GPUs, 32 CPUs" in got[0][1] and "too much: CPUs (32, slurm.cpus_per_gpu)" in got[0][1]
+    got = found(nodes, cpus_per_gpu=4, time_judge="3-00:00:00")
+    assert {s for s, _ in got} == {"slurm.time_judge"} and "more than the 48 h limit of partition gpu" in got[0][1]
+    # judge-ray spans two nodes: one node that holds its share is not enough.
+    got = found(nodes[:1], time_judge="10:00:00")
+    assert {s for s, _ in got} == {"nodes"}
+    assert "on each of 2 nodes, but 1 of the 1 nodes of partition gpu can hold that" in got[0][1]
+    assert found(nodes, "h100") == [("slurm.partition", "partition h100 is not on this cluster (sinfo lists: gpu)")]
+
+
+def test_the_default_requests_fit_a_common_gpu_node(tmp_path):
+    """4 CPUs and 32 GB per GPU: an 8-GPU node with 64 cores and 512 GB holds any one-node task."""
+    from gamut_local.cluster.fit import misfits, parse_sinfo, requests
+    from gamut_local.cluster.slurm import build_graph
+    from gamut_local.config import load_run_config
+
+    cfg = ROOT / "configs" / "runs" / "paper-open.yaml"
+    spec = load_run_config(cfg)
+    nodes = parse_sinfo("n1|gpu*|64|515000|gpu:8|2-00:00:00\n")
+    assert misfits(requests(build_graph(spec, cfg), spec.slurm), nodes, None) == []
+
+
+def test_dependants_that_can_never_start_are_cancelled_before_a_resubmission(cluster, tmp_path, monkeypatch):
+    """Without kill_invalid_depend (SLURM's default) the jobs after a failed task stay PENDING
+    forever; a resubmission cancels them (it replaces them) but still refuses over live work."""
+    submit(prepare(cluster), echo=lambda s: None)
+    bin_dir = tmp_path / "bin"
+    _exe(bin_dir / "squeue", f"#!/bin/sh\nprintf '5015|DependencyNeverSatisfied\\n5016|Dependency\\n5016|Dependency\\n'\n")
+    _exe(bin_dir / "scancel", f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.log\n")
+    lines = []
+    with pytest.raises(InputError) as e:
+        submit(prepare(cluster), echo=lines.append)
+    assert (tmp_path / "scancel.log").read_text().split() == ["5015"]
+    assert "could never start" in lines[0] and "5015" in lines[0]
+    assert "still queued or running (5016)" in str(e.value)
