@@ -30,7 +30,7 @@ def test_the_core_install_alone_runs_a_command(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     # 600 s: pip resolves and downloads the core dependencies (scikit-image, numpy, ...) when
     # its cache is cold.
-    res = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+    res = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check",
                           str(src)], capture_output=True, text=True, timeout=600)
     if res.returncode != 0 and any(s in res.stderr for s in OFFLINE) \
             and os.environ.get("CI", "").lower() not in ("1", "true", "yes"):

@@ -101,3 +101,48 @@ def test_a_fake_gpu_job_fails_clearly_then_a_fixed_resubmission_completes(real_s
     res = gamut("slurm", cfg, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output
     assert len(json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"]) == 2
+
+
+SLOW_LAUNCHER = """#!/bin/bash
+# judge shards wait (to be cancelled, or to run out of time) until the test sets the flag
+if [ "$1" = judge ] && [ ! -e "$SLOW_FLAG" ]; then echo "shard ${@: -1}: slow"; sleep 600; fi
+exit 0
+"""
+
+
+def _task_state(job_id: str, task: int) -> str:
+    out = subprocess.run(["scontrol", "-o", "show", "job", f"{job_id}_{task}"], capture_output=True, text=True,
+                         timeout=30).stdout
+    return next((f.split("=", 1)[1] for f in out.split() if f.startswith("JobState=")), "")
+
+
+def test_a_cancelled_and_a_timed_out_task_are_shown_and_resubmitted_alone(real_slurm, gamut, tmp_path, monkeypatch):
+    """scancel one judge task, let the other run past its time limit: `status` names both and
+    their logs, the dependants are cancelled, and the resubmission runs only those two tasks
+    and the jobs after them (generation is done and is not resubmitted)."""
+    launcher = tmp_path / "slow-launcher"
+    launcher.write_text(SLOW_LAUNCHER)
+    launcher.chmod(0o755)
+    monkeypatch.setenv("SLOW_FLAG", str(tmp_path / "fast-now"))
+    cfg = write_run(tmp_path, launcher=str(launcher), setup=["export GAMUT_FAKE_GPUS=1"])
+    run_dir = tmp_path / "run"
+    res = gamut("slurm", cfg, "--submit")
+    judge_id = next(line.split()[0] for line in res.output.splitlines() if "judge.j" in line)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and {_task_state(judge_id, t) for t in (0, 1)} != {"RUNNING"}:
+        time.sleep(0.3)
+    subprocess.run(["scancel", f"{judge_id}_0"], check=True, timeout=30)
+    # A one-minute limit on task 1 alone; SLURM checks limits about every 30 s.
+    subprocess.run(["scontrol", "update", f"JobId={judge_id}_1", "TimeLimit=1"], check=True, timeout=30)
+    wait_until_gone(job_ids(run_dir), timeout=150)
+    st = gamut("status", cfg).output
+    logs = run_dir / "slurm" / "logs"
+    assert f"task 0 (job {judge_id}_0): CANCELLED; log: {logs}/loc.judge.j.m.text_only-{judge_id}_0.out" in st
+    assert f"task 1 (job {judge_id}_1): TIMEOUT, TimeLimit; log: {logs}/loc.judge.j.m.text_only-{judge_id}_1.out" in st
+    assert "DUE TO TIME LIMIT" in (logs / f"loc.judge.j.m.text_only-{judge_id}_1.out").read_text()
+    assert st.count("CANCELLED, DependencyNeverSatisfied; it never started (no log)") == 2  # score, report
+    (tmp_path / "fast-now").touch()
+    res = gamut("slurm", cfg, "--submit")
+    assert "Submitted 3 jobs (4 tasks)" in res.output and "generate" not in res.output, res.output
+    wait_until_gone(job_ids(run_dir))
+    assert "Every task is done." in gamut("status", cfg).output
