@@ -130,15 +130,15 @@ def run_status(target: str | Path) -> dict:
     questions = load_questions(spec.dataset, check_images=False)
     tasks = _task_records(run_dir)
     states = slurm_states(tasks)
+    # A recorded task SLURM does not list: no scontrol here, or finished longer ago than MinJobAge.
+    unknown = "unknown (SLURM no longer lists it)" if shutil.which("scontrol") else "unknown (no scontrol)"
     rows = []
     for job in jobs:
         row = {"key": job.key, "stage": job.stage, "progress": _progress(spec, run_dir, job, questions),
                "tasks": len(job.markers), "tasks_done": len(job.markers) - len(job.pending), "open": []}
         for t in job.pending:
             rec, st = tasks.get((job.key, t)), states.get((job.key, t), {})
-            state = st.get("state") or ("not submitted" if rec is None else "unknown (no scontrol)")
-            if rec is None and not job.array and not any(k == job.key for k, _ in tasks):
-                state = "not submitted"
+            state = st.get("state") or ("not submitted" if rec is None else unknown)
             row["open"].append({"task": t if job.array else None, "job_id": rec and rec["job_id"],
                                 "state": state, "reason": st.get("reason", ""), "exit": st.get("exit", ""),
                                 "log": rec["log"] if rec else "",
@@ -162,7 +162,7 @@ def render(status: dict, console) -> None:
             line = f"    {what}: {o['state']}{why}{code}"
             has_log = bool(o["log"]) and Path(o["log"]).is_file()
             if o["state"] in ENDED or o["state"].startswith("unknown"):
-                ended.append(o)
+                ended += [o] if o["state"] in ENDED else []
                 line += f"; log: {o['log']}" if has_log else "; it never started (no log)"
             console.print(line, markup=False)
             if o["log_tail"]:
@@ -172,3 +172,6 @@ def render(status: dict, console) -> None:
     elif ended:
         console.print(f"{len(ended)} task(s) ended without finishing. Fix the cause (see the log), then resubmit "
                       f"what is not done: gamut-local slurm {status['config']} --submit", markup=False)
+    elif not status["slurm"]:
+        console.print(f"Without SLURM here, queued and running tasks cannot be told apart from ended ones; once none "
+                      f"runs, resubmit what is not done: gamut-local slurm {status['config']} --submit", markup=False)

@@ -509,3 +509,31 @@ def test_dependants_that_can_never_start_are_cancelled_before_a_resubmission(clu
     assert (tmp_path / "scancel.log").read_text().split() == ["5015"]
     assert "could never start" in lines[0] and "5015" in lines[0]
     assert "still queued or running (5016)" in str(e.value)
+
+
+def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypatch):
+    """No scontrol on PATH: `status` counts what is on disk and names each unfinished task's
+    log where one was written."""
+    submit(prepare(cluster), echo=lambda s: None)  # job ids 5000.. recorded; nothing ran
+    run = tmp_path / "run"
+    (run / "answers").mkdir(parents=True)
+    (run / "answers" / "small.multimodal.shard-0-of-3.jsonl").write_text(json.dumps(
+        {"question_id": "q1", "model": "small", "variant": "multimodal", "response": "a cat"}) + "\n")
+    for i in range(3):
+        (run / "slurm" / "done").mkdir(parents=True, exist_ok=True)
+        (run / "slurm" / "done" / f"generate.small.multimodal.shard-{i}-of-3").touch()
+    log = run / "slurm" / "logs" / "t.gen.small-5000_4.out"
+    log.write_text("loading\nValueError: out of memory\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # the fake sbatch only: no scontrol, no squeue
+    res = gamut("status", run)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    gen = next(x for x in lines if x.startswith("generate.small"))
+    assert "3/6 tasks done" in gen and "small.multimodal: 1/1 answers, small.text_only: 0/1 answers" in gen
+    assert f"task 4 (job 5000_4): unknown (no scontrol); log: {log}" in res.output
+    assert "task 5 (job 5000_5): unknown (no scontrol); it never started (no log)" in res.output
+    judge = next(x for x in lines if x.startswith("judge.judge-a.small.multimodal"))
+    assert "0/2 tasks done" in judge and "0/1 verdicts (of 1 answered questions)" in judge
+    data = json.loads(gamut("status", cluster, "--json").output)
+    assert data["slurm"] is False and data["complete"] is False
+    assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
