@@ -49,7 +49,7 @@ import json, os, sys
 with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {{k: os.environ.get(k) for k in (
         "HF_HUB_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD", "TMPDIR", "VLLM_CACHE_ROOT",
-        "GAMUT_TEST_SETUP")}}}}) + "\\n")
+        "GAMUT_TEST_SETUP", "CUDA_VISIBLE_DEVICES")}}}}) + "\\n")
 sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
 """
 
@@ -250,7 +250,8 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
                             "--variant", "text_only", "--shard", "1/3"]
     task_tmp = str(tmp_path / "scratch" / "gamut-77-4")
     assert call["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
-                           "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes"}
+                           "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes",
+                           "CUDA_VISIBLE_DEVICES": None}
     assert not Path(task_tmp).exists()  # per-task scratch is removed on exit
     done = tmp_path / "run" / "slurm" / "done"
     assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
@@ -537,3 +538,23 @@ def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypa
     data = json.loads(gamut("status", cluster, "--json").output)
     assert data["slurm"] is False and data["complete"] is False
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
+
+
+def test_a_job_given_gpus_that_are_not_gpus_stops_unless_it_says_it_runs_on_cpu(cluster, tmp_path):
+    """Fake GPUs (a test cluster's gres on /dev/null) set CUDA_VISIBLE_DEVICES like real ones:
+    the job stops with a message naming them, before any engine; GAMUT_FAKE_GPUS=1 clears them."""
+    if BASH is None or Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists():
+        pytest.skip("needs bash and a machine without GPU devices")
+    job = next(j for j in prepare(cluster).jobs if j.key == "generate.small")
+    script = tmp_path / "gen.sh"
+    script.write_text(job.script)
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "9", "TMPDIR": str(tmp_path),
+           "CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_GPUS": "0"}
+    res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
+    assert res.returncode == 2 and "was given GPUs (CUDA_VISIBLE_DEVICES=0)" in res.stderr
+    assert "export GAMUT_FAKE_GPUS=1" in res.stderr and not (tmp_path / "launcher.log").exists()
+    res = processes.run([BASH, str(script)], env={**env, "GAMUT_FAKE_GPUS": "1"}, timeout=60,
+                        waiting_for="the job script")
+    assert res.returncode == 0, res.stderr
+    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    assert call["env"]["CUDA_VISIBLE_DEVICES"] is None
