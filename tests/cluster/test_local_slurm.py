@@ -1,7 +1,7 @@
 """The job graph on a real one-node SLURM (scripts/slurm_local.sh, fixture `real_slurm`), with
 `true` as the launcher: what is under test is SLURM's side (sbatch accepting the scripts,
 arrays, afterok, a failed task, its cancelled dependants, resubmission, `status`), not the
-stages. tests/e2e/test_slurm_run.py runs the stages for real through the same cluster."""
+stages (which resume inside a shard: tests/e2e/test_killed.py)."""
 
 from __future__ import annotations
 
