@@ -582,6 +582,25 @@ def slurm_cmd(
     out.print(f"Submitted {len(records)} jobs ({tasks} tasks); ids in {submission.run_dir / 'slurm' / 'jobs.json'}.")
 
 
+@app.command("status")
+@user_errors
+def status_cmd(
+    run: Path = typer.Argument(..., help="Run YAML, or the run directory of a submitted run."),
+    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+):
+    """Per stage, model, variant and judge: how much is done (from the files), which SLURM tasks
+    are queued, running or ended without finishing (with their logs), and what to do next."""
+    import json
+
+    from gamut_local.cluster.status import render, run_status
+
+    result = run_status(run)
+    if as_json:
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        render(result, out)
+
+
 @app.command("plan")
 @user_errors
 @reads_dataset

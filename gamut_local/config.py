@@ -228,8 +228,9 @@ class SlurmSpec(_Config):
                             description="Time limit of one judging task.")
     time_score: str = Field(default="01:00:00", pattern=f"^{SLURM_TIME}$",
                             description="Time limit of the scoring and report job.")
-    cpus_per_gpu: int = Field(default=8, ge=1, description="CPU cores asked for per GPU.")
-    mem_per_gpu: str = Field(default="64G", pattern=f"^{SLURM_MEM}$",
+    cpus_per_gpu: int = Field(default=4, ge=1, description=(
+        "CPU cores asked for per GPU (a node needs its GPUs x this many cores to run a task on all of them)."))
+    mem_per_gpu: str = Field(default="32G", pattern=f"^{SLURM_MEM}$",
                              description="Host memory asked for per GPU.")
     gpus_per_node: int = Field(default=8, ge=1, description=(
         "GPUs on one node of the partition; a task needing more spans nodes."))
@@ -243,7 +244,7 @@ class SlurmSpec(_Config):
     setup: list[str] = Field(default=[], examples=[["module load cuda/12.4", "source .venv/bin/activate"]],
                              description=("Shell lines run at the top of every job, after it has changed "
                                           "to the project folder."))
-    cpus_score: int = Field(default=8, ge=1, description="CPU cores of the scoring and report job (no GPU).")
+    cpus_score: int = Field(default=4, ge=1, description="CPU cores of the scoring and report job (no GPU).")
     mem_score: str = Field(default="32G", pattern=f"^{SLURM_MEM}$", description="Memory of the scoring job.")
     max_concurrent: int | None = Field(default=None, ge=1, examples=[4], description=(
         "At most this many tasks of one array at once (the array's %N throttle)."))

@@ -18,3 +18,14 @@ DONE_DIR={{done_dir}}
 mkdir -p "$DONE_DIR"
 # A shard is complete when its marker exists; `gamut-local slurm` skips it on resubmission.
 mark_done() { touch "$DONE_DIR/$1"; }
+# The GPUs a job is given must be real: a test cluster's fake GPUs (gres backed by /dev/null)
+# set CUDA_VISIBLE_DEVICES as real ones do, and vLLM would take the job for a GPU job. A job
+# meant for CPU says so (slurm.setup: "export GAMUT_FAKE_GPUS=1"): its GPU variables are cleared.
+if [ "${GAMUT_FAKE_GPUS:-0}" = 1 ]; then
+  unset CUDA_VISIBLE_DEVICES SLURM_STEP_GPUS SLURM_JOB_GPUS SLURM_GPUS_ON_NODE GPU_DEVICE_ORDINAL ROCR_VISIBLE_DEVICES
+elif [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && ! compgen -G '/dev/nvidia[0-9]*' >/dev/null && [ ! -e /dev/kfd ]; then
+  echo "gamut-local: this job was given GPUs (CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES) but $(hostname -s) has" \
+       "no GPU device (no /dev/nvidia0, no /dev/kfd): the cluster's gres.conf names devices that are not GPUs." \
+       "On a test cluster with fake GPUs, add 'export GAMUT_FAKE_GPUS=1' to slurm.setup to run on CPU." >&2
+  exit 2
+fi

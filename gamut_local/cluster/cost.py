@@ -23,7 +23,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gamut_local.cluster.slurm import check_engine_inputs
+from gamut_local.cluster.fit import slurm_hours as _hours
+from gamut_local.cluster.slurm import build_graph, check_engine_inputs, check_graph_inputs, fit_problems
 from gamut_local.config import ModelSpec, PlanSpec, RunSpec, load_run_config, resolve_model_path, weights_identity
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.gamut_release import RELEASE_FILE, RELEASE_QUESTIONS
@@ -60,19 +61,6 @@ def _tokens(text: str | None, plan: PlanSpec) -> int:
 
 def _scale(plan: PlanSpec, name: str) -> float:
     return float(plan.throughput_scale.get(name, 1.0))
-
-
-def _hours(limit: str) -> float | None:
-    """A SLURM time limit in hours: 'M', 'M:S', 'H:M:S', 'D-H', 'D-H:M' or 'D-H:M:S'."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){0,2})", limit.strip())
-    if not match:
-        return None
-    parts = [int(p) for p in match.group(2).split(":")]
-    if match.group(1) is not None:
-        h, mi, se = (parts + [0, 0])[:3]
-    else:
-        h, mi, se = ([0] * (3 - len(parts)) + parts) if len(parts) == 3 else (0, *(parts + [0])[:2])
-    return int(match.group(1) or 0) * 24 + h + mi / 60 + se / 3600
 
 
 def _gpu_hours(prefill: float, output: float, plan: PlanSpec, scale: float) -> float:
@@ -281,6 +269,9 @@ def plan_run(config_path: str | Path) -> dict:
     else:
         questions = load_questions(spec.dataset, check_images=False)
         notes = [f"{p} (a submission refuses this)" for p in check_engine_inputs(spec)]
+    if not check_graph_inputs(spec):  # a graph that cannot be built is `slurm`'s to report
+        jobs = build_graph(spec, Path(config_path))
+        notes += [f"{p.field}: {p.message} (a submission refuses this)" for p in fit_problems(spec, jobs)]
     result = estimate(spec, questions, notes)
     result["dataset_shape"] = "release" if questions and questions[0].domain == "release" else "measured"
     return result

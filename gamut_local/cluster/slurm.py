@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gamut_local.cluster.fit import cluster_nodes, misfits, requests
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
 from gamut_local.data.records import answered_systems, load_answers
 from gamut_local.errors import InputError, Problem
@@ -265,6 +266,7 @@ class Submission:
     scripts_dir: Path
     dataset: str = ""
     spec: RunSpec | None = None
+    config: str = ""  # the run config's path, recorded with each submission (`gamut-local status`)
 
 
 def check_run_inputs(spec: RunSpec) -> list[Problem]:
@@ -325,11 +327,25 @@ def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission
     if outside:  # names are checked, so this is a bug if it ever fires
         raise InputError([Problem(spec.source, None, "", f"job script paths outside {scripts}: {outside}")])
     mark_pending(jobs, run_dir / "slurm" / "done")
+    if check_inputs:
+        problems = fit_problems(spec, jobs)
+        if problems:
+            raise InputError(problems)
     if check_inputs and any(j.pending and j.stage in ("generate", "judge") for j in jobs):
         problems = check_engine_inputs(spec)
         if problems:
             raise InputError(problems)
-    return Submission(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec)
+    return Submission(jobs, [j for j in jobs if j.pending], run_dir, scripts, spec.dataset, spec,
+                      str(config_path.resolve()))
+
+
+def fit_problems(spec: RunSpec, jobs: list[Job]) -> list[Problem]:
+    """Requests no node of the target partition can hold, where `sinfo` says what the nodes are."""
+    nodes = cluster_nodes()
+    if nodes is None:
+        return []
+    return [Problem(spec.source, None, setting, message)
+            for setting, message in misfits(requests(jobs, spec.slurm), nodes, spec.slurm.partition)]
 
 
 def dry_run_text(submission: Submission) -> str:
@@ -351,23 +367,39 @@ def dry_run_text(submission: Submission) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _queued_ids(jobs_file: Path) -> list[str]:
-    """Job ids from earlier submissions that squeue still lists (empty without squeue)."""
+def _queued(jobs_file: Path) -> dict[str, str]:
+    """Job ids of earlier submissions that squeue still lists -> why they wait (empty without squeue)."""
     if not jobs_file.is_file() or shutil.which("squeue") is None:
-        return []
+        return {}
     recorded = {j["job_id"] for sub in json.loads(jobs_file.read_text()).get("submissions", [])
                 for j in sub["jobs"]}
-    res = subprocess.run(["squeue", "--noheader", "--me", "--format=%F"], capture_output=True, text=True)
+    res = subprocess.run(["squeue", "--noheader", "--me", "--format=%F|%r"], capture_output=True, text=True)
     if res.returncode != 0:
-        return []
-    live = {line.strip() for line in res.stdout.splitlines() if line.strip()}
-    return sorted(recorded & live, key=int)
+        return {}
+    live: dict[str, str] = {}
+    for line in res.stdout.splitlines():
+        job_id, _, reason = line.strip().partition("|")
+        if job_id:
+            live[job_id] = live.get(job_id) or reason
+    return {i: live[i] for i in sorted(recorded & set(live), key=int)}
+
+
+def _clear_dead(queued: dict[str, str], echo) -> dict[str, str]:
+    """Jobs whose `afterok` can never be met (an upstream task failed, was cancelled or timed out)
+    would stay PENDING forever on a cluster without kill_invalid_depend: cancel them, since the
+    resubmission replaces them. Returns the jobs still queued for a reason of their own."""
+    dead = [i for i, reason in queued.items() if reason == "DependencyNeverSatisfied"]
+    if dead:
+        subprocess.run(["scancel", *dead], capture_output=True, text=True)
+        echo(f"cancelled {len(dead)} job(s) of an earlier submission that could never start, "
+             f"as a task they wait for did not finish: {', '.join(dead)}")
+    return {i: r for i, r in queued.items() if i not in dead}
 
 
 def submit(submission: Submission, *, force: bool = False, echo=print) -> list[dict]:
     """Write the scripts, sbatch each job with its dependencies, record the ids; returns the records."""
     jobs_file = submission.run_dir / "slurm" / "jobs.json"
-    live = [] if force else _queued_ids(jobs_file)
+    live = [] if force else list(_clear_dead(_queued(jobs_file), echo))
     if live:
         raise InputError([Problem(str(jobs_file), None, "", "jobs of an earlier submission are still queued "
                                   f"or running ({', '.join(live)}); wait, scancel them, or pass --force")])
@@ -385,7 +417,7 @@ def submit(submission: Submission, *, force: bool = False, echo=print) -> list[d
         res = subprocess.run(argv, capture_output=True, text=True)
         m = _JOB_ID.match(res.stdout.strip())
         if res.returncode != 0 or not m:
-            _record(jobs_file, records)
+            _record(jobs_file, records, submission.config)
             done = f" (submitted before it: {', '.join(r['key'] for r in records)}; recorded in {jobs_file})" \
                 if records else ""
             raise InputError([Problem(str(path), None, "", f"sbatch failed (exit {res.returncode}): "
@@ -393,16 +425,23 @@ def submit(submission: Submission, *, force: bool = False, echo=print) -> list[d
         ids[job.key] = m.group(1)
         rec = {"key": job.key, "stage": job.stage, "job_id": m.group(1), "script": str(path),
                "array": job.array_spec if job.array else None, "gpus_per_node": job.gpus,
-               "nodes": job.nodes, "after": [ids[a] for a in job.after if a in ids], "argv": argv}
+               "nodes": job.nodes, "after": [ids[a] for a in job.after if a in ids], "argv": argv,
+               "log": _log_path(job, m.group(1))}
         records.append(rec)
         echo(f"{m.group(1)}  {job.key}" + (f"  [{job.array_spec}]" if job.array else ""))
-    _record(jobs_file, records)
+    _record(jobs_file, records, submission.config)
     return records
 
 
-def _record(jobs_file: Path, records: list[dict]) -> None:
+def _log_path(job: Job, job_id: str) -> str:
+    """Where SLURM writes the job's log (the templates' --output), `%a` left for the task."""
+    name = f"{job.values['job_name']}-{job_id}" + ("_%a" if job.array else "")
+    return f"{job.values['log_dir']}/{name}.out"
+
+
+def _record(jobs_file: Path, records: list[dict], config: str = "") -> None:
     if not records:
         return
     data = json.loads(jobs_file.read_text()) if jobs_file.is_file() else {"submissions": []}
-    data["submissions"].append({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "jobs": records})
+    data["submissions"].append({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config, "jobs": records})
     write_json(jobs_file, data)

@@ -49,8 +49,15 @@ import json, os, sys
 with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {{k: os.environ.get(k) for k in (
         "HF_HUB_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD", "TMPDIR", "VLLM_CACHE_ROOT",
-        "GAMUT_TEST_SETUP")}}}}) + "\\n")
+        "GAMUT_TEST_SETUP", "CUDA_VISIBLE_DEVICES")}}}}) + "\\n")
 sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
+"""
+
+
+# A site's GPU partition as `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` prints it (the request check).
+FAKE_SINFO = """#!/bin/bash
+printf 'gpu-01|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\ngpu-02|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\n'
+printf 'cpu-01|short*|32|128000|(null)|4:00:00\\n'
 """
 
 
@@ -66,6 +73,7 @@ def cluster(tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _exe(bin_dir / "sbatch", FAKE_SBATCH)
+    _exe(bin_dir / "sinfo", FAKE_SINFO)
     launcher = _exe(bin_dir / "fake-gamut", FAKE_LAUNCHER)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
@@ -242,7 +250,8 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
                             "--variant", "text_only", "--shard", "1/3"]
     task_tmp = str(tmp_path / "scratch" / "gamut-77-4")
     assert call["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
-                           "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes"}
+                           "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes",
+                           "CUDA_VISIBLE_DEVICES": None}
     assert not Path(task_tmp).exists()  # per-task scratch is removed on exit
     done = tmp_path / "run" / "slurm" / "done"
     assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
@@ -435,3 +444,117 @@ def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
     assert all(s["RAY_TMPDIR"] == "/tmp/ray-12345" for s in starts) and "--temp-dir=/tmp/ray-12345" in head["argv"]
     (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
     assert call["argv"][:1] == ["judge"] and call["argv"][-2:] == ["--shard", "1/2"]
+
+
+# ---------------------------------------------------------------------------------------
+# Requests against the partition (cluster/fit.py), from sinfo's own output format.
+
+
+def test_sinfo_lines_parse_to_nodes():
+    from gamut_local.cluster.fit import parse_sinfo
+
+    nodes = parse_sinfo("a|gpu*|64|512000|gpu:h100:8(S:0-1)|2-00:00:00\nb|cpu|32|128000+|(null)|infinite\n"
+                        "c|mixed|16|64000|gpu:2,shard:8|30:00\nheader junk\n")
+    assert [(n.name, n.partition, n.cpus, n.mem_mb, n.gpus, n.max_hours) for n in nodes] == [
+        ("a", "gpu*", 64, 512000, 8, 48.0), ("b", "cpu", 32, 128000, 0, None), ("c", "mixed", 16, 64000, 2, 0.5)]
+
+
+def test_a_request_no_node_holds_is_named_with_its_setting(cluster, tmp_path):
+    from gamut_local.cluster.fit import misfits, parse_sinfo, requests
+    from gamut_local.config import load_run_config
+
+    def found(nodes, partition="gpu", **slurm):
+        cfg = yaml.safe_load(cluster.read_text())
+        cfg["slurm"].update(slurm)
+        cluster.write_text(yaml.safe_dump(cfg))
+        return misfits(requests(prepare(cluster, check_inputs=False).jobs, load_run_config(cluster).slurm),
+                       nodes, partition)
+
+    nodes = parse_sinfo("n1|gpu|24|512000|gpu:4|2-00:00:00\nn2|gpu|24|512000|gpu:4|2-00:00:00\n")
+    # 4 GPUs x 8 CPUs per GPU on nodes of 24 cores: the judge arrays (TP 4) cannot start.
+    got = found(nodes, cpus_per_gpu=8)
+    assert {s for s, _ in got} == {"slurm.cpus_per_gpu"}
+    assert [m.split()[1] for _, m in got] == [j.key for j in prepare(cluster).jobs if j.gpus == 4]
+    assert "asks for 4 GPUs, 32 CPUs" in got[0][1] and "too much: CPUs (32, slurm.cpus_per_gpu)" in got[0][1]
+    got = found(nodes, cpus_per_gpu=4, time_judge="3-00:00:00")
+    assert {s for s, _ in got} == {"slurm.time_judge"} and "more than the 48 h limit of partition gpu" in got[0][1]
+    # judge-ray spans two nodes: one node that holds its share is not enough.
+    got = found(nodes[:1], time_judge="10:00:00")
+    assert {s for s, _ in got} == {"nodes"}
+    assert "on each of 2 nodes, but 1 of the 1 nodes of partition gpu can hold that" in got[0][1]
+    assert found(nodes, "h100") == [("slurm.partition", "partition h100 is not on this cluster (sinfo lists: gpu)")]
+
+
+def test_the_default_requests_fit_a_common_gpu_node(tmp_path):
+    """4 CPUs and 32 GB per GPU: an 8-GPU node with 64 cores and 512 GB holds any one-node task."""
+    from gamut_local.cluster.fit import misfits, parse_sinfo, requests
+    from gamut_local.cluster.slurm import build_graph
+    from gamut_local.config import load_run_config
+
+    cfg = ROOT / "configs" / "runs" / "paper-open.yaml"
+    spec = load_run_config(cfg)
+    nodes = parse_sinfo("n1|gpu*|64|515000|gpu:8|2-00:00:00\n")
+    assert misfits(requests(build_graph(spec, cfg), spec.slurm), nodes, None) == []
+
+
+def test_dependants_that_can_never_start_are_cancelled_before_a_resubmission(cluster, tmp_path, monkeypatch):
+    """Without kill_invalid_depend (SLURM's default) the jobs after a failed task stay PENDING
+    forever; a resubmission cancels them (it replaces them) but still refuses over live work."""
+    submit(prepare(cluster), echo=lambda s: None)
+    bin_dir = tmp_path / "bin"
+    _exe(bin_dir / "squeue", f"#!/bin/sh\nprintf '5015|DependencyNeverSatisfied\\n5016|Dependency\\n5016|Dependency\\n'\n")
+    _exe(bin_dir / "scancel", f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.log\n")
+    lines = []
+    with pytest.raises(InputError) as e:
+        submit(prepare(cluster), echo=lines.append)
+    assert (tmp_path / "scancel.log").read_text().split() == ["5015"]
+    assert "could never start" in lines[0] and "5015" in lines[0]
+    assert "still queued or running (5016)" in str(e.value)
+
+
+def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypatch):
+    """No scontrol on PATH: `status` counts what is on disk and names each unfinished task's
+    log where one was written."""
+    submit(prepare(cluster), echo=lambda s: None)  # job ids 5000.. recorded; nothing ran
+    run = tmp_path / "run"
+    (run / "answers").mkdir(parents=True)
+    (run / "answers" / "small.multimodal.shard-0-of-3.jsonl").write_text(json.dumps(
+        {"question_id": "q1", "model": "small", "variant": "multimodal", "response": "a cat"}) + "\n")
+    for i in range(3):
+        (run / "slurm" / "done").mkdir(parents=True, exist_ok=True)
+        (run / "slurm" / "done" / f"generate.small.multimodal.shard-{i}-of-3").touch()
+    log = run / "slurm" / "logs" / "t.gen.small-5000_4.out"
+    log.write_text("loading\nValueError: out of memory\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # the fake sbatch only: no scontrol, no squeue
+    res = gamut("status", run)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    gen = next(x for x in lines if x.startswith("generate.small"))
+    assert "3/6 tasks done" in gen and "small.multimodal: 1/1 answers, small.text_only: 0/1 answers" in gen
+    assert f"task 4 (job 5000_4): unknown (no scontrol); log: {log}" in res.output
+    assert "task 5 (job 5000_5): unknown (no scontrol); it never started (no log)" in res.output
+    judge = next(x for x in lines if x.startswith("judge.judge-a.small.multimodal"))
+    assert "0/2 tasks done" in judge and "0/1 verdicts (of 1 answered questions)" in judge
+    data = json.loads(gamut("status", cluster, "--json").output)
+    assert data["slurm"] is False and data["complete"] is False
+    assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
+
+
+def test_a_job_given_gpus_that_are_not_gpus_stops_unless_it_says_it_runs_on_cpu(cluster, tmp_path):
+    """Fake GPUs (a test cluster's gres on /dev/null) set CUDA_VISIBLE_DEVICES like real ones:
+    the job stops with a message naming them, before any engine; GAMUT_FAKE_GPUS=1 clears them."""
+    if BASH is None or Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists():
+        pytest.skip("needs bash and a machine without GPU devices")
+    job = next(j for j in prepare(cluster).jobs if j.key == "generate.small")
+    script = tmp_path / "gen.sh"
+    script.write_text(job.script)
+    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "SLURM_JOB_ID": "9", "TMPDIR": str(tmp_path),
+           "CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_GPUS": "0"}
+    res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
+    assert res.returncode == 2 and "was given GPUs (CUDA_VISIBLE_DEVICES=0)" in res.stderr
+    assert "export GAMUT_FAKE_GPUS=1" in res.stderr and not (tmp_path / "launcher.log").exists()
+    res = processes.run([BASH, str(script)], env={**env, "GAMUT_FAKE_GPUS": "1"}, timeout=60,
+                        waiting_for="the job script")
+    assert res.returncode == 0, res.stderr
+    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    assert call["env"]["CUDA_VISIBLE_DEVICES"] is None

@@ -22,6 +22,9 @@ def sbatch(world, monkeypatch):
     exe.write_text(f"#!{sys.executable}\nimport sys\nopen({str(log)!r}, 'a').write(' '.join(sys.argv) + '\\n')\n"
                    "print('4242')\n")
     exe.chmod(0o755)
+    # A cluster whose controller does not answer: the request check is skipped, as without sinfo.
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller' >&2\nexit 1\n")
+    (bin_dir / "sinfo").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return log
 

@@ -1,0 +1,177 @@
+"""Where a run stands: per stage, model, variant and judge, how much is done (from the run
+directory's files and the SLURM done markers), and, where SLURM answers (`scontrol`), which
+tasks are queued, running, or ended without finishing, with their log. Without SLURM it reads
+the files only. `gamut-local status` prints it; the result is plain data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from gamut_local.cluster.slurm import Job, build_graph, mark_pending
+from gamut_local.config import load_run_config
+from gamut_local.data.dataset import load_questions
+from gamut_local.data.records import answer_key, verdict_key
+from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.layout import answer_files, scores_path, verdict_siblings
+from gamut_local.rundir.store import read_jsonl
+
+# SLURM job states of a task that ended without its done marker, and what the user does next.
+ENDED = {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
+LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD"}
+
+
+def expand_indices(spec: str | None) -> list[int]:
+    """'0-2,5%4' -> [0, 1, 2, 5] (SLURM's --array syntax; compress_indices' inverse)."""
+    out: list[int] = []
+    for part in (spec or "").split("%")[0].split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def resolve_config(target: Path) -> Path:
+    """A run config as given, or the one a run directory's last submission recorded."""
+    if target.is_file():
+        return target
+    jobs = target / "slurm" / "jobs.json"
+    if target.is_dir() and jobs.is_file():
+        subs = json.loads(jobs.read_text()).get("submissions", [])
+        config = next((s["config"] for s in reversed(subs) if s.get("config")), None)
+        if config:
+            return Path(config)
+    raise InputError([Problem(str(target), None, "", "not a run config, nor a run directory with a "
+                              "recorded submission (slurm/jobs.json); give the run's YAML")])
+
+
+def _count(paths: list[Path], key) -> int:
+    return len({key(r) for p in paths for _, r in read_jsonl(p, allow_empty=True)})
+
+
+def _task_records(run_dir: Path) -> dict[tuple[str, int], dict]:
+    """(job key, task index) -> the latest submission's record of that task, with its log path."""
+    jobs = run_dir / "slurm" / "jobs.json"
+    out = {}
+    if not jobs.is_file():
+        return out
+    for sub in json.loads(jobs.read_text()).get("submissions", []):
+        for rec in sub["jobs"]:
+            tasks = expand_indices(rec["array"]) if rec.get("array") else [0]
+            for t in tasks:
+                log = rec.get("log", "").replace("%a", str(t))
+                out[(rec["key"], t)] = {"job_id": rec["job_id"], "array": bool(rec.get("array")), "log": log}
+    return out
+
+
+def _scontrol(job_id: str) -> list[dict]:
+    """Every task of a job as `scontrol -o show job` reports it (finished ones for MinJobAge)."""
+    res = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        return []
+    return [dict(re.findall(r"(\w+)=(\S*)", line)) for line in res.stdout.splitlines() if line.strip()]
+
+
+def slurm_states(tasks: dict[tuple[str, int], dict]) -> dict[tuple[str, int], dict]:
+    """(job key, task) -> {state, reason, exit}; empty without scontrol."""
+    if shutil.which("scontrol") is None:
+        return {}
+    by_job: dict[str, list[tuple[str, int]]] = {}
+    for (key, t), rec in tasks.items():
+        by_job.setdefault(rec["job_id"], []).append((key, t))
+    out = {}
+    for job_id, keys in by_job.items():
+        infos = _scontrol(job_id)
+        for key, t in keys:
+            for info in infos:
+                ids = expand_indices(info.get("ArrayTaskId")) if info.get("ArrayTaskId") else [0]
+                if t in ids:
+                    out[(key, t)] = {"state": info.get("JobState", "?"), "reason": info.get("Reason", ""),
+                                     "exit": info.get("ExitCode", "")}
+    return out
+
+
+def _last_line(log: str) -> str:
+    path = Path(log)
+    if not log or not path.is_file():
+        return ""
+    lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    return lines[-1].strip()[:300] if lines else ""
+
+
+def _progress(spec, run_dir: Path, job: Job, questions) -> str:
+    """How much of a job's work is in the files."""
+    v = job.values
+    if job.stage == "generate":
+        model = job.key.split(".", 1)[1]
+        variants = next(m for m in spec.models if m.name == model).variants(spec.variants)
+        return ", ".join(f"{model}.{x}: {_count(answer_files(run_dir, model, x), answer_key)}/{len(questions)} answers"
+                         for x in variants)
+    if job.stage == "judge":
+        _, judge, model, variant = job.key.split(".", 3)
+        answered = {a["question_id"] for p in answer_files(run_dir, model, variant) for _, a in read_jsonl(p)}
+        expected = sum(len(q.checks_for_variant(variant)) for q in questions if q.question_id in answered)
+        got = _count(verdict_siblings(run_dir, judge, model, variant), verdict_key)
+        return f"{got}/{expected} verdicts (of {len(answered)} answered questions)"
+    path = scores_path(run_dir) if job.stage == "score" else run_dir / "report.md"
+    return f"{path.relative_to(run_dir)} {'written' if path.is_file() else 'not yet written'}"
+
+
+def run_status(target: str | Path) -> dict:
+    config = resolve_config(Path(target))
+    spec = load_run_config(config)
+    run_dir = Path(spec.output_dir)
+    jobs = build_graph(spec, config)
+    mark_pending(jobs, run_dir / "slurm" / "done")
+    questions = load_questions(spec.dataset, check_images=False)
+    tasks = _task_records(run_dir)
+    states = slurm_states(tasks)
+    # A recorded task SLURM does not list: no scontrol here, or finished longer ago than MinJobAge.
+    unknown = "unknown (SLURM no longer lists it)" if shutil.which("scontrol") else "unknown (no scontrol)"
+    rows = []
+    for job in jobs:
+        row = {"key": job.key, "stage": job.stage, "progress": _progress(spec, run_dir, job, questions),
+               "tasks": len(job.markers), "tasks_done": len(job.markers) - len(job.pending), "open": []}
+        for t in job.pending:
+            rec, st = tasks.get((job.key, t)), states.get((job.key, t), {})
+            state = st.get("state") or ("not submitted" if rec is None else unknown)
+            row["open"].append({"task": t if job.array else None, "job_id": rec and rec["job_id"],
+                                "state": state, "reason": st.get("reason", ""), "exit": st.get("exit", ""),
+                                "log": rec["log"] if rec else "",
+                                "log_tail": _last_line(rec["log"]) if rec and state in ENDED else ""})
+        rows.append(row)
+    return {"config": str(config), "run_dir": str(run_dir), "slurm": shutil.which("scontrol") is not None,
+            "rows": rows, "complete": all(not r["open"] for r in rows)}
+
+
+def render(status: dict, console) -> None:
+    """One line per job of the graph, then one per unfinished task, then what to do next."""
+    ended = []
+    for r in status["rows"]:
+        console.print(f"{r['key']:<48} {r['tasks_done']}/{r['tasks']} tasks done   {r['progress']}", markup=False)
+        for o in r["open"]:
+            task = f"task {o['task']}" if o["task"] is not None else "job"
+            job = (f"job {o['job_id']}" + (f"_{o['task']}" if o["task"] is not None else "")) if o["job_id"] else ""
+            what = f"{task} ({job})" if o["task"] is not None and job else (job or task)
+            why = f", {o['reason']}" if o["reason"] and o["reason"] != "None" else ""
+            code = f", exit {o['exit']}" if o["state"] == "FAILED" and o["exit"] else ""
+            line = f"    {what}: {o['state']}{why}{code}"
+            has_log = bool(o["log"]) and Path(o["log"]).is_file()
+            if o["state"] in ENDED or o["state"].startswith("unknown"):
+                ended += [o] if o["state"] in ENDED else []
+                line += f"; log: {o['log']}" if has_log else "; it never started (no log)"
+            console.print(line, markup=False)
+            if o["log_tail"]:
+                console.print(f"      last log line: {o['log_tail']}", markup=False)
+    if status["complete"]:
+        console.print("Every task is done.", markup=False)
+    elif ended:
+        console.print(f"{len(ended)} task(s) ended without finishing. Fix the cause (see the log), then resubmit "
+                      f"what is not done: gamut-local slurm {status['config']} --submit", markup=False)
+    elif not status["slurm"]:
+        console.print(f"Without SLURM here, queued and running tasks cannot be told apart from ended ones; once none "
+                      f"runs, resubmit what is not done: gamut-local slurm {status['config']} --submit", markup=False)

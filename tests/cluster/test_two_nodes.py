@@ -1,0 +1,240 @@
+"""judge-ray.sbatch on a real two-node SLURM: two slurmd, each in its own network and UTS
+namespace (its own host name and address on a private bridge this test makes and removes;
+no traffic leaves the machine), and a second slurmctld on other ports with its own config, so
+the one-node cluster of `real_slurm` keeps running. The job's `srun` steps really run on both
+nodes, and each node's `ray start` gets that node's own address. Ray itself is a stand-in
+where it is not installed (it is not a dependency of the project); vLLM across the two nodes
+is not run here (docs/slurm.md says why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gamut_local.cluster.slurm import prepare
+
+pytestmark = pytest.mark.slurm
+
+NODES = {"gn1": "10.77.0.11", "gn2": "10.77.0.12"}
+HOST_IP = "10.77.0.1"
+CTLD_PORT, SLURMD_PORT = 6917, 6918
+TOOLS = ("ip", "nsenter", "unshare")
+
+CONF = """ClusterName=twonode
+SlurmctldHost={host}({host_ip})
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=slurm
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MinJobAge=3600
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=256
+SchedulerParameters=batch_sched_delay=0,sched_interval=1,bf_interval=1
+KillWait=2
+ReturnToService=2
+SlurmdParameters=config_overrides
+GresTypes=gpu
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool-%n
+SlurmctldPidFile={d}/slurmctld.pid
+SlurmdPidFile={d}/slurmd-%n.pid
+SlurmctldLogFile={d}/slurmctld.log
+SlurmdLogFile={d}/slurmd-%n.log
+NodeName=gn1 NodeAddr={gn1} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
+NodeName=gn2 NodeAddr={gn2} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
+PartitionName=two Nodes=gn[1-2] Default=YES MaxTime=INFINITE State=UP
+"""
+
+# Stand-ins where Ray is not installed: `ray start` records its arguments, the address the node
+# sees as its own and the node's name; the job's Ray check reads the node count from them.
+FAKE_RAY = f"""#!{sys.executable}
+import json, os, socket, subprocess, sys
+ip = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()[0]
+with open(os.environ["TWO_NODE_LOG"], "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "host": socket.gethostname(), "ip": ip,
+                        "VLLM_HOST_IP": os.environ.get("VLLM_HOST_IP")}}) + "\\n")
+"""
+FAKE_PYTHON = """#!/bin/bash
+grep -c '"start"' "$TWO_NODE_LOG"
+"""
+# The judge's stand-in: where Ray is real, it also lists the Ray cluster's live nodes.
+LAUNCHER = """#!/usr/bin/env python
+import json, os, socket, sys
+nodes = None
+if os.environ.get("TWO_NODE_REAL_RAY"):
+    import ray
+    ray.init(address="auto", logging_level="ERROR")
+    nodes = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])
+with open(os.environ["TWO_NODE_LOG"], "a") as f:
+    f.write(json.dumps({"launcher": sys.argv[1:], "host": socket.gethostname(), "ray_nodes": nodes,
+                        "RAY_ADDRESS": os.environ.get("RAY_ADDRESS"),
+                        "VLLM_HOST_IP": os.environ.get("VLLM_HOST_IP")}) + "\\n")
+"""
+
+
+def real_ray() -> bool:
+    """Ray's own `ray` and a `python` that imports it, first on PATH (not a project dependency)."""
+    return shutil.which("ray") is not None and subprocess.run(
+        ["python", "-c", "import ray"], capture_output=True, timeout=120).returncode == 0
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=check)
+
+
+def _kill_pidfile(path: Path, exe: str) -> None:
+    """Stop the daemon whose PID the file holds, only while that PID still runs `exe`."""
+    if not path.is_file():
+        return
+    pid = int(path.read_text().strip() or 0)
+    if pid and os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(exe):
+        os.kill(pid, 15)
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{pid}"):
+                break
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def two_nodes(real_slurm, monkeypatch):
+    """Two slurmd in namespaces and their own slurmctld; yields the environment to use them."""
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing or os.geteuid() != 0:
+        pytest.skip(f"two namespaced nodes need root and {', '.join(TOOLS)} (missing: {missing})")
+    d = Path(tempfile.mkdtemp(prefix="gamut-two-nodes-"))  # under /tmp: the slurm user must reach it
+    d.chmod(0o755)
+    tag = f"g{os.getpid() % 100000}"
+    bridge, netns = f"br{tag}", {n: f"{tag}{n}" for n in NODES}
+    try:
+        _run("ip", "link", "add", bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{HOST_IP}/24", "dev", bridge)
+        _run("ip", "link", "set", bridge, "up")
+        for i, (node, addr) in enumerate(NODES.items()):
+            ns, host_end, ns_end = netns[node], f"{tag}h{i}", f"{tag}n{i}"
+            _run("ip", "netns", "add", ns)
+            _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", ns_end)
+            _run("ip", "link", "set", host_end, "master", bridge, "up")
+            _run("ip", "link", "set", ns_end, "netns", ns)
+            for cmd in (["addr", "add", f"{addr}/24", "dev", ns_end], ["link", "set", ns_end, "up"],
+                        ["link", "set", "lo", "up"]):
+                _run("ip", "netns", "exec", ns, "ip", *cmd)
+        (d / "state").mkdir()
+        shutil.chown(d / "state", "slurm", "slurm")
+        for node in NODES:
+            (d / f"gpu-{node}").symlink_to("/dev/null")
+        conf = d / "slurm.conf"
+        conf.write_text(CONF.format(host=_run("hostname", "-s").stdout.strip(), host_ip=HOST_IP, d=d,
+                                    ctld_port=CTLD_PORT, slurmd_port=SLURMD_PORT, **NODES))
+        # gres.conf is read from slurm.conf's folder; each node's own line (Name=gpu, File=).
+        (d / "gres.conf").write_text("".join(f"NodeName={n} Name=gpu File={d}/gpu-{n}\n" for n in NODES))
+        # Each node resolves both names, as on a real cluster (Ray looks its own name up).
+        (d / "hosts").write_text("127.0.0.1 localhost\n" + "".join(f"{a} {n}\n" for n, a in NODES.items()))
+        _run("/usr/sbin/slurmctld", "-f", str(conf))
+        for node in NODES:
+            # nsenter, not `ip netns exec`: that remounts /sys, and slurmd then finds no cgroup fs.
+            # A mount namespace of its own for the node's /etc/hosts; jobs inherit all three.
+            _run("nsenter", f"--net=/var/run/netns/{netns[node]}", "unshare", "--uts", "--mount",
+                 "--propagation", "private", "sh", "-c",
+                 f"mount --bind {d}/hosts /etc/hosts && hostname {node} && exec /usr/sbin/slurmd -f {conf}")
+        monkeypatch.setenv("SLURM_CONF", str(conf))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            state = _run("sinfo", "-h", "-o", "%t %D", check=False).stdout.strip()
+            if state == "idle 2":
+                break
+            time.sleep(0.2)
+        assert state == "idle 2", f"two nodes not idle: {state!r}; {(d / 'slurmctld.log').read_text()[-2000:]}"
+        yield d
+    finally:
+        if (d / "slurmctld.pid").is_file():  # no job step may outlive its slurmd
+            subprocess.run(["scancel", "--full", "--user", "root"], capture_output=True,
+                           timeout=60, env={**os.environ, "SLURM_CONF": str(d / "slurm.conf")})
+            time.sleep(3)
+        for node in NODES:
+            _kill_pidfile(d / f"slurmd-{node}.pid", "/usr/sbin/slurmd")
+        _kill_pidfile(d / "slurmctld.pid", "/usr/sbin/slurmctld")
+        for i, ns in enumerate(netns.values()):
+            _run("ip", "netns", "del", ns, check=False)
+            _run("ip", "link", "del", f"{tag}h{i}", check=False)  # takes its peer with it
+        _run("ip", "link", "del", bridge, check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    real = real_ray()
+    stand_ins = {"launcher": LAUNCHER} if real else {"ray": FAKE_RAY, "python": FAKE_PYTHON, "launcher": LAUNCHER}
+    for name, text in stand_ins.items():
+        (bin_dir / name).write_text(text if name != "launcher" or real else text.replace(
+            "#!/usr/bin/env python", f"#!{sys.executable}"))
+        (bin_dir / name).chmod(0o755)
+    if real:
+        monkeypatch.setenv("TWO_NODE_REAL_RAY", "1")
+    monkeypatch.setenv("GAMUT_RAY_HEAD_WAIT", "15" if real else "1")  # a real Ray head takes seconds
+    log = tmp_path / "two-node.log"
+    monkeypatch.setenv("TWO_NODE_LOG", str(log))
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "data.jsonl").write_text(json.dumps({
+        "question_id": "q1", "domain": "d", "question": "What is this?",
+        "checks": [{"check_id": "c1", "text": "It says cat.", "tier": "answer_critical"}]}) + "\n")
+    (tmp_path / "ref.jsonl").write_text(json.dumps(
+        {"question_id": "q1", "model": "reference", "variant": "multimodal", "response": "r"}) + "\n")
+    (tmp_path / "j").mkdir()
+    (tmp_path / "j" / "config.json").write_text("{}")
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "two", "dataset": "data.jsonl", "output_dir": str(tmp_path / "run"), "models": [],
+        "extra_answers": ["ref.jsonl"],
+        "judges": [{"name": "jr", "path": str(tmp_path / "j"), "nodes": 2, "engine": {
+            "tensor_parallel_size": 1, "extra": {"pipeline_parallel_size": 2, "distributed_executor_backend": "ray"}}}],
+        "slurm": {"gpus_per_node": 1, "cpus_per_gpu": 1, "mem_per_gpu": "500M", "cpus_score": 1, "mem_score": "500M",
+                  "time_judge": "00:05:00", "time_score": "00:05:00", "launcher": str(bin_dir / "launcher"),
+                  "setup": ["export GAMUT_FAKE_GPUS=1"]}}))
+    job = next(j for j in prepare(cfg).jobs if j.stage == "judge")
+    assert "ray start" in job.script and "#SBATCH --nodes=2" in job.script and "#SBATCH --exclusive" not in job.script
+    script = tmp_path / "judge-ray.sbatch"
+    script.write_text(job.script)
+    (tmp_path / "run" / "slurm" / "logs").mkdir(parents=True)
+    res = _run("sbatch", "--parsable", "--array=0", str(script), check=False)
+    assert res.returncode == 0, res.stderr
+    job_id = res.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = _run("scontrol", "-o", "show", "job", job_id, check=False).stdout
+        if "JobState=COMPLETED" in state or "JobState=FAILED" in state:
+            break
+        time.sleep(0.3)
+    logs = "".join(p.read_text() for p in (tmp_path / "run" / "slurm" / "logs").iterdir())
+    assert "JobState=COMPLETED" in state, f"{state}\n{logs}"
+    records = [json.loads(x) for x in log.read_text().splitlines()]
+    (launch,) = [r for r in records if "launcher" in r]
+    assert launch["host"] == "gn1" and launch["VLLM_HOST_IP"] == NODES["gn1"]
+    assert launch["RAY_ADDRESS"].startswith(NODES["gn1"] + ":") and launch["launcher"][0] == "judge"
+    assert (tmp_path / "run" / "slurm" / "done" / "judge.jr.reference.multimodal.shard-0-of-1").exists()
+    if real:  # one Ray cluster of the two nodes, each by its own address
+        assert launch["ray_nodes"] == sorted(NODES.values())
+        return
+    starts = sorted((r for r in records if r.get("argv", [""])[0] == "start"), key=lambda r: r["host"])
+    # Each node's `ray start` ran on that node, with the address it has there.
+    assert [(s["host"], s["ip"], s["VLLM_HOST_IP"]) for s in starts] == [(n, a, a) for n, a in NODES.items()]
+    head, worker = starts
+    assert "--head" in head["argv"] and f"--node-ip-address={NODES['gn1']}" in head["argv"]
+    assert any(a.startswith(f"--address={NODES['gn1']}:") for a in worker["argv"])
