@@ -101,6 +101,8 @@ def load_engine(spec: ModelSpec) -> Engine:
     if problem is not None:
         raise InputError([problem])
     backend = pick_backend(spec, path)
+    if isinstance(spec, JudgeSpec) and spec.engine.extra.get("tokenizer_mode") != "mistral":
+        judge_identity(spec)  # refuses, before any weights load, a label read inside <think>
     if backend == "vllm":
         from gamut_local.engines.vllm_engine import VllmEngine
 

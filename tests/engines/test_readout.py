@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from gamut_local.config import JudgeSpec, ModelSpec
-from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, judge_identity
+from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, judge_identity, load_engine
 from gamut_local.engines.labels import (
     LabelReadout,
     assistant_prefix,
@@ -22,18 +22,8 @@ from gamut_local.engines.labels import (
 from gamut_local.engines.reasoning import Thinking, separate, split_reasoning
 from gamut_local.engines.vllm_engine import VllmEngine, engine_kwargs
 from gamut_local.errors import InputError
+from gamut_local.testing.smollm2 import THINKING_TEMPLATE
 from gamut_local.vocab import JUDGE_LABELS
-
-# A Qwen3-style template with a thinking switch: thinking is on unless enable_thinking is false.
-THINKING_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}"
-    "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}"
-    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}"
-    "{%- else -%}{{- '<think>\n' -}}{%- endif -%}{%- endif -%}"
-)
-
 
 @pytest.fixture(scope="module")
 def tokenizer():
@@ -128,6 +118,8 @@ def test_a_judge_whose_label_would_be_read_inside_its_thinking_is_refused(tmp_pa
     with pytest.raises(InputError, match=r"chat_template_kwargs: thinker: its chat template opens a "
                                          r"reasoning block \(<think>\)"):
         judge_identity(thinking)
+    with pytest.raises(InputError, match="enable_thinking: false"):
+        load_engine(thinking)  # refused before anything loads
     off = thinking.model_copy(update={"chat_template_kwargs": {"enable_thinking": False}})
     assert judge_identity(off)["readout"] in (FIRST_TOKEN, STRUCTURED_CHOICE)
     assert in_reasoning(assistant_prefix(tokenizer.__class__.from_pretrained(path)))
