@@ -122,7 +122,8 @@ class Sampling(_Config):
     """How outputs are sampled; all of it is part of the settings hash."""
 
     max_tokens: int = Field(default=1024, ge=1, examples=[2048], description=(
-        "Longest output in tokens: an answer's length (a judge's label needs 16)."))
+        "Longest answer in tokens; with `thinking_budget` set, a reasoning model's thinking "
+        "does not count against it."))
     temperature: float = Field(default=0.0, ge=0, description="0 is greedy decoding, as in the paper.")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass (1 keeps all tokens).")
     seed: int = Field(default=0, ge=0, description="Sampling seed.")
@@ -156,10 +157,10 @@ class ModelSpec(_Located):
         "Keywords for the model's chat template, in both engines; a judge of a reasoning model "
         "needs `{enable_thinking: false}` where its template has that switch. Part of the settings hash."))
     thinking_budget: int | None = Field(default=None, ge=1, examples=[4096], description=(
-        "A reasoning candidate's tokens of thinking, besides `sampling.max_tokens` for the answer: "
-        "generation stops at `</think>` or after this many tokens, the reasoning block is closed, "
-        "and the answer is generated after it with its own budget (docs/architecture.md, "
-        "Reasoning models). Unset: one pass of `sampling.max_tokens` holds both."))
+        "A reasoning candidate's tokens of thinking, apart from `sampling.max_tokens` for the "
+        "answer: vLLM ends the reasoning block after this many (needs `reasoning_parser`; vLLM only), "
+        "and the answer after it is held to `sampling.max_tokens` (docs/architecture.md, Reasoning "
+        "models). Unset: `sampling.max_tokens` holds thinking and answer together."))
     reasoning_parser: str | None = Field(default=None, examples=["qwen3"], description=(
         "vLLM's reasoning parser for this model (its `--reasoning-parser` name), used to split "
         "a candidate's reasoning from its answer. Unset, or with transformers: the text up to "
