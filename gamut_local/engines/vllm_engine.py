@@ -285,7 +285,8 @@ class VllmEngine:
             return None
         from vllm.reasoning import ReasoningParserManager
 
-        return ReasoningParserManager.get_reasoning_parser(self.spec.reasoning_parser)(self.tokenizer)
+        parser = ReasoningParserManager.get_reasoning_parser(self.spec.reasoning_parser)
+        return parser(self.tokenizer, chat_template_kwargs=self.template_kwargs)  # e.g. thinking off
 
     def _chat_prefix(self) -> str:
         """The assistant prefix exactly as `LLM.chat` sends it, checked against the tokenizer's
