@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from gamut_local.errors import InputError
+from gamut_local.vocab import SMALL_POOL_MAX
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GAMUT factual-completeness benchmark, offline, on open models.")
@@ -182,20 +183,18 @@ def validate(dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT 
 def compile_cmd(
     dataset: Path = typer.Argument(..., help="Question JSONL (or GAMUT parquet)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the rubric JSONL."),
-    small_pool_max: int = typer.Option(6, help="Flexible lists with at most this many options get one check per option."),
+    small_pool_max: int = typer.Option(SMALL_POOL_MAX, min=0, help=(
+        "Flexible lists with at most this many options get one check per option. A run compiles "
+        "with its config's `compile.small_pool_max` instead.")),
     strict: bool = typer.Option(False, "--strict", help=STRICT_HELP),
 ):
     """Compile every question's meta-rubric into checks (deterministic, no model)."""
-    from gamut_local.data.dataset import load_questions
-    from gamut_local.rubric.compiler import compile_dataset
     from gamut_local.rundir.paths import check_outputs
-    from gamut_local.rundir.store import write_jsonl
+    from gamut_local.stages.compile import compile_file
 
     check_outputs({"--out": out_path}, [dataset])
-    rows = compile_dataset(load_questions(dataset), small_pool_max=small_pool_max)
-    write_jsonl(out_path, rows)
-    n = sum(len(r["checks"]) for r in rows)
-    out.print(f"{out_path}: {n} checks for {len(rows)} questions.")
+    n_questions, n_checks = compile_file(dataset, out_path, small_pool_max)
+    out.print(f"{out_path}: {n_checks} checks for {n_questions} questions.")
 
 
 @app.command()
@@ -203,8 +202,12 @@ def compile_cmd(
 def score(
     verdicts: List[Path] = typer.Argument(..., help="Verdict JSONL files (judges and models may be mixed)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the scores JSON."),
-    dataset: Optional[Path] = typer.Option(None, help="Dataset, for the per-domain breakdown."),
+    dataset: Optional[Path] = typer.Option(None, help=(
+        "Dataset: for the per-domain breakdown, and to leave out verdicts on checks worded otherwise now.")),
     seed: int = typer.Option(0, help="Bootstrap seed."),
+    answers: List[Path] = typer.Option([], "--answers", help=(
+        "Answer files the verdicts graded (repeatable): a verdict whose answer_hash differs from "
+        "its answer's is stale and left out.")),
 ):
     """Turn verdicts into tier scores, response scores and GAMUT scores with 95% CIs."""
     from gamut_local.reporting.tables import responses_path
@@ -214,8 +217,9 @@ def score(
 
     check_seed(seed)
     beside = responses_path(out_path) if out_path.name else None  # `--out .` is refused as a folder
-    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset])
-    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err).model_dump()
+    check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers])
+    result = write_scores(out_path, verdicts, dataset, seed=seed, console=err,
+                          answers=list(answers) or None).model_dump()
     for m in result["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
                   f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]")
@@ -317,6 +321,11 @@ def agree(
     gold: Optional[str] = typer.Option(None, "--gold", help="Also calibrate the model judges against these judges' "
                                        "verdicts (a name or pattern, e.g. 'human-*': their majority per cell); "
                                        "writes OUT.calibration.json and OUT.reliability.png."),
+    dataset: Optional[Path] = typer.Option(None, help=(
+        "Dataset: verdicts on checks worded otherwise now are stale and left out.")),
+    answers: List[Path] = typer.Option([], "--answers", help=(
+        "Answer files the verdicts graded (repeatable): a verdict whose answer_hash differs from "
+        "its answer's is stale and left out.")),
 ):
     """Compare judges on the same responses: rank agreement, kappa, Krippendorff's alpha, vs gold."""
     from gamut_local.reporting.calibration import beside
@@ -325,8 +334,9 @@ def agree(
 
     cal_json, cal_png = beside(out_path)
     extra = {"--gold (calibration JSON)": cal_json, "--gold (reliability PNG)": cal_png} if gold else {}
-    check_outputs({"--out": out_path, **extra}, verdicts)
-    result = write_agreement(out_path, verdicts, console=err, gold=gold).model_dump()
+    check_outputs({"--out": out_path, **extra}, [*verdicts, dataset, *answers])
+    result = write_agreement(out_path, verdicts, console=err, gold=gold, dataset=dataset,
+                             answers=list(answers) or None).model_dump()
     if gold is not None:
         out.print(f"{cal_json}: model judges against {gold!r} ({cal_png})", markup=False)
     missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())

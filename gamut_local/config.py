@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
-from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, VARIANTS, Variant
+from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
 
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
 SLURM_TIME = r"(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})"
@@ -250,6 +250,16 @@ class JudgeSpec(ModelSpec):
             raise ValidationError.from_exception_data(cls.__name__, found)
         return data
 
+    @field_validator("name")
+    @classmethod
+    def _not_a_person(cls, name: str) -> str:
+        # Human verdicts get "newest record wins" and count as gold: a model must never pass
+        # for an annotator, nor share an annotator's verdict folder.
+        if isinstance(name, str) and name.startswith(HUMAN_PREFIX):
+            raise ValueError(f"judge names starting with {HUMAN_PREFIX!r} are reserved for people "
+                             "(`gamut-local view --annotator`); rename this judge")
+        return name
+
     @field_validator("sees_image")
     @classmethod
     def _sees_only_with_vision(cls, sees: bool, info) -> bool:
@@ -351,6 +361,12 @@ class PlanSpec(_Config):
             "throughputs). A model without an entry counts as 1.0, and `plan` says so."))
 
 
+class CompileSpec(_Config):
+    small_pool_max: int = Field(default=SMALL_POOL_MAX, ge=0, description=(
+        "Flexible lists with at most this many options get one check per option beyond the "
+        "coverage check. Every stage that needs checks compiles with it."))
+
+
 class RunSpec(_Located):
     name: str = _name_field("The run's name: the report's title and the SLURM jobs' prefix.", "my-eval")
     dataset: str = Field(min_length=1, examples=["${GAMUT_DATA:-../../data/gamut}/gamut.jsonl"], description=(
@@ -372,6 +388,8 @@ class RunSpec(_Located):
     # Large enough to keep the engine's batch full; small enough to lose little on a kill.
     chunk_size: int = Field(default=1024, ge=1, description=(
         "Requests per engine call and per atomic append: a killed job loses at most one chunk."))
+    compile: CompileSpec = Field(default=CompileSpec(), description=(
+        "How meta-rubrics compile into checks (the judge, score, viewer and plan all use it)."))
     slurm: SlurmSpec = Field(default=SlurmSpec(), description="The SLURM jobs (`gamut-local slurm`).")
     plan: PlanSpec = Field(default=PlanSpec(), description="The estimate's assumptions (`gamut-local plan`).")
 

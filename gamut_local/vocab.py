@@ -34,3 +34,11 @@ CONTRADICTION_WEIGHT = -2.0
 def demote(tier: str) -> str:
     """One tier lower; context stays context."""
     return TIERS[min(TIER_CODE[tier] + 1, len(TIERS) - 1)]
+
+# The compiler's one setting (rubric/compiler.py): flexible lists with at most this many
+# options get one check per option beyond the coverage check. A run's `compile` block sets it.
+SMALL_POOL_MAX = 6
+
+# Judge names that start with this are people (`gamut-local view --annotator NAME` writes as
+# `human-NAME`); a model judge may not take one (config.JudgeSpec refuses it).
+HUMAN_PREFIX = "human-"

@@ -38,6 +38,9 @@ SECTIONS = [
     ("engine", c.EngineArgs, "`engine:` of a model or judge",
      "Passed to the engine (vLLM or transformers); unset means the engine's default."),
     ("sampling", c.Sampling, "`sampling:` of a model or judge", "How outputs are sampled."),
+    ("compile", c.CompileSpec, "`compile:` of a run",
+     "How meta-rubrics become checks; the judge, `score-run`, `report`, the viewer and the plan all compile "
+     "with these settings, and `manifest.json` records them."),
     ("slurm", c.SlurmSpec, "`slurm:` of a run", "The SLURM jobs `gamut-local slurm` writes."),
     ("plan", c.PlanSpec, "`plan:` of a run",
      "The assumptions of `gamut-local plan`'s estimate; the plan prints them."),

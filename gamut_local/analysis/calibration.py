@@ -20,9 +20,8 @@ import itertools
 import numpy as np
 
 from gamut_local.analysis import stats
-from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
+from gamut_local.vocab import HUMAN_PREFIX, JUDGE_LABELS, TIERS, VERDICTS
 
-HUMAN_PREFIX = "human-"  # as rundir.human; analysis sits beside, not above, rundir's readers
 N_BINS = 10
 _CODE = {v: i for i, v in enumerate(VERDICTS)}
 # Krippendorff's ordinal scale: contradicts < missing < partially_meets < meets; invalid = no value.

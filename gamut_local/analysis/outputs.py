@@ -74,6 +74,11 @@ class ScoresFile(_Out):
     responses_file: str | None  # per-response file beside this one (relative name)
     models: list[ModelScore]
     domains: list[DomainScore] | None
+    # The answer files whose hashes decided which verdicts were stale, and per judge how many
+    # were left out for which reason ("check_hash", "answer_hash"), or kept without identity.
+    answers: list[InputFile] = []
+    stale_verdicts: dict[str, dict[str, int]] = {}
+    compile: dict[str, int] = {}  # the settings the dataset's checks were compiled with to compare
 
 
 class PairStats(_Out):

@@ -110,9 +110,9 @@ def load_hours(spec: RunSpec, m: ModelSpec, warnings: list[str]) -> float:
 class _Tokens:
     """Token counts of a dataset's texts under a run's `plan` assumptions."""
 
-    def __init__(self, plan: PlanSpec, questions: list[Question]):
+    def __init__(self, plan: PlanSpec, questions: list[Question], small_pool_max: int):
         self.plan = plan
-        self.checks = {q.question_id: checks_for(q) for q in questions}
+        self.checks = {q.question_id: checks_for(q, small_pool_max) for q in questions}
         # Per (question, variant): a text-only answer is graded on the text-only split's own checks.
         self.judged = {(q.question_id, v): q.checks_for_variant(v, self.checks[q.question_id])
                        for q in questions for v in VARIANTS}
@@ -224,7 +224,7 @@ def estimate(spec: RunSpec, questions: list[Question], warnings: list[str] | Non
         warnings.append(f"plan.throughput_scale has no entry for {', '.join(dict.fromkeys(unscaled))}: each "
                         "assumed as fast as an 8B dense model (1.0)")
     loads = {m.name: load_hours(spec, m, warnings) for m in [*spec.models, *spec.judges]}
-    tok = _Tokens(spec.plan, questions)
+    tok = _Tokens(spec.plan, questions, spec.compile.small_pool_max)
     rows = _generation_rows(spec, questions, tok, loads) + _judge_rows(spec, questions, tok, loads)
     totals = _totals(rows)
     return {

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
+
 from gamut_local.errors import Problem
 from gamut_local.rubric.compiler import checks_for
-from gamut_local.vocab import DEFAULT_VARIANT
+from gamut_local.rundir.human import is_human
+from gamut_local.vocab import DEFAULT_VARIANT, SMALL_POOL_MAX
 
 MAX_SHOWN = 20  # problems listed per kind; the rest are counted
 
@@ -167,3 +170,86 @@ def check_against_dataset(table, dataset) -> None:
     problems = table_problems(table, load_questions(Path(dataset), check_images=False))
     if problems:
         raise InputError(problems)
+
+
+# ---------------------------------------------------------------- stale verdicts
+
+NO_IDENTITY = "no identity"  # records made before identity hashes, or written by hand
+
+
+def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple, str]:
+    """(question, variant, check) -> the `check_hash` a verdict on it must carry now."""
+    from gamut_local.rundir.identity import check_hash
+    from gamut_local.vocab import VARIANTS
+
+    out = {}
+    for q in questions:
+        compiled = checks_for(q, small_pool_max)
+        for variant in VARIANTS:
+            for c in q.checks_for_variant(variant, compiled):
+                out[q.question_id, variant, c.check_id] = check_hash(c.text, c.tier, c.kind)
+    return out
+
+
+def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple], want: dict, has) -> np.ndarray:
+    """Rows whose hash (`codes` into `names`) differs from `want[key]`; rows of a key `want`
+    lacks are not judged here (another check names them); rows without a hash neither."""
+    combos, inverse = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+    index = {h: i for i, h in enumerate(names)}
+    expected = np.array([index.get(want.get(has(c)), -2) if has(c) in want else -3
+                         for c in combos.tolist()], dtype=np.int64)[inverse.ravel()]
+    return (codes >= 0) & (expected != -3) & (codes != expected)
+
+
+def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, str] | None):
+    """(mask of stale rows, {judge: {reason: count}}) for a `data.verdict_table.VerdictTable`.
+
+    A verdict is stale when its `check_hash` is not the check's hash in the dataset now
+    (`checks`, from `current_check_hashes`), or its `answer_hash` not the hash of the answer on
+    disk now (`answers`: (question, model, variant) -> hash); None: not known, not compared.
+    Stale rows are never scored as current. Rows without a hash are counted under
+    NO_IDENTITY (kept: they cannot be shown stale either, and the count says so)."""
+    from gamut_local.vocab import VARIANTS
+
+    n = len(table)
+    stale = np.zeros(n, dtype=bool)
+    reasons: dict[str, dict[str, int]] = {}
+    if not n:
+        return stale, reasons
+    q, v = table.question, table.variant
+    for field, want, keys, name_of in (
+            ("check_hash", checks, [q, v, table.check],
+             lambda c: (table.questions[c[0]], VARIANTS[c[1]], table.checks[c[2]])),
+            ("answer_hash", answers, [q, table.model, v],
+             lambda c: (table.questions[c[0]], table.models[c[1]], VARIANTS[c[2]]))):
+        codes = getattr(table, field)
+        if want is None or codes is None:
+            continue
+        bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want, name_of)
+        _count(reasons, table, bad & ~stale, field)
+        stale |= bad
+    if checks is not None and table.check_hash is not None:
+        _count(reasons, table, table.check_hash < 0, NO_IDENTITY)
+    return stale, reasons
+
+
+def _count(reasons: dict, table, rows: np.ndarray, reason: str) -> None:
+    for j, k in zip(*np.unique(table.judge[rows], return_counts=True)):
+        reasons.setdefault(table.judges[j], {})[reason] = int(k)
+
+
+def describe_stale(reasons: dict[str, dict[str, int]]) -> list[str]:
+    """One line per judge for the console and the report."""
+    lines = []
+    for judge, counts in sorted(reasons.items()):
+        stale = {r: n for r, n in counts.items() if r != NO_IDENTITY}
+        redo = "annotate them again in `gamut-local view`" if is_human(judge) else "rerun `gamut-local judge`"
+        if stale:
+            lines.append(f"{judge}: {sum(stale.values())} stale verdicts left out ("
+                         + ", ".join(f"{r} differs: {n}" for r, n in sorted(stale.items()))
+                         + f"): made for another check wording or answer; {redo}")
+        if counts.get(NO_IDENTITY):
+            lines.append(f"{judge}: {counts[NO_IDENTITY]} verdicts carry no check_hash (made before identity "
+                         f"hashes, or by hand): scored, but they cannot be shown current; {redo} to "
+                         "re-grade them")
+    return lines

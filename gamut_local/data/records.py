@@ -114,7 +114,9 @@ class Answer(_Record):
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    # Identity (rundir.identity); absent on answers made before it or written by hand.
     settings_hash: str | None = None
+    prompt_hash: str | None = None
 
 
 class Verdict(_Record):
@@ -128,6 +130,10 @@ class Verdict(_Record):
     verdict: VerdictLabel
     raw: str | None = None
     probs: dict[str, float] | None = None
+    # Identity (rundir.identity); absent on verdicts made before it or written by hand.
+    settings_hash: str | None = None
+    check_hash: str | None = None
+    answer_hash: str | None = None
 
 
 def verdict_key(v: dict) -> tuple:
@@ -147,6 +153,15 @@ def resolve_image(ref: str, dataset_path: Path) -> Path:
             raise FileNotFoundError(f"package {package!r} is not installed")
         return Path(list(spec.submodule_search_locations)[0]) / rel
     return (dataset_path.parent / ref).resolve()
+
+
+def image_sha256(ref: str, dataset_path: Path) -> str:
+    """The image file's content hash: part of a multimodal answer's `prompt_hash`, so a
+    replaced image (same file name, other picture) re-does the answers that saw it."""
+    import hashlib
+
+    with open(resolve_image(ref, dataset_path), "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def load_image(ref: str, dataset_path: Path):
@@ -213,6 +228,13 @@ def load_answers(paths: list[str | Path]) -> list[dict]:
     The one reader for answers: the judge stage, the cost plan and the SLURM graph all use it.
     """
     return load_records(list(paths), Answer, answer_key)
+
+
+def current_answer_hashes(paths: list[str | Path]) -> dict[tuple, str]:
+    """(question, model, variant) -> the `answer_hash` a verdict on that answer must carry now."""
+    from gamut_local.rundir.identity import answer_hash
+
+    return {answer_key(a): answer_hash(a["response"]) for a in load_answers(paths)}
 
 
 def answered_systems(answers: list[dict]) -> list[tuple[str, str]]:

@@ -50,7 +50,9 @@ from gamut_local.rundir.store import cache_dir, write_bytes_atomic
 from gamut_local.vocab import JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
-CODED_FIELDS = (*STRING_FIELDS, "settings_hash")  # settings_hash may be absent (code -1)
+# The identity hashes (rundir.identity) may be absent (code -1): records made before them, hand-made ones.
+IDENTITY_FIELDS = ("settings_hash", "check_hash", "answer_hash")
+CODED_FIELDS = (*STRING_FIELDS, *IDENTITY_FIELDS)
 # The dictionary each string field is checked against; the vocabularies are fixed.
 FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
 SAFE_NAMES = ("model", "judge")  # names that become file names (`records.SafeName`)
@@ -63,7 +65,7 @@ BLOCK_SIZE = 16 << 20
 PIECE_BYTES = BLOCK_SIZE
 PIECE_THREADS = min(4, os.cpu_count() or 1)  # pieces parsed side by side when few files are read
 # Bump when what a cache entry holds, or what it vouches for, changes.
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: check_hash and answer_hash columns
 # Beyond this, the least recently used entries go (a paper-scale run's entries: ~0.14 GB).
 CACHE_MAX_BYTES = 2 << 30
 # Remembered hashes of unchanged files (~0.3 KB each, one per verdict file read).
@@ -209,7 +211,7 @@ def parse_options():
     import pyarrow as pa
     import pyarrow.json as pj
 
-    schema = pa.schema([(f, pa.string()) for f in (*STRING_FIELDS, "raw", "settings_hash")])
+    schema = pa.schema([(f, pa.string()) for f in (*STRING_FIELDS, "raw", *IDENTITY_FIELDS)])
     # "infer" (not "ignore") for the other fields: pyarrow then still parses and UTF-8-checks
     # them and refuses a repeated key in them, as json.loads does in the reference; a field
     # whose type varies between records is a reader error and sends the files to the

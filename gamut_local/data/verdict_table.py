@@ -30,6 +30,7 @@ import numpy as np
 
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.data.verdict_files import (
+    IDENTITY_FIELDS,
     STRING_FIELDS,
     FileColumns,
     file_record,
@@ -45,7 +46,7 @@ from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VE
 
 # The per-row arrays of a VerdictTable (the rest are dictionaries and file records).
 ROW_FIELDS = ("judge", "model", "variant", "question", "check", "tier", "verdict", "probs", "file", "line",
-              "settings_hash")
+              *IDENTITY_FIELDS)
 
 
 @dataclass
@@ -71,9 +72,19 @@ class VerdictTable:
     probs: np.ndarray  # float64 (n, 4)
     file: np.ndarray  # int32
     line: np.ndarray  # int32
+    # Identity hashes (rundir.identity): codes into the sorted lists, -1 where a record has none.
     settings_hashes: list[str] = field(default_factory=list)
-    settings_hash: np.ndarray | None = None  # int32 into settings_hashes, -1: none
+    settings_hash: np.ndarray | None = None  # int32 into settings_hashes
+    check_hashes: list[str] = field(default_factory=list)
+    check_hash: np.ndarray | None = None
+    answer_hashes: list[str] = field(default_factory=list)
+    answer_hash: np.ndarray | None = None
     inputs: list[dict] = field(default_factory=list)  # {path, bytes, mtime_ns, sha256} per file
+    # Set where stale verdicts were left out (data.consistency.stale_verdicts): {judge: {reason:
+    # count}}, and the answer files whose hashes decided it (input records, as `inputs`).
+    stale: dict = field(default_factory=dict)
+    answer_inputs: list[dict] = field(default_factory=list)
+    compile_settings: dict = field(default_factory=dict)  # the checks' compile settings, where compared
 
     variants = VARIANTS
 
@@ -116,6 +127,12 @@ def _hash_text(value) -> str | None:
     return value if value is None or isinstance(value, str) else repr(value)
 
 
+def _hash_codes(values: list[str | None]) -> tuple[list[str], np.ndarray]:
+    names = sorted({v for v in values if v is not None})
+    code = {v: i for i, v in enumerate(names)}
+    return names, np.array([-1 if v is None else code[v] for v in values], dtype=np.int32)
+
+
 def table_from_records(records: list[dict], files: list[str] | None = None, file=None, line=None,
                        inputs: list[dict] | None = None) -> VerdictTable:
     """Code validated verdict dicts (the judge stage's records) into a VerdictTable.
@@ -125,9 +142,7 @@ def table_from_records(records: list[dict], files: list[str] | None = None, file
     n = len(records)
     col = {f: [r.get(f, DEFAULT_VARIANT) if f == "variant" else r[f] for r in records] for f in STRING_FIELDS}
     names = {f: sorted(set(col[f])) for f in ("judge", "model", "question_id", "check_id")}
-    hashes = [_hash_text(r.get("settings_hash")) for r in records]
-    hash_names = sorted({h for h in hashes if h is not None})
-    hash_code = {h: i for i, h in enumerate(hash_names)}
+    identity = {f: _hash_codes([_hash_text(r.get(f)) for r in records]) for f in IDENTITY_FIELDS}
     where = (np.zeros(n), np.zeros(n)) if file is None else (file, line)
     return VerdictTable(
         judges=names["judge"], models=names["model"], questions=names["question_id"],
@@ -140,8 +155,7 @@ def table_from_records(records: list[dict], files: list[str] | None = None, file
         verdict=_codes(col["verdict"], VERDICTS).astype(np.int8),
         probs=_probs_matrix([r.get("probs") for r in records]),
         file=np.asarray(where[0], dtype=np.int32), line=np.asarray(where[1], dtype=np.int32),
-        settings_hashes=hash_names,
-        settings_hash=np.array([-1 if h is None else hash_code[h] for h in hashes], dtype=np.int32),
+        **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
         inputs=list(inputs or []))
 
 
@@ -244,12 +258,19 @@ def newest_human_verdicts(table: VerdictTable, repeats: np.ndarray) -> VerdictTa
     source = np.empty(len(table), dtype=np.int64)
     source[first] = last
     rows = source[keep]
+    return take_rows(table, rows)
+
+
+def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
+    """The table of some rows (indices or a mask), hash dictionaries pruned to what they use."""
     out = dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
-    used = np.unique(out.settings_hash[out.settings_hash >= 0])  # drop hashes of replaced rows
-    remap = np.full(len(table.settings_hashes) + 1, -1, dtype=np.int32)
-    remap[used] = np.arange(len(used), dtype=np.int32)
-    out.settings_hashes = [table.settings_hashes[i] for i in used]
-    out.settings_hash = remap[out.settings_hash]
+    for f in IDENTITY_FIELDS:
+        codes, names = getattr(out, f), getattr(table, f"{f}es")
+        used = np.unique(codes[codes >= 0])
+        remap = np.full(len(names) + 1, -1, dtype=np.int32)  # code -1 picks the last: -1
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        setattr(out, f"{f}es", [names[i] for i in used])
+        setattr(out, f, remap[codes])
     return out
 
 
@@ -267,7 +288,7 @@ def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTabl
     models, model = _merge(parts, "model")
     questions, question = _merge(parts, "question_id")
     checks, check = _merge(parts, "check_id")
-    hashes, settings_hash = _merge(parts, "settings_hash")
+    identity = {f: _merge(parts, f) for f in IDENTITY_FIELDS}
     sizes = np.array([p.n for p in parts], dtype=np.int64)
     starts = np.cumsum(sizes) - sizes
     file = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
@@ -279,7 +300,8 @@ def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTabl
         verdict=_merge(parts, "verdict", VERDICTS, np.int8)[1],
         probs=np.concatenate([p.probs for p in parts]),
         file=file, line=(np.arange(int(sizes.sum())) - starts[file] + 1).astype(np.int32),
-        settings_hashes=hashes, settings_hash=settings_hash, inputs=[p.input for p in parts])
+        **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
+        inputs=[p.input for p in parts])
 
 
 def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> VerdictTable:

@@ -101,7 +101,7 @@ def load_engine(spec: ModelSpec) -> Engine:
     if problem is not None:
         raise InputError([problem])
     backend = pick_backend(spec, path)
-    if isinstance(spec, JudgeSpec) and spec.engine.extra.get("tokenizer_mode") != "mistral":
+    if isinstance(spec, JudgeSpec):
         judge_identity(spec)  # refuses, before any weights load, a label read inside <think>
     if backend == "vllm":
         from gamut_local.engines.vllm_engine import VllmEngine
@@ -151,19 +151,21 @@ def engine_build(backend: str) -> str:
 def judge_identity(spec: JudgeSpec) -> dict[str, str]:
     """What a judge's verdicts depend on beyond its config, resolved as `load_engine` would,
     without loading weights (the tokenizer files are read once per process): the back end,
-    its build, the readout method it uses first and the label tokens counted per label.
-    Raises InputError for a judge whose label would be read inside its reasoning block, or
-    whose weights are not there."""
+    its build, the readout method it uses first and the label tokens counted per label. Part
+    of the verdicts' settings hash (`rundir.identity.judge_settings_hash`), so verdicts of one
+    judge config read two ways never pool. Raises InputError for a judge whose label would be
+    read inside its reasoning block. Without the model folder (checked, and reported, before
+    any engine loads) only the back end and its build are known."""
     path, problem = resolve_model_path(spec)
-    if problem is not None:
-        raise InputError([problem])
     backend = pick_backend(spec, path)
+    if problem is not None or spec.engine.extra.get("tokenizer_mode") == "mistral":
+        return {"backend": backend, "engine": engine_build(backend)}
     readout = _readout_identity(path, backend, json.dumps(spec.chat_template_kwargs, sort_keys=True))
     if readout["reasoning_prefix"] == "open":
         from gamut_local.engines.labels import reasoning_prefix_message
 
         raise InputError([spec.problem("chat_template_kwargs", reasoning_prefix_message(spec.name))])
-    return {"backend": backend, "engine_build": engine_build(backend),
+    return {"backend": backend, "engine": engine_build(backend),
             "readout": readout["readout"], "label_tokens": readout["label_tokens"]}
 
 

@@ -29,13 +29,15 @@ from gamut_local.analysis.scoring import (
     scores_from_columns,
 )
 from gamut_local.data import arrow
-from gamut_local.data.verdict_files import current_record
-from gamut_local.data.verdict_table import VerdictTable, read_dataset_for_scores, read_verdicts
+from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
+from gamut_local.data.records import current_answer_hashes
+from gamut_local.data.verdict_files import current_record, file_record
+from gamut_local.data.verdict_table import VerdictTable, read_dataset_for_scores, read_verdicts, take_rows
 from gamut_local.errors import InputError
 from gamut_local.reporting.drawing import SLOWEST_FIRST
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
-from gamut_local.vocab import TIERS, VERDICTS
+from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VERDICTS
 
 RESPONSE_INT_COLUMNS = tuple(f"n_{v}" for v in VERDICTS)
 
@@ -63,10 +65,15 @@ def read_verdict_table(paths, console=None) -> VerdictTable:
         return read_verdicts(paths, on_file=lambda _: bars.advance(task))
 
 
-def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tuple[VerdictTable, tuple]:
+def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
+                              small_pool_max: int = SMALL_POOL_MAX) -> tuple[VerdictTable, tuple]:
     """The verdict table and `read_dataset_for_scores(dataset)`, read at the same time: the
     dataset's validation runs while pyarrow parses the verdicts (it releases the GIL). A bad
-    dataset is reported first, as when it was read first."""
+    dataset is reported first, as when it was read first.
+
+    Stale verdicts are left out of the table and counted (`without_stale`): those whose check
+    is worded otherwise in the dataset now, and (given the run's `answers` files) those that
+    graded another text of their answer."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         job = pool.submit(read_dataset_for_scores, dataset)
         try:
@@ -74,7 +81,25 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None) -> tupl
         except InputError:
             job.result()
             raise
-        return table, job.result()
+        read = job.result()
+    checks = current_check_hashes(read[0], small_pool_max) if dataset is not None else None
+    table = without_stale(table, checks, answers, console)
+    table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
+    return table, read
+
+
+def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
+    """The table less its stale verdicts (`data.consistency.stale_verdicts`), with `stale`
+    and `answer_inputs` set; what was left out is said on the console."""
+    answer_hashes = current_answer_hashes(answers) if answers is not None else None
+    stale, reasons = stale_verdicts(table, checks, answer_hashes)
+    out = take_rows(table, np.flatnonzero(~stale)) if stale.any() else table
+    out.stale = reasons
+    out.answer_inputs = [file_record(Path(p)) for p in answers or []]
+    if console is not None:
+        for line in describe_stale(reasons):
+            console.print(f"[yellow]{line}[/yellow]")
+    return out
 
 
 # ---------------------------------------------------------------- scores.json + per-response file
@@ -83,7 +108,8 @@ def scores_document(table: VerdictTable, scores: Scores, dataset: dict | None,
                     responses_file: str | None) -> ScoresFile:
     return ScoresFile(inputs=table.inputs, dataset=dataset, formula=scores.formula,
                       bootstrap=Bootstrap(n_boot=scores.n_boot, seed=scores.seed), judges=scores.judges,
-                      responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores))
+                      responses_file=responses_file, models=model_rows(scores), domains=domain_rows(scores),
+                      answers=table.answer_inputs, stale_verdicts=table.stale, compile=table.compile_settings)
 
 
 def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None) -> ScoresFile:
@@ -178,7 +204,8 @@ def _same_inputs(recorded: list[dict], wanted: list[Path]) -> bool:
 
 
 def read_current_scores(scores_json: Path, paths: list[Path], dataset: Path | None, *,
-                        seed: int, n_boot: int) -> tuple[ScoresFile, Scores] | None:
+                        seed: int, n_boot: int, answers: list[Path] = (),
+                        small_pool_max: int = SMALL_POOL_MAX) -> tuple[ScoresFile, Scores] | None:
     """The scores file and its response scores, if current for these inputs; else None."""
     try:
         doc = ScoresFile.model_validate_json(Path(scores_json).read_bytes())
@@ -186,10 +213,13 @@ def read_current_scores(scores_json: Path, paths: list[Path], dataset: Path | No
         return None
     if (doc.bootstrap.seed, doc.bootstrap.n_boot) != (seed, n_boot) or doc.responses_file is None:
         return None
+    if dataset is not None and doc.compile != {"small_pool_max": small_pool_max}:
+        return None
     want_dataset = [] if dataset is None else [dataset]
     have_dataset = [] if doc.dataset is None else [doc.dataset.model_dump()]
     if not _same_inputs([i.model_dump() for i in doc.inputs], paths) or \
-            not _same_inputs(have_dataset, want_dataset):
+            not _same_inputs(have_dataset, want_dataset) or \
+            not _same_inputs([i.model_dump() for i in doc.answers], list(answers)):
         return None
     try:
         responses = Path(scores_json).with_name(doc.responses_file)  # a name, never a path

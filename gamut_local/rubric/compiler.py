@@ -38,9 +38,7 @@ from gamut_local.rubric.schema import (
     Simple,
     StrictList,
 )
-from gamut_local.vocab import demote
-
-SMALL_POOL_MAX = 6
+from gamut_local.vocab import SMALL_POOL_MAX, demote
 
 
 def _listing(values: list[str]) -> str:

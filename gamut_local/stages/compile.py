@@ -11,16 +11,20 @@ from gamut_local.config import RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import compile_dataset
 from gamut_local.rundir.store import write_jsonl
+from gamut_local.vocab import SMALL_POOL_MAX
 
 
-def compile_file(dataset: str | Path, out: str | Path) -> int:
-    """Compile a dataset file (JSONL or the release parquet) to a rubric JSONL; returns the check count."""
-    records = compile_dataset(load_questions(dataset, check_images=False))
+def compile_file(dataset: str | Path, out: str | Path, small_pool_max: int = SMALL_POOL_MAX) -> tuple[int, int]:
+    """Compile a dataset file (JSONL or the release parquet) to a rubric JSONL; returns
+    (questions, checks) written."""
+    records = compile_dataset(load_questions(dataset, check_images=False), small_pool_max)
     write_jsonl(out, records)
-    return len(records)
+    return len(records), sum(len(r["checks"]) + len(r.get("checks_text_only", [])) for r in records)
 
 
 def compile_rubric(spec: RunSpec) -> Path:
+    """The run's checks, compiled with its `compile` settings: the same checks the judge
+    stage grades (it compiles with the same function and settings)."""
     path = Path(spec.output_dir) / "rubric.jsonl"
-    write_jsonl(path, compile_dataset(load_questions(spec.dataset, check_images=False)))
+    compile_file(spec.dataset, path, spec.compile.small_pool_max)
     return path

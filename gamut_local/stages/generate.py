@@ -2,8 +2,10 @@
 
 Per model, the engine loads once and every pending (question, variant) request goes through
 it in chunks of `chunk_size`; each chunk is appended atomically to
-`answers/<model>.<variant>[.shard-i-of-n].jsonl`. A rerun skips answers already on disk
-(same settings hash), so a killed job resumes where it stopped.
+`answers/<model>.<variant>[.shard-i-of-n].jsonl`. A rerun skips answers already on disk whose
+identity is current (`rundir.identity`: the model's `settings_hash`, and the `prompt_hash` of
+template, question text and image), so a killed job resumes where it stopped and an edited
+question is answered again (its old answer moved to `superseded/`).
 
 Variants: `multimodal` sends the image and the generic question; `text_only` sends
 `question_text_only` (which names the subject) and no image, falling back to `question` for
@@ -20,14 +22,22 @@ from rich.console import Console
 
 from gamut_local.config import ModelSpec, RunSpec, resolve_model_path
 from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import Question, answer_key, load_image
+from gamut_local.data.records import Question, answer_key, image_sha256, load_image
 from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.candidate import candidate_conversation
 from gamut_local.reporting.progress import progress_bars
-from gamut_local.rundir.layout import Shard, answer_files, answers_path, check_chunk_size, check_name
+from gamut_local.rundir.identity import prompt_hash
+from gamut_local.rundir.layout import (
+    Shard,
+    answer_files,
+    answers_path,
+    check_chunk_size,
+    check_name,
+    superseded_path,
+)
 from gamut_local.rundir.paths import run_dir_problems
-from gamut_local.rundir.resume import done_keys_checked
+from gamut_local.rundir.resume import retire_stale, scan_done, stale_summary
 from gamut_local.rundir.store import append_jsonl
 
 
@@ -35,10 +45,19 @@ from gamut_local.rundir.store import append_jsonl
 class Request:
     question: Question
     variant: str
+    prompt_hash: str = ""
 
     def prompt_text(self) -> tuple[str, str]:
         """(the text sent, which field it came from)."""
         return self.question.text_for(self.variant)
+
+
+def prompt_hashes(questions: list[Question], variants: list[str], dataset: Path) -> dict[tuple, str]:
+    """(question, variant) -> the `prompt_hash` an answer to it must carry now."""
+    images = {q.question_id: image_sha256(q.image, dataset) for q in questions
+              if q.image and "multimodal" in variants}
+    return {(q.question_id, v): prompt_hash(q.text_for(v)[0], images.get(q.question_id) if v == "multimodal" else None)
+            for q in questions for v in variants}
 
 
 @dataclass
@@ -65,6 +84,7 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
     in_shard = shard.select([q.question_id for q in questions])
     mine = [q for q in sorted(questions, key=lambda q: q.question_id) if q.question_id in in_shard]
     out_dir = Path(spec.output_dir)
+    prompts = prompt_hashes(mine, variants, Path(spec.dataset))
     work, imageless = [], set()
     for m in models:
         vs = m.variants(variants)
@@ -75,15 +95,14 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
         h = m.settings_hash()
         for v in vs:
             own = answers_path(out_dir, m.name, v, shard)
-            done = done_keys_checked(sorted(set(answer_files(out_dir, m.name, v)) | {own}), answer_key,
-                                     {"settings_hash": h}, "answer", own=own)
+            done = _current_answers(m.name, v, h, prompts, own, answer_files(out_dir, m.name, v), out_dir, console)
             for q in mine:
                 if (q.question_id, m.name, v) in done:
                     w.done += 1
                 elif v == "multimodal" and q.image is None:
                     imageless.add(q.question_id)
                 else:
-                    w.pending.append(Request(q, v))
+                    w.pending.append(Request(q, v, prompts[q.question_id, v]))
         work.append(w)
     if imageless:
         raise InputError([Problem(spec.dataset, None, "image",
@@ -94,6 +113,24 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
         console.print(f"[yellow]{fallback} of {len(mine)} questions have no question_text_only: "
                       f"their text_only prompt is the generic `question` (recorded as question_field)[/yellow]")
     return work
+
+
+def _current_answers(model: str, variant: str, settings_hash: str, prompts: dict, own: Path, files: list[Path],
+                     out_dir: Path, console: Console) -> set[tuple]:
+    """Keys of this task's answers on disk that are current; stale ones are moved to
+    `superseded/` so that they are answered again."""
+    def current(rec: dict) -> dict:
+        if (rec["question_id"], variant) not in prompts:  # another task's question: not ours to move
+            return {}
+        return {"settings_hash": settings_hash, "prompt_hash": prompts[rec["question_id"], variant]}
+
+    done, stale = scan_done(sorted(set(files) | {own}), answer_key, current, "answer", own=own)
+    if stale:
+        console.print(f"[yellow]{model}.{variant}: {stale_summary(stale)} answers are stale (another question "
+                      f"text, image, template or model setting); moved to {superseded_path(out_dir, own)} "
+                      f"and answered again[/yellow]")
+    retire_stale(stale, own, superseded_path(out_dir, own), "answer")
+    return done
 
 
 def _chunks(items: list, size: int):
@@ -112,6 +149,7 @@ def answer_record(req: Request, spec: ModelSpec, settings_hash: str, completion)
         "completion_tokens": completion.completion_tokens,
         "num_cached_tokens": completion.num_cached_tokens,
         "settings_hash": settings_hash,
+        "prompt_hash": req.prompt_hash,
         "question_field": req.prompt_text()[1],
         # A reasoning model's thinking, split off by the engine (engines/reasoning.py): kept,
         # never graded; `response` is the answer alone.

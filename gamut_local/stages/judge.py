@@ -11,9 +11,11 @@ Output that cannot be read (no label) is re-asked once by the engine with its ot
 method (`classify`), then recorded as `invalid` with its raw output, never dropped.
 
 Answers judged: the run's generated answers plus its `extra_answers` files (e.g. reference
-answers). A verdict's `settings_hash` covers the judge settings, the prompt template and
-`sees_image`; its `answer_hash` is the hash of the graded response, so a regenerated answer
-never silently keeps a stale verdict.
+answers). Every verdict carries its identity (`rundir.identity`): `settings_hash` (the judge as
+configured and as resolved at run time), `check_hash` (the check as judged) and `answer_hash`
+(the graded response). A rerun re-grades exactly the verdicts whose identity is no longer
+current (a reworded check, a regenerated answer, another back end), after moving the stale
+ones to `superseded/`, and nothing else.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from gamut_local.config import JudgeSpec, RunSpec, resolve_model_path
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
 from gamut_local.data.verdict_files import cache_files
-from gamut_local.engines import load_and_close
+from gamut_local.engines import judge_identity, load_and_close
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
 from gamut_local.reporting.progress import progress_bars
@@ -39,15 +41,13 @@ from gamut_local.rundir.layout import (
     answers_path,
     check_chunk_size,
     check_name,
+    superseded_path,
     verdict_siblings,
     verdicts_path,
 )
+from gamut_local.rundir.identity import answer_hash, check_hash, judge_settings_hash
 from gamut_local.rundir.paths import run_dir_problems
-from gamut_local.rundir.resume import (
-    answer_hash,
-    done_keys_checked,
-    judge_settings_hash,
-)
+from gamut_local.rundir.resume import retire_stale, scan_done, stale_summary
 from gamut_local.rundir.store import append_jsonl
 from gamut_local.vocab import JUDGE_LABELS, VARIANTS
 
@@ -141,6 +141,7 @@ def verdict_record(item: ResponseChecks, check: Check, spec: JudgeSpec, settings
         "num_cached_tokens": cls.num_cached_tokens,
         "attempts": attempts,
         "settings_hash": settings_hash,
+        "check_hash": check_hash(check.text, check.tier, check.kind),
         "answer_hash": answer_hash(a["response"]),
     }
 
@@ -158,17 +159,43 @@ def chunk_items(items: list[ResponseChecks], size: int):
         yield chunk
 
 
+def resolved_settings_hash(spec: JudgeSpec) -> str:
+    """The settings hash this judge's verdicts carry in this environment (config + the set-up
+    the engine resolves: `engines.judge_identity`)."""
+    return judge_settings_hash(spec, judge_identity(spec))
+
+
 def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
-               checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard()) -> tuple[list[ResponseChecks], int]:
-    """Pending items (response + its ungraded checks) and how many verdicts are already done."""
-    h = judge_settings_hash(spec)
+                     checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard(), *,
+                     settings_hash: str | None = None, console: Console | None = None
+                     ) -> tuple[list[ResponseChecks], int]:
+    """Pending items (response + its checks without a current verdict) and how many verdicts
+    are current already. Stale verdicts of this task's responses are moved to `superseded/`
+    first (a check that no longer exists: moved, not re-graded)."""
+    settings_hash = settings_hash or resolved_settings_hash(spec)
     hashes = {answer_key(a): answer_hash(a["response"]) for a in answers}
+    graded = {(a["question_id"], a["variant"]): {c.check_id: check_hash(c.text, c.tier, c.kind) for c in
+                                                  questions[a["question_id"]].checks_for_variant(
+                                                      a["variant"], checks[a["question_id"]])}
+              for a in answers}
+
+    def current(rec: dict) -> dict:
+        if answer_key(rec) not in hashes:  # another task's response: not ours to judge or move
+            return {}
+        return {"settings_hash": settings_hash, "answer_hash": hashes[answer_key(rec)],
+                "check_hash": graded[rec["question_id"], rec["variant"]].get(rec["check_id"], "no such check")}
+
     done: set[tuple] = set()
     for m, v in sorted({(a["model"], a["variant"]) for a in answers}):
         own = verdicts_path(out_dir, spec.name, m, v, shard)
-        done |= done_keys_checked(
-            sorted(set(verdict_siblings(out_dir, spec.name, m, v)) | {own}), verdict_key,
-            {"settings_hash": h, "answer_hash": lambda r: hashes.get(answer_key(r))}, "verdict", own=own)
+        keys, stale = scan_done(sorted(set(verdict_siblings(out_dir, spec.name, m, v)) | {own}),
+                                verdict_key, current, "verdict", own=own)
+        if stale and console is not None:
+            console.print(f"[yellow]{spec.name} on {m}.{v}: {stale_summary(stale)} verdicts are stale "
+                          f"(made for another check, answer or judge set-up); moved to "
+                          f"{superseded_path(out_dir, own)} and re-graded[/yellow]")
+        retire_stale(stale, own, superseded_path(out_dir, own), "verdict")
+        done |= keys
     items, n_done = [], 0
     for a in answers:
         todo = []
@@ -184,9 +211,10 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
 
 
 def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_dir: Path, shard: Shard,
-               chunk_size: int, progress=None, open_engine=load_and_close) -> tuple[int, int]:
+               chunk_size: int, progress=None, open_engine=load_and_close, *, settings_hash: str | None = None
+               ) -> tuple[int, int]:
     """Load the judge once and grade every pending item; returns (verdicts written, invalid)."""
-    h = judge_settings_hash(spec)
+    h = settings_hash or resolved_settings_hash(spec)
     total = sum(len(it.checks) for it in items)
     task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
     written = invalid = 0
@@ -248,17 +276,19 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     if problems:
         raise InputError(problems)
     answers = answers_to_judge(spec, questions, shard, model=model, variant=variant)
-    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    checks = {qid: checks_for(q, spec.compile.small_pool_max) for qid, q in questions.items()}
     summary = []
     if on_ready is not None:
         on_ready()
     with progress_bars(console, progress) as bars:
         for j in judges:
-            items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard)
+            h = resolved_settings_hash(j)
+            items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard,
+                                             settings_hash=h, console=console)
             written = invalid = 0
             if items:
-                written, invalid = judge_with(j, items, dataset, out_dir, shard,
-                                              chunk_size or spec.chunk_size, bars, open_engine)
+                written, invalid = judge_with(j, items, dataset, out_dir, shard, chunk_size or spec.chunk_size,
+                                              bars, open_engine, settings_hash=h)
             else:
                 console.print(f"{j.name}: all {n_done} verdicts already on disk; nothing to judge")
             summary.append({"judge": j.name, "answers": len(answers), "written": written,

@@ -33,7 +33,6 @@ from gamut_local.reporting.tables import (
     current_figures,
     read_current_agreement,
     read_current_scores,
-    read_verdict_table,
     read_verdicts_and_dataset,
     record_figures,
     tables_digest,
@@ -41,7 +40,9 @@ from gamut_local.reporting.tables import (
     write_report_tables,
     write_scores_files,
 )
-from gamut_local.rundir.layout import scores_path
+from gamut_local.data.consistency import describe_stale
+from gamut_local.rundir.layout import all_answer_files, scores_path
+from gamut_local.vocab import SMALL_POOL_MAX
 from gamut_local.rundir.store import write_text_atomic
 
 # ---------------------------------------------------------------- reading the run directory
@@ -89,6 +90,19 @@ def _dataset_for(run_dir: Path, dataset: Path | None, manifest: dict | None) -> 
     if path is None:
         return None, f"manifest.json names dataset {ref}, which is not readable from here"
     return path, None
+
+
+def run_answers(run_dir: Path) -> tuple[list[Path], int]:
+    """The run's answer files (generated, and the extra ones manifest.json names that are
+    readable from here) and the compile setting its checks are judged with: what decides
+    which verdicts are stale."""
+    manifest = _manifest(run_dir) or {}
+    extra = _from_manifest(manifest, "extra_answers") if manifest else None
+    located = [_locate(str(ref), run_dir) for ref in (extra if isinstance(extra, list) else [])]
+    compile_settings = _from_manifest(manifest, "compile") if manifest else None
+    small_pool_max = compile_settings.get("small_pool_max") if isinstance(compile_settings, dict) else None
+    return (all_answer_files(run_dir) + [p for p in located if p is not None],
+            small_pool_max if isinstance(small_pool_max, int) else SMALL_POOL_MAX)
 
 
 def agreement_path(run_dir: Path) -> Path:
@@ -141,12 +155,15 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
                         console: Console | None = None,
                         computing=lambda: None) -> tuple[ScoresFile, Scores, dict | None]:
     """The run's scores and agreement: read where current, else computed and written
-    (`computing()` is called first: the figures will change)."""
+    (`computing()` is called first: the figures will change). Stale verdicts are left out."""
     table = None
-    current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT)
+    answers, small_pool_max = run_answers(run_dir)
+    current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT,
+                                  answers=answers, small_pool_max=small_pool_max)
     if current is None:
         computing()
-        table, (_, domains, dataset_input) = read_verdicts_and_dataset(files, dataset, console)
+        table, (_, domains, dataset_input) = read_verdicts_and_dataset(
+            files, dataset, console, answers=answers, small_pool_max=small_pool_max)
         scores = score_table(table, domains, seed=seed)
         doc = write_scores_files(scores_path(run_dir), table, scores, dataset_input)
     else:
@@ -156,7 +173,8 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
     agreement = read_current_agreement(agreement_path(run_dir), files)
     if agreement is None:
         computing()
-        table = table if table is not None else read_verdict_table(files, console)
+        table = table if table is not None else read_verdicts_and_dataset(
+            files, dataset, console, answers=answers, small_pool_max=small_pool_max)[0]
         # The panel's full-coverage scores are the very response scores above.
         agreement = AgreementFile(inputs=table.inputs, **agree_panel(panel_from_table(table), scores.score))
         write_model(agreement_path(run_dir), agreement)
@@ -188,7 +206,9 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     report = run_dir / "report.md"
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
-    top = "".join(f"> **Warning:** {n}\n" for n in missing) + ("\n" if missing else "")
+    # Gaps and stale verdicts come first: a reader must see them before any number.
+    warnings = missing + describe_stale(doc.stale_verdicts)
+    top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
     write_text_atomic(report, top + render(run_dir.name, t, {k: str(p.relative_to(run_dir)) for k, p in figures.items()},
                                            notes, N_BOOT)
                       + report_section(run_dir, files, console=console))

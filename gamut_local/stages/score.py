@@ -24,24 +24,29 @@ from gamut_local.data.verdict_table import (
 )
 from gamut_local.errors import InputError, Problem
 from gamut_local.reporting.tables import read_verdicts_and_dataset, scores_document, write_scores_files
-from gamut_local.rundir.layout import scores_path, verdict_files
-from gamut_local.vocab import TIERS
+from gamut_local.rundir.layout import all_answer_files, scores_path, verdict_files
+from gamut_local.vocab import SMALL_POOL_MAX, TIERS
 
 
 def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
-                 console: Console | None = None) -> ScoresFile:
+                 console: Console | None = None, answers: list[Path] | None = None,
+                 small_pool_max: int = SMALL_POOL_MAX) -> ScoresFile:
     """Read, validate and score verdict files; write `out` and the per-response file beside it.
 
     With a dataset, every verdict must be for a question, check and tier the dataset has
-    (`data.consistency`): scoring others would change the scores silently."""
-    table, domains, dataset_input = _read_checked(paths, dataset, console)
+    (`data.consistency`): scoring others would change the scores silently; and a verdict on
+    a check worded otherwise now (or, given `answers`, on another text of its answer) is
+    stale: left out and counted."""
+    table, domains, dataset_input = _read_checked(paths, dataset, console, answers, small_pool_max)
     return write_scores_files(Path(out), table, score_table(table, domains, seed=seed, n_boot=n_boot),
                               dataset_input)
 
 
-def _read_checked(paths, dataset: Path | None, console: Console | None = None):
+def _read_checked(paths, dataset: Path | None, console: Console | None = None, answers: list[Path] | None = None,
+                  small_pool_max: int = SMALL_POOL_MAX):
     """(verdict table, domains, dataset input record), the verdicts checked against the dataset."""
-    table, (questions, domains, dataset_input) = read_verdicts_and_dataset(paths, dataset, console)
+    table, (questions, domains, dataset_input) = read_verdicts_and_dataset(
+        paths, dataset, console, answers=answers, small_pool_max=small_pool_max)
     if dataset is not None:
         problems = table_problems(table, questions)
         if problems:
@@ -84,5 +89,7 @@ def score_run(spec: RunSpec, console: Console | None = None) -> Path:
         raise InputError([Problem(str(Path(spec.output_dir) / "verdicts"), None, "",
                                   "no verdict files and no extra_verdicts: run judge first")])
     out = scores_path(Path(spec.output_dir))
-    write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console)
+    answers = all_answer_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_answers]
+    write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, answers=answers,
+                 small_pool_max=spec.compile.small_pool_max)
     return out

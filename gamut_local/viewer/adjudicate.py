@@ -3,7 +3,9 @@
 Each verdict is one atomic append (`rundir.store.append_jsonl`: one write + fsync) to
 `verdicts/human-<annotator>/<model>.<variant>.jsonl`, an ordinary verdict record of judge
 `human-<annotator>` plus `note`, `annotated_at` and `revision` (1 for a cell's first verdict by
-this annotator, +1 each time they change their mind; the file keeps every revision).
+this annotator, +1 each time they change their mind; the file keeps every revision). Like a
+model judge's, it carries the `check_hash` and `answer_hash` of what the annotator was shown
+(`rundir.identity`), so a reworded check or a regenerated answer makes it stale, not gold.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
         rec = {"question_id": qid, "model": model, "variant": variant, "judge": judge,
                "check_id": check_id, "tier": TIERS[int(index.cells.tier[cell])],
                "verdict": fields["verdict"], "raw": None, "probs": None, "note": note,
+               **index.shown_identity(qid, model, variant, check_id),
                "annotated_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                "revision": int(mine[key].get("revision") or 1) + 1 if key in mine else 1}
         try:

@@ -21,13 +21,16 @@ from pathlib import Path
 import numpy as np
 
 from gamut_local.data.arrow import read_jsonl
+from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
 from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.data.verdict_table import take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
+from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
 from gamut_local.rundir.layout import scores_path
-from gamut_local.vocab import NAME_PATTERN, VARIANTS, VERDICTS
+from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -77,6 +80,7 @@ class RunIndex:
     humans: dict = field(default_factory=dict)  # judge -> {(qid, model, variant, check_id): record}
     scores: dict | None = None
     notes: list[str] = field(default_factory=list)
+    small_pool_max: int = SMALL_POOL_MAX  # the run's compile setting (manifest.json)
 
     @cached_property
     def q_index(self) -> dict[str, int]:
@@ -103,7 +107,22 @@ class RunIndex:
 
     def checks(self, question_id: str) -> list:
         q = self.questions.get(question_id)
-        return [] if q is None else _checks(q)
+        return [] if q is None else _checks(q, self.small_pool_max)
+
+    def shown_identity(self, question_id: str, model: str, variant: str, check_id: str) -> dict:
+        """The `check_hash` and `answer_hash` of the check and response this viewer shows for a
+        cell now (None where it has none to show)."""
+        q = self.questions.get(question_id)
+        checks = q.checks_for_variant(variant, self.checks(question_id)) if q is not None else []
+        check = next((c for c in checks if c.check_id == check_id), None)
+        answer = self.answers.get((question_id, model, variant))
+        return {"check_hash": check_hash(check.text, check.tier, check.kind) if check else None,
+                "answer_hash": answer_hash(answer["response"]) if answer else None}
+
+    def is_stale(self, record: dict) -> bool:
+        """Whether a (human) verdict was made on another check wording or answer than shown now."""
+        now = self.shown_identity(record["question_id"], record["model"], record["variant"], record["check_id"])
+        return bool(stale_fields(record, now))
 
     def cell_of(self, question_id: str, model: str, variant: str, check_id: str) -> int | None:
         """The cell index of a (response, check), or None when no judge graded it."""
@@ -130,14 +149,14 @@ class RunIndex:
         return slice(int(lo), int(hi))
 
 
-_CHECKS_CACHE: dict[int, list] = {}
+_CHECKS_CACHE: dict[tuple[int, int], list] = {}
 
 
-def _checks(question) -> list:
+def _checks(question, small_pool_max: int) -> list:
     # Questions are frozen pydantic models that live as long as the app: cache by identity.
-    got = _CHECKS_CACHE.get(id(question))
+    got = _CHECKS_CACHE.get((id(question), small_pool_max))
     if got is None or got[0] is not question:
-        got = _CHECKS_CACHE[id(question)] = (question, checks_for(question))
+        got = _CHECKS_CACHE[id(question), small_pool_max] = (question, checks_for(question, small_pool_max))
     return got[1]
 
 
@@ -195,7 +214,10 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
     model_files = [p for p in files if not is_human(p.parent.name)]
     # The readers parse in pyarrow, which lets go of the GIL: the judges' files, the answers
     # and the dataset are read side by side.
-    key = columns_cache.inputs_key([Path(dataset), *model_files]) if cache != "off" else None
+    small_pool_max = _compile_setting(cfg)
+    # Which model verdicts are stale depends on the answers too: they are part of the key.
+    key = (columns_cache.inputs_key([Path(dataset), *model_files, *answer_files], extra=str(small_pool_max))
+           if cache != "off" else None)
     cached = columns_cache.load(run_dir, key) if key else None
     with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
         groups = [] if cached else _groups(model_files, run_dir)
@@ -206,16 +228,39 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
         tables = [t for f in pending if len(t := f.result())]
     if cached:
         verdicts, question_ids = Verdicts(**cached[0]), cached[1]
+        notes += cached[2]
     else:
+        tables, stale_notes = _without_stale(tables, questions, answers, small_pool_max)
+        notes += stale_notes
         verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
         if cache == "use":
-            columns_cache.save(run_dir, key, verdicts, question_ids)
+            columns_cache.save(run_dir, key, verdicts, question_ids, stale_notes)
     index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
-                     build_cells(verdicts, len(question_ids)), notes=notes)
+                     build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
     index.scores = read_scores(scores_path(run_dir), run_dir, notes)
     return index
+
+
+def _compile_setting(cfg: dict) -> int:
+    compile_settings = cfg.get("compile")
+    value = compile_settings.get("small_pool_max") if isinstance(compile_settings, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else SMALL_POOL_MAX
+
+
+def _without_stale(tables: list, questions: dict, answers: dict, small_pool_max: int) -> tuple[list, list[str]]:
+    """The model judges' tables less their stale verdicts, and a note per judge saying so."""
+    checks = current_check_hashes(questions.values(), small_pool_max)
+    hashes = {k: answer_hash(a["response"]) for k, a in answers.items()}
+    out, reasons = [], {}
+    for t in tables:
+        stale, why = stale_verdicts(t, checks, hashes)
+        out.append(take_rows(t, np.flatnonzero(~stale)) if stale.any() else t)
+        for judge, counts in why.items():
+            for reason, n in counts.items():
+                reasons.setdefault(judge, {})[reason] = reasons.get(judge, {}).get(reason, 0) + n
+    return out, describe_stale(reasons)
 
 
 def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
@@ -243,7 +288,7 @@ def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
 # `records.Answer`'s typed fields as pyarrow reads them (tests/viewer/test_index.py keeps the
 # two alike); the required ones come first. A value of another JSON type is a reader error.
 ANSWER_COLUMNS = {"question_id": "string", "model": "string", "variant": "string", "response": "string",
-                  "finish_reason": "string", "settings_hash": "string",
+                  "finish_reason": "string", "settings_hash": "string", "prompt_hash": "string",
                   "prompt_tokens": "int64", "completion_tokens": "int64"}
 REQUIRED = ("question_id", "model", "variant", "response")
 _SAFE = re.compile(NAME_PATTERN)

@@ -37,6 +37,7 @@ def overview(index: RunIndex) -> dict:
         "n_verdicts": {j: int(n) for j, n in zip(v.judges, np.bincount(v.j, minlength=len(v.judges)))},
         "n_cells": len(c.key), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
         "humans": {j: len(r) for j, r in index.humans.items()},
+        "humans_stale": {j: n for j, r in index.humans.items() if (n := sum(index.is_stale(x) for x in r.values()))},
         "leaderboard": by_judge, "labels": list(VERDICTS),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
         "notes": index.notes, "human_agreement": human_agreement(index),
@@ -48,7 +49,8 @@ def human_agreement(index: RunIndex) -> dict | None:
     the human-* majority), from the cells humans annotated; None before the first."""
     from gamut_local.analysis.calibration import calibrate
 
-    records = [r for cells in index.humans.values() for r in cells.values()]
+    # A stale human verdict (made on another check wording or answer) is not gold.
+    records = [r for cells in index.humans.values() for r in cells.values() if not index.is_stale(r)]
     if not records:
         return None
     v, c = index.verdicts, index.cells
@@ -144,7 +146,8 @@ def question_page(index: RunIndex, qid: str, annotator_judge: str | None = None)
             ci = index.c_index.get(ch.check_id)
             verdicts = grid.get((s, ci), []) if s is not None and ci is not None else []
             humans = [{"judge": h, "verdict": r[(qid, *name, ch.check_id)]["verdict"],
-                       "note": r[(qid, *name, ch.check_id)].get("note")}
+                       "note": r[(qid, *name, ch.check_id)].get("note"),
+                       "stale": index.is_stale(r[(qid, *name, ch.check_id)])}
                       for h, r in index.humans.items() if (qid, *name, ch.check_id) in r]
             labels = {x["verdict"] for x in verdicts if x["verdict"] != "invalid"}
             cols = [None] * len(v.judges)  # one column per judge, for the grid

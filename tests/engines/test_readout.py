@@ -102,11 +102,11 @@ def test_judge_identity_is_resolved_deterministic_and_tells_back_ends_apart(tmp_
     vllm_judge = JudgeSpec(name="j", path=path, backend="vllm")
     hf_judge = JudgeSpec(name="j", path=path, backend="transformers")
     a, b = judge_identity(vllm_judge), judge_identity(vllm_judge.model_copy())
-    assert a == b and set(a) == {"backend", "engine_build", "readout", "label_tokens"}
+    assert a == b and set(a) == {"backend", "engine", "readout", "label_tokens"}
     assert all(isinstance(v, str) for v in a.values())
     other = judge_identity(hf_judge)
     assert other != a and (a["backend"], other["backend"]) == ("vllm", "transformers")
-    assert a["engine_build"].startswith("vllm") and other["engine_build"].startswith("transformers ")
+    assert a["engine"].startswith("vllm") and other["engine"].startswith("transformers ")
     assert a["readout"] == FIRST_TOKEN
     tokens = json.loads(a["label_tokens"])
     assert list(tokens) == list(JUDGE_LABELS) and len(tokens["meets"]) >= 1

@@ -13,6 +13,7 @@ from rich.console import Console
 from gamut_local.config import PROJECT_ROOT, RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.errors import InputError
+from gamut_local.rundir.identity import prompt_hash
 from gamut_local.rundir.layout import Shard, answers_path
 from gamut_local.rundir.store import append_jsonl, read_jsonl
 from gamut_local.stages.generate import Request, generate, pending_answers
@@ -63,12 +64,14 @@ def test_a_model_without_vision_skips_multimodal_and_says_so(tmp_path, model_dir
     assert "blind: vision is false, so the multimodal variant is skipped" in console.file.getvalue()
 
 
-def test_plan_skips_answers_on_disk_in_any_shard_file_and_refuses_other_settings(tmp_path, model_dir):
+def test_plan_skips_current_answers_in_any_shard_file_and_redoes_other_settings(tmp_path, model_dir):
     spec = _run(tmp_path, models=[{"name": "m", "path": str(model_dir), "vision": False}], variants=["text_only"])
-    qids = sorted(q.question_id for q in load_questions(SAMPLE))
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    qids = sorted(questions)
     h = spec.models[0].settings_hash()
     rec = lambda q, **kw: {"question_id": q, "model": "m", "variant": "text_only", "response": "r",
-                           "settings_hash": h, **kw}
+                           "settings_hash": h, "prompt_hash": prompt_hash(questions[q].text_for("text_only")[0], None),
+                           **kw}
     out = Path(spec.output_dir)
     append_jsonl(answers_path(out, "m", "text_only"), [rec(qids[0])])
     append_jsonl(answers_path(out, "m", "text_only", Shard(1, 3)), [rec(qids[1])])
@@ -78,10 +81,58 @@ def test_plan_skips_answers_on_disk_in_any_shard_file_and_refuses_other_settings
     p0 = pending_answers(spec, load_questions(SAMPLE), model="m", variant="text_only", shard=Shard(0, 3),
               console=_console())[0]
     assert [r.question.question_id for r in p0.pending] == [q for k, q in enumerate(qids) if k % 3 == 0 and k > 1]
+    # An answer made under other model settings is stale: moved to superseded/ and answered again.
     append_jsonl(answers_path(out, "m", "text_only"), [rec(qids[5], settings_hash="0123456789ab")])
-    with pytest.raises(InputError) as e:
-        pending_answers(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), console=_console())
-    assert "m.text_only.jsonl:2: settings_hash: '0123456789ab' differs" in str(e.value)
+    console = _console()
+    p = pending_answers(spec, load_questions(SAMPLE), model=None, variant=None, shard=Shard(), console=console)[0]
+    assert p.done == 2 and qids[5] in [r.question.question_id for r in p.pending]
+    assert "1 (settings_hash 1) answers are stale" in console.file.getvalue()
+    moved = list(read_jsonl(out / "superseded" / "answers" / "m.text_only.jsonl"))
+    assert [r["question_id"] for _, r in moved] == [qids[5]]
+    assert [r["question_id"] for _, r in read_jsonl(answers_path(out, "m", "text_only"))] == [qids[0]]
+
+
+def test_an_edited_question_is_answered_again_and_no_other(tmp_path, monkeypatch, model_dir):
+    """Fix a typo in one question's text: exactly its answers are redone, through the stage."""
+    from gamut_local.testing import fake_engine
+
+    fake_engine.install(monkeypatch)
+    spec = _run(tmp_path, models=[{"name": "m", "path": str(model_dir), "vision": True}])
+    generate(spec, console=_console())
+    out = Path(spec.output_dir)
+    before = {v: {r["question_id"]: r for _, r in read_jsonl(answers_path(out, "m", v))}
+              for v in ("multimodal", "text_only")}
+    rows = [json.loads(line) for line in SAMPLE.read_text().splitlines() if line.strip()]
+    rows[2]["question_text_only"] += " Please be brief."
+    edited = tmp_path / "questions.jsonl"
+    for r in rows:  # the edited copy lives elsewhere: its image references must still resolve
+        if r.get("image") and not r["image"].startswith("pkg:"):
+            r["image"] = str((SAMPLE.parent / r["image"]).resolve())
+    edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    summary = generate(spec.model_copy(update={"dataset": str(edited)}), console=_console())
+    assert summary[0]["written"] == 1 and summary[0]["already_done"] == 2 * len(rows) - 1
+    after = {v: {r["question_id"]: r for _, r in read_jsonl(answers_path(out, "m", v))}
+             for v in ("multimodal", "text_only")}
+    changed = rows[2]["question_id"]
+    assert after["multimodal"] == before["multimodal"]
+    assert {q: r for q, r in after["text_only"].items() if q != changed} == \
+        {q: r for q, r in before["text_only"].items() if q != changed}
+    assert after["text_only"][changed]["prompt_hash"] != before["text_only"][changed]["prompt_hash"]
+    # A rerun with nothing changed does nothing.
+    assert generate(spec.model_copy(update={"dataset": str(edited)}), console=_console())[0]["written"] == 0
+
+
+def test_prompt_hash_covers_the_text_and_the_image_bytes(tmp_path):
+    from gamut_local.data.records import image_sha256
+
+    q = load_questions(SAMPLE)[0]
+    img = image_sha256(q.image, SAMPLE)
+    assert prompt_hash(q.question, img) != prompt_hash(q.question, None)
+    assert prompt_hash(q.question, img) != prompt_hash(q.question + " ", img)
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    a.write_bytes(b"one picture")
+    b.write_bytes(b"another picture")
+    assert image_sha256(str(a), tmp_path / "d.jsonl") != image_sha256(str(b), tmp_path / "d.jsonl")
 
 
 def test_missing_model_folder_is_an_input_error_before_anything_loads(tmp_path):

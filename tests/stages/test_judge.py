@@ -16,7 +16,7 @@ from gamut_local.errors import InputError
 from gamut_local.prompts.judge import JUDGE_TEMPLATE_HASH, judge_conversations
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.layout import Shard
-from gamut_local.rundir.resume import answer_hash, judge_settings_hash
+from gamut_local.rundir.identity import answer_hash, check_hash, judge_settings_hash
 from gamut_local.rundir.store import append_jsonl
 from gamut_local.stages.judge import (
     ResponseChecks,
@@ -24,6 +24,7 @@ from gamut_local.stages.judge import (
     chunk_items,
     judge_with,
     pending_verdicts,
+    resolved_settings_hash,
 )
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -128,37 +129,98 @@ def test_requests_built_per_item_match_the_prompt_builder():
 def _verdict(a, check, spec, **kw):
     return {"question_id": a["question_id"], "model": a["model"], "variant": a["variant"],
             "judge": spec.name, "check_id": check.check_id, "tier": check.tier, "verdict": "meets",
-            "settings_hash": judge_settings_hash(spec), "answer_hash": answer_hash(a["response"]), **kw}
+            "settings_hash": resolved_settings_hash(spec), "answer_hash": answer_hash(a["response"]),
+            "check_hash": check_hash(check.text, check.tier, check.kind), **kw}
 
 
-def test_resume_skips_verdicts_on_disk_and_refuses_stale_ones(tmp_path):
+def test_resume_skips_current_verdicts_and_regrades_exactly_the_stale_ones(tmp_path):
     questions = {q.question_id: q for q in load_questions(SAMPLE)}
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     spec = _spec()
     answers = [_answer(qid) for qid in sorted(questions)]
     first = answers[0]
+    mine = checks[first["question_id"]]
     path = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
-    append_jsonl(path, [_verdict(first, c, spec) for c in checks[first["question_id"]][:2]])
+    append_jsonl(path, [_verdict(first, c, spec) for c in mine[:2]])
     items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
     assert done == 2
-    assert [c.check_id for c in items[0].checks] == [c.check_id for c in checks[first["question_id"]][2:]]
+    assert [c.check_id for c in items[0].checks] == [c.check_id for c in mine[2:]]
     # Verdicts made in another shard's file count too.
-    append_jsonl(tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl",
-                 [_verdict(first, checks[first["question_id"]][2], spec)])
+    other = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
+    append_jsonl(other, [_verdict(first, mine[2], spec)])
     assert pending_verdicts(spec, answers, questions, checks, tmp_path)[1] == 3
-    # Other judge settings (here: the judge now sees images) -> stale -> error naming the file.
-    with pytest.raises(InputError) as e:
-        pending_verdicts(_spec(sees_image=True), answers, questions, checks, tmp_path)
-    assert "m.text_only.jsonl:1: settings_hash" in str(e.value)
-    # The graded answer changed since -> its verdicts are stale.
+    other.unlink()
+    # The graded answer changed since: its two verdicts are stale, moved aside, re-graded.
     changed = [{**first, "response": "Something else."}] + answers[1:]
+    items, done = pending_verdicts(spec, changed, questions, checks, tmp_path)
+    assert done == 0 and [c.check_id for c in items[0].checks] == [c.check_id for c in mine]
+    assert path.read_text() == ""
+    moved = [json.loads(x) for x in (tmp_path / "superseded" / "verdicts" / "j" / "m.text_only.jsonl").read_text().splitlines()]
+    assert [v["check_id"] for v in moved] == [c.check_id for c in mine[:2]]
+
+
+def test_a_reworded_check_regrades_that_check_alone(tmp_path):
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    spec = _spec()
+    answers = [_answer(qid) for qid in sorted(questions)]
+    path = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
+    append_jsonl(path, [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
+    assert pending_verdicts(spec, answers, questions, checks, tmp_path)[0] == []
+    qid = answers[3]["question_id"]
+    reworded = list(checks[qid])
+    reworded[1] = reworded[1].model_copy(update={"text": reworded[1].text + " (reworded)"})
+    items, done = pending_verdicts(spec, answers, questions, {**checks, qid: reworded}, tmp_path)
+    assert [(it.answer["question_id"], [c.check_id for c in it.checks]) for it in items] == [(qid, [reworded[1].check_id])]
+    assert done == sum(len(c) for c in checks.values()) - 1
+    # Verdicts written before check hashes existed cannot be shown current: re-graded too.
+    legacy = [{k: v for k, v in _verdict(answers[0], c, spec).items() if k != "check_hash"}
+              for c in checks[answers[0]["question_id"]]]
+    path.write_text("".join(json.dumps(v) + "\n" for v in legacy))
+    items, _ = pending_verdicts(spec, answers[:1], questions, checks, tmp_path)
+    assert len(items[0].checks) == len(legacy)
+
+
+def test_verdicts_of_another_back_end_are_kept_apart(tmp_path, monkeypatch):
+    """`backend: auto` resolved to transformers, then to vLLM: one config, two engines that
+    read labels differently; the second pass must not count the first one's verdicts."""
+    from gamut_local import engines
+
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    answers = [_answer(qid) for qid in sorted(questions)][:2]
+    monkeypatch.setattr(engines, "vllm_available", lambda: False)
+    spec = _spec()
+    assert engines.judge_identity(spec)["backend"] == "transformers"
+    append_jsonl(tmp_path / "verdicts" / "j" / "m.text_only.jsonl",
+                 [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
+    assert pending_verdicts(spec, answers, questions, checks, tmp_path)[0] == []
+    monkeypatch.setattr(engines, "vllm_available", lambda: True)
+    items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
+    assert done == 0 and sum(len(it.checks) for it in items) == sum(len(checks[a["question_id"]]) for a in answers)
+
+
+def test_verdicts_outside_this_task_are_neither_counted_nor_moved(tmp_path):
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    spec = _spec()
+    answers = [_answer(qid) for qid in sorted(questions)]
+    shard1 = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
+    theirs = [a for a in answers if a["question_id"] in Shard(1, 2).select(list(questions))]
+    append_jsonl(shard1, [_verdict(a, c, spec, check_hash="old") for a in theirs for c in checks[a["question_id"]]])
+    before = shard1.read_bytes()
+    mine = [a for a in answers if a not in theirs]
+    pending_verdicts(spec, mine, questions, checks, tmp_path, Shard(0, 2))
+    assert shard1.read_bytes() == before
+    # A stale verdict of this task's question in another task's file: an error naming it.
     with pytest.raises(InputError) as e:
-        pending_verdicts(spec, changed, questions, checks, tmp_path)
-    assert "answer_hash" in str(e.value)
+        pending_verdicts(spec, theirs, questions, checks, tmp_path, Shard(0, 2))
+    assert "shard-1-of-2.jsonl" in str(e.value)
 
 
-def test_settings_hash_covers_prompt_and_image_setting():
+def test_settings_hash_covers_prompt_image_setting_and_resolved_engine():
     a, b = _spec(), _spec(sees_image=True)
+    assert judge_settings_hash(a, {"backend": "vllm"}) != judge_settings_hash(a, {"backend": "transformers"})
     assert judge_settings_hash(a) != judge_settings_hash(b)
     assert judge_settings_hash(a) == judge_settings_hash(_spec())
     assert len(JUDGE_TEMPLATE_HASH) == 12
@@ -267,3 +329,30 @@ def test_the_files_a_judge_writes_are_cached_for_the_analysis(tmp_path, monkeypa
     for name in ("question", "check", "verdict", "tier", "line"):
         assert (getattr(table, name) == getattr(reference, name)).all(), name
     assert np.array_equal(table.probs, reference.probs, equal_nan=True)
+
+
+def test_the_judge_grades_the_checks_the_run_compiles(tmp_path, monkeypatch):
+    """`compile.small_pool_max` of the run is what gets judged, and what rubric.jsonl holds."""
+    from gamut_local.config import RunSpec
+    from gamut_local.rundir.store import read_jsonl
+    from gamut_local.stages.compile import compile_rubric
+    from gamut_local.stages.generate import generate
+    from gamut_local.stages.judge import judge
+    from gamut_local.testing import fake_engine
+
+    fake_engine.install(monkeypatch)
+    weights = tmp_path / "weights"
+    weights.mkdir()
+    (weights / "config.json").write_text("{}")
+    spec = RunSpec.model_validate({
+        "name": "t", "dataset": str(SAMPLE), "output_dir": str(tmp_path / "run"), "variants": ["text_only"],
+        "models": [{"name": "m", "path": str(weights), "vision": False}],
+        "judges": [{"name": "j", "path": str(weights)}], "compile": {"small_pool_max": 0}})
+    quiet = __import__("rich.console").console.Console(file=__import__("io").StringIO())
+    generate(spec, console=quiet)
+    judge(spec, console=quiet)
+    judged = {(r["question_id"], r["check_id"]) for _, r in read_jsonl(tmp_path / "run" / "verdicts" / "j" / "m.text_only.jsonl")}
+    rubric = {(row["question_id"], c["check_id"]) for _, row in read_jsonl(compile_rubric(spec)) for c in row["checks"]}
+    default = {(q.question_id, c.check_id) for q in load_questions(SAMPLE) for c in checks_for(q)}
+    assert judged == rubric != default
+    assert not any(".option." in c for _, c in judged)  # no pool is small enough for per-option checks

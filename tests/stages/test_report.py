@@ -226,7 +226,6 @@ def test_report_reuses_current_scores_agreement_and_figures(tmp_path, monkeypatc
         raise AssertionError("read the verdicts although scores and agreement are current")
     def no_workers(self):
         raise AssertionError("started drawing workers with nothing to draw")
-    monkeypatch.setattr(report_stage, "read_verdict_table", no_reading)
     monkeypatch.setattr(report_stage, "read_verdicts_and_dataset", no_reading)
     monkeypatch.setattr(Workers, "start", no_workers)
     write_report(root)
@@ -317,8 +316,7 @@ def test_report_reads_what_score_wrote(gamut, tmp_path, monkeypatch):
     files = sorted(str(p) for p in (root / "verdicts").glob("*/*.jsonl"))
     res = gamut("score", *files, "--out", root / "scores" / "scores.json", "--dataset", root / "dataset.jsonl")
     assert res.exit_code == 0, res.output
-    for reader in ("read_verdict_table", "read_verdicts_and_dataset"):
-        monkeypatch.setattr(report_stage, reader, lambda *a, **k: pytest.fail("re-read the verdicts"))
+    monkeypatch.setattr(report_stage, "read_verdicts_and_dataset", lambda *a, **k: pytest.fail("re-read the verdicts"))
     write_report(root)
     board = _csv(root / "tables" / "leaderboard.csv")
     want = {(m["model"], m["variant"]): m["gamut_score"] for m in score_records(records)["models"]}

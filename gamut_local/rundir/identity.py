@@ -1,0 +1,72 @@
+"""What each record's identity covers: the hashes a record carries, and what makes it current.
+
+A record is *current* when every identity hash it carries equals the one computed now from the
+run's inputs; otherwise it is *stale* (made for another question text, check wording, answer or
+judge set-up) and is never scored or resumed as if it were current. One rule per hash, here:
+
+| record  | field           | covers                                                              |
+|---------|-----------------|---------------------------------------------------------------------|
+| answer  | `settings_hash` | the model's settings (`config.ModelSpec.settings_hash`)             |
+| answer  | `prompt_hash`   | candidate template, the question text sent for the variant, the     |
+|         |                 | image's bytes (multimodal)                                          |
+| verdict | `settings_hash` | judge settings, judge template, `sees_image`, and the set-up as     |
+|         |                 | resolved at run time (back end, engine build, readout, label tokens)|
+| verdict | `check_hash`    | the check as judged: its text, tier and kind                        |
+| verdict | `answer_hash`   | the graded response's text                                          |
+
+Human verdicts carry `check_hash` and `answer_hash` of what the annotator was shown.
+docs/outputs.md documents each field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from gamut_local.config import JudgeSpec
+from gamut_local.prompts.candidate import CANDIDATE_TEMPLATE_HASH
+from gamut_local.prompts.judge import JUDGE_TEMPLATE_HASH
+
+HASH_CHARS = 12  # 48 bits: collisions within one run's records are not a practical concern
+ANSWER_IDENTITY = ("settings_hash", "prompt_hash")
+VERDICT_IDENTITY = ("settings_hash", "check_hash", "answer_hash")
+
+
+def short_hash(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:HASH_CHARS]
+
+
+def answer_hash(response: str) -> str:
+    """The graded response's identity (a verdict's `answer_hash`)."""
+    return short_hash(response)
+
+
+def check_hash(text: str, tier: str, kind: str) -> str:
+    """A check as a judge sees and the scorer weighs it: the wording, the tier and the rule
+    that made it. Compile settings that change a check change one of these, so they need no
+    field of their own; a check whose id survives an edit keeps its verdicts only if all
+    three are unchanged."""
+    return short_hash(text, tier, kind)
+
+
+def prompt_hash(question_text: str, image_sha256: str | None) -> str:
+    """What a candidate was asked: template, question text, and the image's content hash."""
+    return short_hash(CANDIDATE_TEMPLATE_HASH, question_text, image_sha256 or "no image")
+
+
+def judge_settings_hash(spec: JudgeSpec, resolved: dict[str, str] | None = None) -> str:
+    """What determines a verdict besides the answer and the check: the judge's settings, the
+    prompt template, `sees_image`, and `resolved`, the set-up the engine resolves at run time
+    (`engines.judge_identity`): with `backend: auto` one config may be served by two engines
+    that read labels differently, and their verdicts must never pool under one hash."""
+    parts = [spec.settings_hash(), JUDGE_TEMPLATE_HASH, f"sees_image={spec.sees_image}"]
+    if resolved:
+        parts.append(json.dumps(resolved, sort_keys=True))
+    return short_hash(*parts)
+
+
+def stale_fields(record: dict, current: dict[str, str | None]) -> list[str]:
+    """The identity fields on which `record` differs from `current` (a field whose current
+    value is None is not compared: nothing to compare it with). A field the record lacks
+    counts as differing: a record made before that hash existed cannot be shown current."""
+    return [f for f, want in current.items() if want is not None and record.get(f) != want]
