@@ -176,7 +176,13 @@ def _readout_identity(path: str, backend: str, template_kwargs: str) -> dict[str
     from gamut_local.engines.labels import assistant_prefix, in_reasoning, label_readout_for
     from gamut_local.vocab import JUDGE_LABELS
 
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        # No readable tokenizer: loading the engine will fail and say why; until then the
+        # identity says what is unknown rather than guessing.
+        unknown = f"unknown: no tokenizer readable ({type(err).__name__})"
+        return {"readout": unknown, "label_tokens": unknown, "reasoning_prefix": "closed"}
     prefix = assistant_prefix(tokenizer, json.loads(template_kwargs))
     readout = label_readout_for(tokenizer, JUDGE_LABELS, prefix)
     method = readout.method
