@@ -45,11 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
+from gamut_local.rundir.identity import check_hash
+
 DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
            "consumer products", "books", "art", "sports", "text", "other")
 TIERS = ("answer_critical", "valuable", "context")
 LABELS = ("meets", "partially_meets", "missing", "contradicts")
 GAMUT = Path(sys.executable).with_name("gamut-local")
+CHECK_TEXT = "It says so."  # every check's text: the verdicts carry its check_hash, as the judge writes them
 
 
 def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
@@ -66,10 +69,11 @@ def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers,
                 % (float(p[3]), float(p[0]), float(p[2]), float(p[1])))
             raw = "'%s'=%.4f" % (verdict, p.max()) if code != 4 else "I think so"
             lines.append(
-                '{"answer_hash":"%012x","attempts":%d,"check_id":"%s","judge":"%s","method":"first_token",'
-                '"model":"%s","num_cached_tokens":%d,"probs":%s,"prompt_tokens":%d,"question_id":"%s",'
-                '"raw":%s,"settings_hash":"%s","tier":"%s","variant":"%s","verdict":"%s"}\n'
-                % (zlib.crc32(f"{model}/{variant}/{qid}".encode()), 1 + (code == 4), check, judge, model,
+                '{"answer_hash":"%012x","attempts":%d,"check_hash":"%s","check_id":"%s","judge":"%s",'
+                '"method":"first_token","model":"%s","num_cached_tokens":%d,"probs":%s,"prompt_tokens":%d,'
+                '"question_id":"%s","raw":%s,"settings_hash":"%s","tier":"%s","variant":"%s","verdict":"%s"}\n'
+                % (zlib.crc32(f"{model}/{variant}/{qid}".encode()), 1 + (code == 4),
+                   check_hash(CHECK_TEXT, tiers[c], "simple"), check, judge, model,
                    400 + c * 37, probs_json, 420 + c * 37, qid, json.dumps(raw), settings_hash,
                    tiers[c], variant, verdict))
     return lines
@@ -110,7 +114,7 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
     dataset = root / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({
         "question_id": q, "domain": DOMAINS[i % len(DOMAINS)], "question": "What is this?",
-        "checks": [{"check_id": c, "text": "It says so.", "tier": t, "kind": "simple",
+        "checks": [{"check_id": c, "text": CHECK_TEXT, "tier": t, "kind": "simple",
                     "source_item": c.split(".")[0], "evidence": []} for c, t in zip(check_ids, tiers)]}) + "\n"
         for i, q in enumerate(qids)))
     (root / "manifest.json").write_text(json.dumps({"config": {"dataset": str(dataset.resolve())}}))

@@ -38,21 +38,25 @@ import numpy as np
 
 from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import checks_for
+from gamut_local.rundir.identity import answer_hash, check_hash
 from gamut_local.testing.sample_run import SAMPLE
 
 LABELS = ("meets", "partially_meets", "missing", "contradicts")
 GAMUT = Path(sys.executable).with_name("gamut-local")
 
 
-def _verdict_line(judge, model, variant, qid, check, code, p) -> str:
+def _verdict_line(judge, model, variant, qid, check, code, p, answer: str) -> str:
     verdict = "invalid" if code == 4 else LABELS[code]
     probs = "null" if code == 4 else ('{"contradicts":%r,"meets":%r,"missing":%r,"partially_meets":%r}'
                                       % (float(p[3]), float(p[0]), float(p[2]), float(p[1])))
     raw = json.dumps(f"'{verdict}'") if code != 4 else '"I think so"'
-    return ('{"answer_hash":"%s","attempts":1,"check_id":"%s","judge":"%s","method":"first_token",'
-            '"model":"%s","num_cached_tokens":412,"probs":%s,"prompt_tokens":655,"question_id":"%s",'
-            '"raw":%s,"settings_hash":"5d41402abc4b2a76","tier":"%s","variant":"%s","verdict":"%s"}\n'
-            % (qid[-12:], check.check_id, judge, model, probs, qid, raw, check.tier, variant, verdict))
+    # The hashes a current verdict carries (rundir.identity), so the viewer counts none as stale.
+    return ('{"answer_hash":"%s","attempts":1,"check_hash":"%s","check_id":"%s","judge":"%s",'
+            '"method":"first_token","model":"%s","num_cached_tokens":412,"probs":%s,"prompt_tokens":655,'
+            '"question_id":"%s","raw":%s,"settings_hash":"5d41402abc4b2a76","tier":"%s","variant":"%s",'
+            '"verdict":"%s"}\n'
+            % (answer, check_hash(check.text, check.tier, check.kind), check.check_id, judge, model, probs, qid,
+               raw, check.tier, variant, verdict))
 
 
 def build(run: Path, n_questions: int, seed: int = 0) -> dict:
@@ -85,11 +89,11 @@ def build(run: Path, n_questions: int, seed: int = 0) -> dict:
             out = run / "verdicts" / judge / f"{model}.{variant}.jsonl"
             out.parent.mkdir(parents=True, exist_ok=True)
             lines = []
-            for qid, checks, _ in questions:
+            for qid, checks, text in questions:
                 truth = np.where(rng.random(len(checks)) < quality, 0, rng.integers(1, 4, len(checks)))
                 codes = np.where(rng.random(len(checks)) < noise, rng.integers(0, 5, len(checks)), truth)
                 p = rng.dirichlet(np.ones(4), len(checks))
-                lines += [_verdict_line(judge, model, variant, qid, ch, int(c), pp)
+                lines += [_verdict_line(judge, model, variant, qid, ch, int(c), pp, answer_hash(text))
                           for ch, c, pp in zip(checks, codes, p)]
             out.write_text("".join(lines), encoding="utf-8")
             n_verdicts += len(lines)

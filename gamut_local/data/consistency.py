@@ -191,13 +191,26 @@ def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dic
     return out
 
 
-def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple], want: dict, has) -> np.ndarray:
+def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, int]], want: dict,
+              name_of) -> np.ndarray:
     """Rows whose hash (`codes` into `names`) differs from `want[key]`; rows of a key `want`
-    lacks are not judged here (another check names them); rows without a hash neither."""
-    combos, inverse = np.unique(np.stack(keys, axis=1), axis=0, return_inverse=True)
+    lacks are not judged here (another check names them); rows without a hash neither.
+    `keys`: (codes, dictionary size) per key part; each distinct key is looked up once."""
+    key = np.zeros(len(codes), dtype=np.int64)
+    for part, size in keys:
+        key = key * max(size, 1) + part
+    combos, inverse = np.unique(key, return_inverse=True)
+    sizes = [max(size, 1) for _, size in keys]
     index = {h: i for i, h in enumerate(names)}
-    expected = np.array([index.get(want.get(has(c)), -2) if has(c) in want else -3
-                         for c in combos.tolist()], dtype=np.int64)[inverse.ravel()]
+    expected = np.empty(len(combos), dtype=np.int64)
+    for i, k in enumerate(combos.tolist()):
+        parts = []
+        for size in reversed(sizes):
+            k, r = divmod(k, size)
+            parts.append(r)
+        name = name_of(parts[::-1])
+        expected[i] = index.get(want[name], -2) if name in want else -3
+    expected = expected[inverse.ravel()]
     return (codes >= 0) & (expected != -3) & (codes != expected)
 
 
@@ -217,13 +230,14 @@ def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, 
     if not n:
         return stale, reasons
     q, v = table.question, table.variant
+    nq, nv = len(table.questions), len(VARIANTS)
     for field, want, keys, name_of in (
-            ("check_hash", checks, [q, v, table.check],
+            ("check_hash", checks, [(q, nq), (v, nv), (table.check, len(table.checks))],
              lambda c: (table.questions[c[0]], VARIANTS[c[1]], table.checks[c[2]])),
-            ("answer_hash", answers, [q, table.model, v],
+            ("answer_hash", answers, [(q, nq), (table.model, len(table.models)), (v, nv)],
              lambda c: (table.questions[c[0]], table.models[c[1]], VARIANTS[c[2]]))):
         codes = getattr(table, field)
-        if want is None or codes is None:
+        if want is None or codes is None or not (codes >= 0).any():
             continue
         bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want, name_of)
         _count(reasons, table, bad & ~stale, field)

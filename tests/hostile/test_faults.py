@@ -287,12 +287,12 @@ def test_internal_error_is_one_line_exit_2_and_debug_prints_the_traceback(world,
     from typer.testing import CliRunner
 
     from gamut_local.cli import app
-    from gamut_local.rubric import compiler
+    from gamut_local.stages import compile as compile_stage
 
     def boom(*a, **k):
         raise ValueError("an invariant broke")
 
-    monkeypatch.setattr(compiler, "compile_dataset", boom)
+    monkeypatch.setattr(compile_stage, "compile_dataset", boom)
     out = expect(2, "compile", world.dataset, "--out", world.root / "r.jsonl",
                  named=["internal error: ValueError: an invariant broke", "--debug", "nothing was written"])
     assert out.count("\n") <= 3
