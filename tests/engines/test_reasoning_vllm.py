@@ -46,9 +46,10 @@ def test_a_thinking_candidates_reasoning_is_split_off_within_its_own_budget(vllm
     outs = vllm_thinking.chat([user("What is paella?"), user("Name a famous bridge.")],
                               Sampling(max_tokens=ANSWER_BUDGET))
     for c in outs:
-        # The template opened <think>: vLLM forced its end after the thinking budget.
-        assert c.reasoning and c.reasoning_tokens is not None
-        assert THINKING_BUDGET <= c.reasoning_tokens <= THINKING_BUDGET + 2  # the forced </think>
+        # The template opened <think>: the model thought until it closed the block or vLLM
+        # forced the close at the thinking budget (+1: the forced `</think>` itself).
+        assert c.reasoning is not None and c.reasoning_tokens is not None
+        assert 1 <= c.reasoning_tokens <= THINKING_BUDGET + 2
         assert "<think>" not in c.text and "</think>" not in c.text and "</think>" not in c.reasoning
         # The answer has its own budget, however much of the thinking budget was used.
         assert len(tok.encode(c.text, add_special_tokens=False)) <= ANSWER_BUDGET
