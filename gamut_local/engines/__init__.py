@@ -171,14 +171,14 @@ def judge_identity(spec: JudgeSpec) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=32)
 def _readout_identity(path: str, backend: str, template_kwargs: str) -> dict[str, str]:
-    from transformers import AutoTokenizer
-
     from gamut_local.engines.labels import assistant_prefix, in_reasoning, label_readout_for
     from gamut_local.vocab import JUDGE_LABELS
 
     try:
+        from transformers import AutoTokenizer  # both back ends install it; `score` needs neither
+
         tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError, TypeError, KeyError) as err:
+    except (ImportError, OSError, ValueError, TypeError, KeyError) as err:
         # No readable tokenizer: loading the engine will fail and say why; until then the
         # identity says what is unknown rather than guessing.
         unknown = f"unknown: no tokenizer readable ({type(err).__name__})"
