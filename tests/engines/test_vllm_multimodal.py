@@ -104,7 +104,7 @@ def test_a_pilot_run_with_auto_backend_sends_the_vision_model_to_vllm(no_engine,
         "name": "vision", "dataset": str(SAMPLE), "output_dir": str(tmp_path / "run"),
         "variants": ["multimodal", "text_only"],
         "models": [{**model, "sampling": {"max_tokens": 8}}],
-        "judges": [{**model, "name": "tiny-vl-judge", "sees_image": True, "sampling": {"max_tokens": 16}}]}))
+        "judges": [{**model, "name": "tiny-vl-judge", "sees_image": True}]}))
     # A pilot of the first 4 questions by id, as a user runs it: its own process (in the suite's
     # process, after the whole suite, its judge once read labels by structured choice instead;
     # not reproduced alone). 600 s: two engine loads and 4 questions on a busy 2-core machine.

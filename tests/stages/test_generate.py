@@ -208,3 +208,20 @@ def test_multimodal_answers_from_a_tiny_qwen3_vl_through_transformers(tmp_path):
         assert txt["prompt_tokens"] == text_tokens(q.question_text_only)
         assert mm["prompt_tokens"] >= text_tokens(q.question) + 4
         assert mm["question_field"] == "question" and txt["question_field"] == "question_text_only"
+
+
+def test_an_answer_record_keeps_the_reasoning_apart_from_the_graded_response():
+    """A thinking candidate's reasoning has fields of its own; `response` (what the judge grades)
+    is the answer alone."""
+    from gamut_local.config import ModelSpec
+    from gamut_local.engines import Completion
+    from gamut_local.stages.generate import answer_record
+
+    q = load_questions(SAMPLE)[0]
+    spec = ModelSpec(name="thinker", path="/m")
+    done = Completion(text="Paella.", finish_reason="stop", prompt_tokens=30, completion_tokens=14,
+                      num_cached_tokens=0, reasoning="The rice dish of Valencia", reasoning_tokens=11)
+    rec = answer_record(Request(q, "text_only"), spec, "h", done)
+    assert (rec["response"], rec["reasoning"], rec["reasoning_tokens"]) == ("Paella.", "The rice dish of Valencia", 11)
+    plain = answer_record(Request(q, "text_only"), spec, "h", Completion("Paella.", "stop", 30, 3, 0))
+    assert plain["reasoning"] is None and plain["reasoning_tokens"] is None

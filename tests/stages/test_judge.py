@@ -22,7 +22,6 @@ from gamut_local.stages.judge import (
     ResponseChecks,
     build_requests,
     chunk_items,
-    classify_with_retries,
     judge_with,
     pending_verdicts,
     resolved_settings_hash,
@@ -232,37 +231,47 @@ class _Cls:
     label: str | None
     probs: dict
     raw: str
-    method: str = "scripted"
+    method: str = "first_token"
     prompt_tokens: int = 0
     num_cached_tokens: int | None = None
+    attempts: int = 1
 
 
 class ScriptedJudge:
-    """Replays labels per request (no real model emits garbage on demand); counts re-sends."""
+    """Replays classifications in request order, as an engine that re-asked some returns them."""
 
-    def __init__(self, script: dict[str, list]):
-        self.script, self.sent = script, []
+    def __init__(self, script: list[_Cls]):
+        self.script, self.sent = list(script), 0
 
     def classify(self, conversations, labels):
         assert list(labels) == list(JUDGE_LABELS)
-        out = []
-        for c in conversations:
-            key = c[-1]["content"]
-            self.sent.append(key)
-            label = self.script[key].pop(0)
-            out.append(_Cls(label, {} if label is None else {l: float(l == label) for l in labels},
-                            raw=label or "???"))
+        self.sent += len(conversations)
+        out, self.script = self.script[:len(conversations)], self.script[len(conversations):]
         return out
 
 
-def test_unreadable_output_is_resent_alone_then_invalid():
-    script = {"a": ["meets"], "b": [None, "missing"], "c": [None, None, None]}
-    engine = ScriptedJudge({k: list(v) for k, v in script.items()})
-    convs = [[{"role": "user", "content": k}] for k in script]
-    results, attempts = classify_with_retries(engine, convs, max_retries=2)
-    assert [r.label for r in results] == ["meets", "missing", None]
-    assert attempts == [1, 2, 3]
-    assert engine.sent == ["a", "b", "c", "b", "c", "c"]  # only the unreadable ones re-sent
+def test_a_verdict_records_the_method_that_read_it_and_the_attempts(tmp_path):
+    """The engine re-asks an unreadable first-token readout with its other method; the stage
+    sends each request once and records which method gave the label, and the attempts."""
+    from contextlib import contextmanager
+
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    qid = sorted(questions)[0]
+    answer = {"question_id": qid, "model": "m", "variant": "multimodal", "response": "text"}
+    item = ResponseChecks(answer, questions[qid], checks_for(questions[qid])[:3])
+    engine = ScriptedJudge([_Cls("meets", {"meets": 1.0}, "meets=1.0"),
+                            _Cls("missing", {"missing": 1.0}, "missing", method="structured_choice", attempts=2),
+                            _Cls(None, {}, "???", method="structured_choice", attempts=2)])
+
+    @contextmanager
+    def open_engine(spec):
+        yield engine
+
+    written, invalid = judge_with(_spec(), [item], SAMPLE, tmp_path, Shard(), 64, open_engine=open_engine)
+    recs = [json.loads(line) for p in sorted(tmp_path.rglob("*.jsonl")) for line in p.read_text().splitlines()]
+    assert (written, invalid, engine.sent) == (3, 1, 3)
+    assert [(r["verdict"], r["method"], r["attempts"]) for r in recs] == [
+        ("meets", "first_token", 1), ("missing", "structured_choice", 2), ("invalid", "structured_choice", 2)]
 
 
 def test_another_shards_line_in_progress_is_left_alone_and_own_torn_tail_is_cut(tmp_path):
