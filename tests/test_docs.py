@@ -18,8 +18,9 @@ first, then docs/*.md by name, so a page may use what the README's demo made (`r
 - `python -m gamut_local...` runs for real. `python scripts/X.py ARGS` is checked, not run: the
   script exists and defines every option given (the benchmarks take minutes, fetch_data.py
   needs the internet).
-- Set-up lines (pip, venv, `source .venv/bin/activate`, `bash scripts/...`), `cat FILE` and
-  `$EDITOR FILE` are checked for the files they name (an editor is not opened); `cp A B` copies.
+- Set-up lines (pip, venv, `source .venv/bin/activate`, `bash scripts/...`, also under `sudo`),
+  `cat FILE` and `$EDITOR FILE` are checked for the files they name (an editor is not opened);
+  `cp A B` copies. SLURM's own `sinfo` and `squeue` are taken as shown (no cluster here).
 
 Anything else fails, naming FILE:LINE, so a new kind of command gets its rule here.
 
@@ -218,6 +219,10 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
     if cmd.heredoc is not None and argv[:2] == ["cat", ">"]:
         Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
         Path(argv[2]).write_text(cmd.heredoc)
+        return 0, ""
+    if argv[0] == "sudo":  # as root: the same command
+        return run_one(Command(cmd.file, cmd.line, argv[1:], cmd.heredoc), monkeypatch)
+    if argv[0] in ("sinfo", "squeue"):  # the cluster's own commands: no cluster in this scratch project
         return 0, ""
     if argv[0] == "srun":  # a GPU node: the command after srun's options, --help only
         rest = argv[next(i for i, a in enumerate(argv[1:], 1) if not a.startswith("-")):]

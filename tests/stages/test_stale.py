@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.config import JudgeSpec
+from gamut_local.errors import InputError
 from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.stages.score import write_scores
@@ -50,7 +51,9 @@ def test_the_sample_gold_is_current(tmp_path):
 
 def test_a_reworded_check_makes_its_verdicts_stale_and_they_are_left_out(tmp_path):
     dataset, qid, check_id = _reworded(tmp_path)
-    doc = write_scores(tmp_path / "s.json", [GOLD], dataset)
+    with pytest.raises(InputError, match="incomplete|missing"):  # a stale verdict is a missing one
+        write_scores(tmp_path / "s.json", [GOLD], dataset)
+    doc = write_scores(tmp_path / "s.json", [GOLD], dataset, allow_incomplete=True)
     on_it = [r for r in _rows(GOLD) if (r["question_id"], r["check_id"]) == (qid, check_id)]
     assert len(on_it) == 3  # one per reference answer
     assert doc.stale_verdicts == {"gold": {"check_hash": 3}}
@@ -63,7 +66,7 @@ def test_an_edited_answer_makes_its_verdicts_stale_given_the_answers(tmp_path):
     edited = _write(tmp_path / "answers.jsonl", answers)
     key = (answers[0]["question_id"], answers[0]["model"])
     n = sum((r["question_id"], r["model"]) == key for r in _rows(GOLD))
-    doc = write_scores(tmp_path / "s.json", [GOLD], QUESTIONS, answers=[edited])
+    doc = write_scores(tmp_path / "s.json", [GOLD], QUESTIONS, answers=[edited], allow_incomplete=True)
     assert doc.stale_verdicts == {"gold": {"answer_hash": n}}
     # Without the answers nothing can be said about them: all scored.
     assert write_scores(tmp_path / "t.json", [GOLD], QUESTIONS).stale_verdicts == {}
@@ -80,11 +83,13 @@ def test_verdicts_without_hashes_are_scored_and_counted_as_such(tmp_path):
 def test_score_and_agree_say_how_many_are_stale_on_the_command_line(tmp_path, gamut):
     dataset, _, _ = _reworded(tmp_path)
     other = _write(tmp_path / "other.jsonl", [{**r, "judge": "other"} for r in _rows(GOLD)])
-    res = gamut("score", str(GOLD), str(other), "--out", str(tmp_path / "s.json"), "--dataset", str(dataset))
+    res = gamut("score", str(GOLD), str(other), "--out", str(tmp_path / "s.json"), "--dataset", str(dataset),
+                "--allow-incomplete")
     assert res.exit_code == 0, res.output
     assert "gold: 3 stale verdicts left out (check_hash differs: 3)" in res.output
     assert "other: 3 stale verdicts left out" in res.output
-    res = gamut("agree", str(GOLD), str(other), "--out", str(tmp_path / "a.json"), "--dataset", str(dataset))
+    res = gamut("agree", str(GOLD), str(other), "--out", str(tmp_path / "a.json"), "--dataset", str(dataset),
+                "--allow-incomplete")
     assert res.exit_code == 0, res.output
     assert "gold: 3 stale verdicts left out" in res.output
 
