@@ -170,7 +170,7 @@ class ModelSpec(_Located):
         "GPUs one task takes. Unset: `tensor_parallel_size` x `extra.pipeline_parallel_size`."))
     nodes: int = Field(default=1, ge=1, description=(
         "Nodes one task spans; above 1 the engine runs through Ray across them (docs/slurm.md)."))
-    server: ServerArgs | None = Field(default=None, description=(
+    server: ServerArgs | None = Field(default=None, examples=[{"base_url": "http://gpu-node-1:8000/v1"}], description=(
         "The endpoint of a `backend: openai` model (docs/engines.md)."))
 
     @model_validator(mode="after")

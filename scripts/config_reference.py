@@ -38,6 +38,8 @@ SECTIONS = [
     ("engine", c.EngineArgs, "`engine:` of a model or judge",
      "Passed to the engine (vLLM or transformers); unset means the engine's default."),
     ("sampling", c.Sampling, "`sampling:` of a model or judge", "How outputs are sampled."),
+    ("server", c.ServerArgs, "`server:` of a model or judge with `backend: openai`",
+     "An OpenAI-compatible endpoint serving the model (docs/engines.md)."),
     ("slurm", c.SlurmSpec, "`slurm:` of a run", "The SLURM jobs `gamut-local slurm` writes."),
     ("plan", c.PlanSpec, "`plan:` of a run",
      "The assumptions of `gamut-local plan`'s estimate; the plan prints them."),
