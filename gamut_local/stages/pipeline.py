@@ -81,7 +81,8 @@ class EngineKeeper:
 
     @contextmanager
     def __call__(self, spec):
-        key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True))
+        key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True),
+               json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True))
         if key != self.key:
             self.close()
             self.engine, self.key = load_engine(spec), key

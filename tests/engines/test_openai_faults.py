@@ -221,6 +221,20 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
         assert len(again.requests) == 1 + summary["written"]  # the probe, then each pending check once
 
 
+def test_run_reuses_an_engine_only_for_the_same_server():
+    from gamut_local.stages.pipeline import EngineKeeper
+
+    with FaultServer() as one, FaultServer() as two:
+        keeper = EngineKeeper()
+        with keeper(spec_for(one)) as a:
+            pass
+        with keeper(spec_for(one)) as b:
+            assert b is a
+        with keeper(spec_for(two)) as c:  # the same model name on another server: its own engine
+            assert c is not a and c.endpoint.base == two.base_url
+        keeper.close()
+
+
 CTRL_C_SCRIPT = """
 import sys
 from gamut_local.config import ModelSpec
