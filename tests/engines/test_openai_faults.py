@@ -254,14 +254,15 @@ def test_ctrl_c_stops_requests_in_flight_promptly():
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline().strip() == "ready"
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 120  # generous: CI's cores may be shared
             while server.in_flight < 8 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert server.in_flight == 8  # all hanging on the server
             t0 = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            proc.wait(timeout=10)
-            assert time.monotonic() - t0 < 3
+            proc.wait(timeout=30)
+            # Far below the requests' own limits (a 60 s hang, a 300 s timeout): they were cancelled.
+            assert time.monotonic() - t0 < 15
             assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr.read()
         finally:
             if proc.poll() is None:
