@@ -84,7 +84,7 @@ def test_generate_and_judge_through_the_server(no_engine, served, gamut, tmp_pat
                        judges=[served_spec(served, "smolj").model_dump(exclude_unset=True)],
                        extra_answers=[], extra_verdicts=[], chunk_size=16)
     for stage in ("generate", "judge"):
-        result = gamut(stage, cfg, "--limit", "2")
+        result = gamut(stage, "--config", cfg, "--limit", "2")
         assert result.exit_code == 0, result.output
     run = tmp_path / "run"
     answers = [json.loads(line) for line in (run / "answers" / "smol.text_only.jsonl").read_text().splitlines()]
@@ -95,6 +95,6 @@ def test_generate_and_judge_through_the_server(no_engine, served, gamut, tmp_pat
     manifest = json.loads((run / "manifest.json").read_text())
     assert any(m.get("backend") == "openai" for m in manifest["models"])
     # A rerun resumes: nothing left to send.
-    again = gamut("judge", cfg, "--limit", "2")
+    again = gamut("judge", "--config", cfg, "--limit", "2")
     assert again.exit_code == 0 and "already on disk" in again.output
     assert Path(cfg).exists()
