@@ -136,6 +136,24 @@ class Sampling(_Config):
         "Constrain the output to this JSON schema; set by `draft`, never needed in a model config."))
 
 
+class ServerArgs(_Config):
+    """Where a `backend: openai` model is served: any OpenAI-compatible chat endpoint (vLLM,
+    SGLang, a provider). The API key is read from the environment only, never from a file."""
+
+    base_url: str = Field(pattern=r"^https?://[^\s/@]+(/\S*)?$", examples=["http://gpu-node-1:8000/v1"],
+                          description="The API root, up to and including `/v1`.")
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+                                    examples=["OPENAI_API_KEY"], description=(
+        "The environment variable holding the API key (sent as a bearer token). Unset: no key."))
+    request_timeout: float = Field(default=300.0, gt=0, description=(
+        "Seconds one request may take before it is retried."))
+    max_concurrency: int = Field(default=32, ge=1, description=(
+        "Most requests in flight at once (the server batches them)."))
+    retries: int = Field(default=4, ge=0, description=(
+        "Re-sends after a timeout, a 429 or a 5xx, with growing, jittered waits; then the "
+        "verdict is `invalid` with the reason."))
+
+
 class ModelSpec(_Located):
     name: str = _name_field("The `model` / `judge` field of every record, and part of file names. "
                             "Defaults to the config file's name.", "my-model-7b")
@@ -143,8 +161,9 @@ class ModelSpec(_Located):
                                               "Qwen/Qwen3-VL-8B-Instruct"], description=(
         "The weights: a local folder (relative to this file; `${VAR:-default}` expanded) or a "
         "Hugging Face hub id, read offline from the cache."))
-    backend: Literal["vllm", "transformers", "auto"] = Field(default="auto", description=(
-        "The engine; `auto` takes vLLM where it is installed, else transformers."))
+    backend: Literal["vllm", "transformers", "auto", "openai"] = Field(default="auto", description=(
+        "The engine; `auto` takes vLLM where it is installed, else transformers; `openai` sends "
+        "requests to the server in `server`, and `path` is then the served model's name."))
     vision: bool = Field(default=True, description=(
         "Whether the model takes images; without vision it answers the `text_only` variant only."))
     engine: EngineArgs = Field(default=EngineArgs(), description="Engine settings (below).")
@@ -168,6 +187,14 @@ class ModelSpec(_Located):
         "vLLM's reasoning parser for this model (its `--reasoning-parser` name), used to split "
         "a candidate's reasoning from its answer. Unset, or with transformers: the text up to "
         "the last `</think>` is the reasoning."))
+    server: ServerArgs | None = Field(default=None, examples=[{"base_url": "http://gpu-node-1:8000/v1"}], description=(
+        "The endpoint of a `backend: openai` model (docs/engines.md)."))
+
+    @model_validator(mode="after")
+    def _server_only_for_openai(self):
+        if (self.server is None) == (self.backend == "openai"):
+            raise ValueError("`server` is required with backend: openai, and only there")
+        return self
 
     @property
     def config_file(self) -> str | None:
@@ -197,6 +224,8 @@ class ModelSpec(_Located):
         local, _ = resolve_model_path(self)
         keep["weights"] = (weights_identity(local, self.path if is_hub_id(self.path) else None)
                            if local else {"path": self.path})
+        if self.server is not None:  # served: the endpoint's host and model name (not the key)
+            keep["weights"] = {"server": server_host(self.server.base_url), "model": self.path}
         if keep["sampling"].get("json_schema") is None:  # unset: the hashes of earlier runs stay valid
             keep["sampling"].pop("json_schema", None)
         for key in ("chat_template_kwargs", "thinking_budget", "reasoning_parser"):
@@ -738,7 +767,7 @@ def _model_entry(ref, kind: str, run: _Written, key: tuple, problems: list[Probl
     else:
         parts.append(_Written(key, src, lines))
         field, line = "path", lines.get(("path",))
-    if isinstance(data.get("path"), str):
+    if isinstance(data.get("path"), str) and data.get("backend") != "openai":  # openai: a served name
         path = expand_vars(data["path"], src, field, problems, line)
         data = {**data, "path": _model_path(path, src.parent)}
     return data
@@ -758,6 +787,15 @@ def expand_vars(value: str, file: Path, field: str, problems: list[Problem], lin
         return m.group(0)
 
     return _VAR.sub(sub, value)
+
+
+def server_host(base_url: str) -> str:
+    """`host[:port]` of an endpoint URL: its identity in settings hashes (not the path or scheme,
+    which a proxy may change; never userinfo, which may hold a secret)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(base_url)
+    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else base_url
 
 
 def is_hub_id(path: str) -> bool:
@@ -809,8 +847,11 @@ def resolve_model_path(spec: ModelSpec) -> tuple[str | None, Problem | None]:
     """The local folder a model's weights are in, or a Problem naming what is missing.
 
     Checked before any model loads, so a typo costs a second, not a GPU allocation.
-    Hub ids are looked up in the Hugging Face cache only (no network).
+    Hub ids are looked up in the Hugging Face cache only (no network). A served model
+    (`backend: openai`) has no local folder.
     """
+    if spec.backend == "openai":
+        return None, None
     if not is_hub_id(spec.path) or Path(spec.path).is_absolute():
         path = Path(spec.path)
         if not path.is_dir():

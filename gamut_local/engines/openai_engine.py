@@ -1,0 +1,461 @@
+"""The `openai` back end: candidates and judges behind an OpenAI-compatible chat endpoint
+(`vllm serve`, SGLang, a provider), instead of weights loaded into this process.
+
+Start-up asks the server what it is (`/models`, `/version`) and how labels can be read from it:
+- **first_token**, where the server tokenises for us (vLLM's `/tokenize`, `/detokenize`): the
+  labels' first tokens are found by the same rules as the offline engines
+  (`labels.label_readout_for`, on the server's tokenizer and chat template), and each verdict
+  is one decoding step restricted to them (`allowed_token_ids`) whose `top_logprobs` are
+  renormalised over the labels. Exact when the server runs with `--logprobs-mode
+  processed_logprobs` (the top log-probabilities are then the restricted ones, as offline);
+  with raw log-probabilities the labels are read from the top 20 and a warning says so.
+- **structured_choice** otherwise: the output is constrained to one label (vLLM's
+  `structured_outputs: {choice}`, else a `response_format` JSON schema with an enum) and the
+  distribution is one-hot.
+- A server offering neither is refused before any request of the run is sent.
+
+Requests go out in the order given (the judge stage's prefix-sharing order), at most
+`max_concurrency` in flight (asyncio + a semaphore, so Ctrl-C cancels every request in flight
+at once). Timeouts, 429 and 5xx are retried with exponential backoff and full jitter, `retries`
+times; then a verdict is unreadable with the reason (the judge records it `invalid`), and an
+answer stops the stage. A server that stops accepting connections stops the stage too: the
+chunk in flight is not written, and the rerun resumes. Any other 4xx is the request's fault
+and stops the stage naming it. The API key comes only from the variable `api_key_env` names
+and is scrubbed from every message this module writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+from typing import Sequence
+
+from gamut_local.config import ModelSpec, Sampling, server_host
+from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion
+from gamut_local.engines.labels import (
+    PROBE,
+    LabelReadout,
+    argmax,
+    cached_readout,
+    format_top,
+    match_label,
+    normalise,
+)
+from gamut_local.engines.vllm_engine import image_parts_as_urls
+from gamut_local.errors import InputError, Problem
+from gamut_local.vocab import JUDGE_LABELS
+
+log = logging.getLogger(__name__)
+
+TOP_LOGPROBS = 20  # the most OpenAI's API (and vLLM's default max_logprobs) returns
+BACKOFF_BASE_S = 0.5  # first wait before a re-send; doubles each time, capped, fully jittered
+BACKOFF_CAP_S = 30.0
+STRUCTURED_VLLM = "structured_outputs"  # vLLM >= 0.12: {"structured_outputs": {"choice": [...]}}
+STRUCTURED_SCHEMA = "response_format"  # the OpenAI API: a JSON schema with an enum
+
+
+class _Failed(Exception):
+    """A request that failed after every re-send; `gone`: the server refused connections."""
+
+    def __init__(self, reason: str, attempts: int, gone: bool):
+        super().__init__(reason)
+        self.reason, self.attempts, self.gone = reason, attempts, gone
+
+
+class _NoTokenizer:
+    """For a server that does not tokenise for us: no label has a readable first token, so
+    `label_readout_for` picks structured choice (and sizes its token budget as offline)."""
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return []
+
+
+class ServerTokenizer:
+    """The served model's tokenizer through vLLM's `/tokenize`, enough for `labels.first_tokens`."""
+
+    def __init__(self, engine: "OpenAIEngine"):
+        self.engine = engine
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        body = self.engine.get_json("POST", self.engine.root + "/tokenize", {
+            "model": self.engine.model, "prompt": text, "add_special_tokens": add_special_tokens})
+        return list(body["tokens"])
+
+
+def api_key(spec: ModelSpec) -> str | None:
+    """The key from the variable the config names; a named variable that is unset is an error."""
+    var = spec.server.api_key_env
+    if var is None:
+        return None
+    key = os.environ.get(var, "")
+    if not key:
+        raise InputError([spec.problem("server.api_key_env", f"environment variable {var} is not set "
+                                                             "(it should hold the API key)")])
+    return key
+
+
+def server_root(base_url: str) -> str:
+    """The server's root (where vLLM serves /version and /tokenize): `base_url` without `/v1`."""
+    url = base_url.rstrip("/")
+    return url[:-3] if url.endswith("/v1") else url
+
+
+def backoff_s(attempt: int, retry_after: str | None) -> float:
+    """Seconds before re-send number `attempt + 1`: the server's Retry-After where it gives
+    one (capped), else full jitter over an exponentially growing window."""
+    try:
+        if retry_after is not None:
+            return min(float(retry_after), BACKOFF_CAP_S)
+    except ValueError:
+        pass
+    return random.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** attempt))
+
+
+def _snippet(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _describe(conversation: list[dict]) -> str:
+    """A request, named by the start of its last text part (for an error a person reads)."""
+    for m in reversed(conversation):
+        c = m.get("content")
+        texts = [c] if isinstance(c, str) else [p.get("text", "") for p in c or () if p.get("type") == "text"]
+        if any(texts):
+            return repr(_snippet(" ".join(texts), 80))
+    return "(no text)"
+
+
+class Endpoint:
+    """A server's address, key and a client for the few start-up requests; every message it
+    writes names the config field at fault and never holds the key."""
+
+    def __init__(self, spec: ModelSpec):
+        import httpx
+
+        self.spec, self.model, self.server = spec, spec.path, spec.server
+        self.base = self.server.base_url.rstrip("/")
+        self.root = server_root(self.base)
+        self._key = api_key(spec)
+        self.headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        self.timeout = httpx.Timeout(self.server.request_timeout, connect=min(10.0, self.server.request_timeout))
+        self.client = httpx.Client(headers=self.headers, timeout=self.timeout)
+
+    def scrub(self, text: str) -> str:
+        return text.replace(self._key, "***") if self._key else text
+
+    def problem(self, message: str, field: str = "server.base_url") -> InputError:
+        return InputError([self.spec.problem(field, self.scrub(message))])
+
+    def get_json(self, method: str, url: str, payload: dict | None = None) -> dict:
+        """One start-up request. Unreachable or a refused key: an error naming the endpoint;
+        another non-200: _Failed, for the caller to decide."""
+        import httpx
+
+        try:
+            r = self.client.request(method, url, json=payload)
+        except httpx.HTTPError as err:
+            raise self.problem(f"cannot reach {url}: {type(err).__name__}: {err}") from None
+        if r.status_code in (401, 403):
+            raise self.problem(f"{url} refused the API key (HTTP {r.status_code})", "server.api_key_env")
+        if r.status_code != 200:
+            raise _Failed(self.scrub(f"HTTP {r.status_code}: {_snippet(r.text)}"), 1, False)
+        try:
+            return r.json()
+        except ValueError:
+            raise _Failed(f"not JSON: {_snippet(r.text, 120)}", 1, False) from None
+
+    def identify(self) -> dict[str, str]:
+        """Host, served model name and server version; the model must be one the server serves."""
+        try:
+            models = self.get_json("GET", self.base + "/models")
+        except _Failed as err:
+            raise self.problem(f"{self.base}/models: {err.reason}") from None
+        entries = {m.get("id"): m for m in models.get("data", []) if isinstance(m, dict)}
+        if self.model not in entries:
+            raise self.problem(f"the server does not serve {self.model!r} (it serves: "
+                               f"{', '.join(map(str, entries))})", "path")
+        try:
+            version = str(self.get_json("GET", self.root + "/version").get("version", "unknown"))
+        except _Failed:
+            version = "unknown"  # not every server reports one
+        entry = entries[self.model]
+        return {"host": server_host(self.base), "model": self.model, "version": version,
+                "owned_by": str(entry.get("owned_by", ""))}
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def server_identity(spec: ModelSpec) -> dict[str, str]:
+    """What the endpoint says it is (host, served model name, server version), for the judge's
+    settings identity: verdicts from another server or version never mix with these."""
+    endpoint = Endpoint(spec)
+    try:
+        return endpoint.identify()
+    finally:
+        endpoint.close()
+
+
+class OpenAIEngine:
+    backend = "openai"
+
+    def __init__(self, spec: ModelSpec):
+        self.name, self.spec, self.model, self.server = spec.name, spec, spec.path, spec.server
+        self.endpoint = Endpoint(spec)
+        self.base, self.root = self.endpoint.base, self.endpoint.root
+        self.problem = self.endpoint.problem
+        self.get_json = self.endpoint.get_json
+        self._readouts: dict[tuple[str, ...], LabelReadout] = {}
+        self.label_names: dict[int, str] = {}
+        self.top_logprobs = TOP_LOGPROBS
+        self.structured = None  # how this server constrains a choice, found when first needed
+        try:
+            self.identity = self.endpoint.identify()
+            self.tokenizer, self.chat_prefix = self._server_tokenizer()
+            self._check_readout()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- start-up --------------------------------------------------------------------------
+
+    def _server_tokenizer(self):
+        """The server's tokenizer and its assistant prefix (the text after the chat template's
+        last user turn, as the chat endpoint renders it), or (no tokenizer, "")."""
+        try:
+            sent = self.get_json("POST", self.root + "/tokenize", {
+                "model": self.model, "messages": PROBE, "add_generation_prompt": True})["tokens"]
+            prefix = self.get_json("POST", self.root + "/detokenize", {"model": self.model, "tokens": sent})["prompt"]
+        except (_Failed, KeyError, TypeError):
+            return _NoTokenizer(), ""
+        return ServerTokenizer(self), prefix
+
+    def label_readout(self, labels: Sequence[str]) -> LabelReadout:
+        return cached_readout(self._readouts, self.tokenizer, labels, self.chat_prefix)
+
+    def _check_readout(self) -> None:
+        """Probe the verdict labels' readout once; a server that gives neither log-probabilities
+        nor constrained choice is refused here, before the run sends anything."""
+        readout = self.label_readout(JUDGE_LABELS)
+        if readout.method == FIRST_TOKEN:
+            for tid in readout.first_token_ids:
+                self.label_names[tid] = self.get_json("POST", self.root + "/detokenize",
+                                                      {"model": self.model, "tokens": [tid]})["prompt"]
+            try:
+                top = self._top(self._probe(self._first_token_payload(PROBE, readout, len(readout.labels))))
+            except _Failed:  # the server refused allowed_token_ids or logprobs
+                top = {}
+            if top and set(top) <= set(readout.first_token_ids):
+                self.top_logprobs = len(readout.labels)  # processed log-probabilities: exact
+                return
+            if top and set(top) & set(readout.first_token_ids):
+                log.warning("%s: the server reports raw log-probabilities; labels are read from the top %d "
+                            "(start it with --logprobs-mode processed_logprobs for the exact restricted "
+                            "distribution)", self.name, TOP_LOGPROBS)
+                return
+            log.warning("%s: the server returned no label log-probabilities; verdicts use structured choice",
+                        self.name)
+            self.tokenizer, self.label_names = _NoTokenizer(), {}  # every label set: structured choice
+            self._readouts.clear()
+            readout = self.label_readout(JUDGE_LABELS)
+        self.structured = self._structured_kind(readout)
+
+    def _structured_kind(self, readout: LabelReadout) -> str:
+        hello = [{"role": "user", "content": "Say hello to me in a friendly sentence."}]
+        for kind in (STRUCTURED_VLLM, STRUCTURED_SCHEMA):
+            try:
+                body = self._probe(self._choice_payload(hello, readout, kind))
+            except _Failed:
+                continue  # the server refused the field (HTTP 400): try the next way
+            if self._choice(body, readout, kind) is not None:
+                return kind
+        raise self.problem(f"{self.base} gives neither label log-probabilities (logprobs with "
+                           f"allowed_token_ids and /tokenize, as vLLM serves) nor constrained choice "
+                           f"(structured_outputs or a response_format JSON schema); it cannot judge")
+
+    def _probe(self, payload: dict) -> dict:
+        return self.get_json("POST", self.base + "/chat/completions", payload)
+
+    # -- request bodies and replies ---------------------------------------------------------
+
+    def _first_token_payload(self, conversation: list[dict], readout: LabelReadout, top: int) -> dict:
+        return {"model": self.model, "messages": conversation, "max_tokens": 1, "temperature": 0.0,
+                "logprobs": True, "top_logprobs": top, "allowed_token_ids": list(readout.first_token_ids),
+                "return_tokens_as_token_ids": True}
+
+    def _choice_payload(self, conversation: list[dict], readout: LabelReadout, kind: str) -> dict:
+        payload = {"model": self.model, "messages": conversation, "temperature": 0.0}
+        if kind == STRUCTURED_VLLM:
+            return {**payload, "max_tokens": readout.max_tokens, "structured_outputs": {"choice": list(readout.labels)}}
+        schema = {"type": "object", "properties": {"verdict": {"type": "string", "enum": list(readout.labels)}},
+                  "required": ["verdict"], "additionalProperties": False}
+        return {**payload, "max_tokens": readout.max_tokens + 32,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "verdict", "strict": True,
+                                                                          "schema": schema}}}
+
+    @staticmethod
+    def _top(body: dict) -> dict[int, float]:
+        """The first step's top log-probabilities by token id (`token_id:N`, as asked)."""
+        try:
+            step = body["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            return {}
+        out = {}
+        for t in step:
+            token = str(t.get("token", ""))
+            if token.startswith("token_id:") and token[9:].lstrip("-").isdigit():
+                out[int(token[9:])] = float(t["logprob"])
+        return out
+
+    @staticmethod
+    def _choice(body: dict, readout: LabelReadout, kind: str) -> str | None:
+        text = _content(body)
+        if kind == STRUCTURED_SCHEMA:
+            try:
+                text = str(json.loads(text).get("verdict", ""))
+            except (ValueError, AttributeError):
+                return None
+        return match_label(text, readout.labels)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def _send_all(self, payloads: list[dict], conversations: list[list[dict]]) -> list[dict | _Failed]:
+        """Every payload, in order, at most `max_concurrency` in flight; a reply or a _Failed."""
+        if not payloads:
+            return []
+        return asyncio.run(self._send_async(payloads, conversations))
+
+    async def _send_async(self, payloads, conversations):
+        import httpx
+
+        limit = asyncio.Semaphore(self.server.max_concurrency)
+        pool = httpx.Limits(max_connections=self.server.max_concurrency,
+                            max_keepalive_connections=self.server.max_concurrency)
+        async with httpx.AsyncClient(headers=self.endpoint.headers, timeout=self.endpoint.timeout, limits=pool) as client:
+
+            async def one(i: int):
+                async with limit:
+                    return await self._send_one(client, payloads[i], i, conversations[i])
+
+            # Tasks start in input order and the semaphore wakes waiters first come, first
+            # served, so requests reach the server in the judge stage's prefix-sharing order.
+            tasks = [asyncio.ensure_future(one(i)) for i in range(len(payloads))]
+            try:
+                results = await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                raise
+        gone = next((r for r in results if isinstance(r, _Failed) and r.gone), None)
+        if gone is not None:
+            raise self.problem(f"the server stopped accepting connections ({gone.reason}, {gone.attempts} "
+                               f"attempts); what was written before this chunk is kept: rerun to resume")
+        return results
+
+    async def _send_one(self, client, payload: dict, index: int, conversation: list[dict]):
+        import httpx
+
+        url = self.base + "/chat/completions"
+        for attempt in range(self.server.retries + 1):
+            retry_after, gone = None, False
+            try:
+                r = await client.post(url, json=payload)
+            except httpx.TimeoutException:
+                reason = f"no reply within {self.server.request_timeout:g} s"
+            except httpx.ConnectError as err:
+                reason, gone = f"connection refused ({err})", True
+            except httpx.TransportError as err:  # the connection closed mid-reply, and the like
+                reason = f"{type(err).__name__}: {err}"
+            else:
+                if r.status_code == 200:
+                    try:
+                        return r.json()
+                    except ValueError:
+                        reason = f"a reply that is not JSON: {_snippet(r.text, 120)}"
+                elif r.status_code in (408, 429) or r.status_code >= 500:
+                    reason, retry_after = f"HTTP {r.status_code}: {_snippet(r.text, 120)}", r.headers.get("retry-after")
+                else:
+                    field = "server.api_key_env" if r.status_code in (401, 403) else "server.base_url"
+                    raise self.problem(f"the server refused request {index + 1} of this batch "
+                                       f"({_describe(conversation)}): HTTP {r.status_code}: {_snippet(r.text)}", field)
+            if attempt < self.server.retries:
+                await asyncio.sleep(backoff_s(attempt, retry_after))
+        return _Failed(self.endpoint.scrub(reason), self.server.retries + 1, gone)
+
+    # -- the Engine interface --------------------------------------------------------------
+
+    def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
+        conversations = image_parts_as_urls(conversations)
+        base = {"model": self.model, "max_tokens": sampling.max_tokens, "temperature": sampling.temperature,
+                "top_p": sampling.top_p, "seed": sampling.seed}
+        if sampling.json_schema is not None:
+            base["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "output", "schema": sampling.json_schema}}
+        replies = self._send_all([{**base, "messages": c} for c in conversations], conversations)
+        out = []
+        for i, body in enumerate(replies):
+            if isinstance(body, _Failed):  # an answer has no `invalid`: stop, the rerun resumes
+                raise self.problem(f"request {i + 1} of this batch ({_describe(conversations[i])}) failed after "
+                                   f"{body.attempts} attempts: {body.reason}; rerun to resume")
+            usage = body.get("usage") or {}
+            out.append(Completion(text=_content(body), finish_reason=body["choices"][0].get("finish_reason"),
+                                  prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                                  completion_tokens=int(usage.get("completion_tokens") or 0),
+                                  num_cached_tokens=_cached(usage)))
+        return out
+
+    def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        conversations = image_parts_as_urls(conversations)
+        readout = self.label_readout(labels)
+        if readout.method == FIRST_TOKEN:
+            payloads = [self._first_token_payload(c, readout, self.top_logprobs) for c in conversations]
+        else:
+            if self.structured is None:
+                self.structured = self._structured_kind(readout)
+            payloads = [self._choice_payload(c, readout, self.structured) for c in conversations]
+        return [self._read(body, readout) for body in self._send_all(payloads, conversations)]
+
+    def _read(self, body, readout: LabelReadout) -> Classification:
+        if isinstance(body, _Failed):
+            return Classification(probs={}, label=None, method=readout.method, prompt_tokens=0, num_cached_tokens=None,
+                                  raw=f"request failed after {body.attempts} attempts: {body.reason}")
+        usage = body.get("usage") or {}
+        common = dict(prompt_tokens=int(usage.get("prompt_tokens") or 0), num_cached_tokens=_cached(usage))
+        if readout.method == FIRST_TOKEN:
+            by_id = dict(zip(readout.first_token_ids, readout.labels))
+            # A label the step did not report had no probability left after the restriction.
+            logprobs = {lab: -math.inf for lab in readout.labels}
+            logprobs.update({by_id[t]: lp for t, lp in self._top(body).items() if t in by_id})
+            probs = normalise(logprobs)
+            names = {lab: self.label_names.get(t, str(t)) for t, lab in by_id.items()}
+            raw = format_top(probs, names) if probs else _content(body)
+            return Classification(probs=probs, label=argmax(probs, readout.labels), raw=raw,
+                                  method=FIRST_TOKEN, **common)
+        label = self._choice(body, readout, self.structured)
+        probs = {lab: float(lab == label) for lab in readout.labels} if label else {}
+        return Classification(probs=probs, label=label, raw=_content(body), method=STRUCTURED_CHOICE, **common)
+
+    def close(self) -> None:
+        self.endpoint.close()
+
+
+def _content(body: dict) -> str:
+    try:
+        return body["choices"][0]["message"].get("content") or ""
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return ""
+
+
+def _cached(usage: dict) -> int | None:
+    """Prompt tokens the server's prefix cache served, where it reports them (vLLM: with
+    `--enable-prompt-tokens-details`)."""
+    details = usage.get("prompt_tokens_details") or {}
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return int(value) if value is not None else None
+
+

