@@ -15,7 +15,8 @@ first, then docs/*.md by name, so a page may use what the README's demo made (`r
 - Commands that need a GPU node or a cluster (`srun ...`), or that serve until stopped
   (`gamut-local view`), are checked with `--help` only; `slurm ... --submit` runs without
   `--submit` (the dry run checks what a submission checks, and no cluster exists here).
-- `python -m gamut_local...` runs for real. `python scripts/X.py ARGS` is checked, not run: the
+- `python -m gamut_local...` runs for real; `python -m vllm...` (a server for a GPU node) must
+  name a module that exists. `python scripts/X.py ARGS` is checked, not run: the
   script exists and defines every option given (the benchmarks take minutes, fetch_data.py
   needs the internet).
 - Set-up lines (pip, venv, `source .venv/bin/activate`, `bash scripts/...`, also under `sudo`),
@@ -137,6 +138,11 @@ def project(tmp_path, monkeypatch) -> Path:
     monkeypatch.delenv("GAMUT_DATA", raising=False)
     monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("GAMUT_RUNS", raising=False)
+    # The pages' cluster commands are for a GPU cluster: the local test cluster that CI runs
+    # (far smaller) must not stand in for it when the dry run checks requests against sinfo.
+    import gamut_local.cluster.slurm
+
+    monkeypatch.setattr(gamut_local.cluster.slurm, "cluster_nodes", lambda: None)
     monkeypatch.chdir(ws)
     return ws
 
@@ -236,6 +242,11 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
             return _python_module(argv[2:], monkeypatch)
         if argv[1] == "-m" and argv[2] in ("venv", "pip"):
             return 0, ""  # set-up
+        if argv[1] == "-m" and argv[2].startswith("vllm."):  # a server on a GPU node: the module exists
+            import importlib.util
+
+            found = importlib.util.find_spec(argv[2].rsplit(".", 1)[0]) is not None
+            return (0, "") if found else (1, f"no module {argv[2]}")
         if argv[1].startswith("scripts/"):
             return _script(argv[1:])
     if argv[0] in ("pip", ".venv/bin/pip"):
