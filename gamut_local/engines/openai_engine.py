@@ -27,9 +27,9 @@ and is scrubbed from every message this module writes.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
-import math
 import os
 import random
 from typing import Sequence
@@ -42,6 +42,7 @@ from gamut_local.engines.labels import (
     argmax,
     cached_readout,
     format_top,
+    label_logprobs,
     match_label,
     normalise,
 )
@@ -250,8 +251,9 @@ class OpenAIEngine:
                 top = self._top(self._probe(self._first_token_payload(PROBE, readout, len(readout.labels))))
             except _Failed:  # the server refused allowed_token_ids or logprobs
                 top = {}
-            if top and set(top) <= set(readout.first_token_ids):
-                self.top_logprobs = len(readout.labels)  # processed log-probabilities: exact
+            if top and set(top) <= set(_spelled(readout).all_token_ids()):
+                # processed log-probabilities: exact, every counted spelling reported
+                self.top_logprobs = min(len(_spelled(readout).all_token_ids()), TOP_LOGPROBS)
                 return
             if top and set(top) & set(readout.first_token_ids):
                 log.warning("%s: the server reports raw log-probabilities; labels are read from the top %d "
@@ -285,7 +287,7 @@ class OpenAIEngine:
 
     def _first_token_payload(self, conversation: list[dict], readout: LabelReadout, top: int) -> dict:
         return {"model": self.model, "messages": conversation, "max_tokens": 1, "temperature": 0.0,
-                "logprobs": True, "top_logprobs": top, "allowed_token_ids": list(readout.first_token_ids),
+                "logprobs": True, "top_logprobs": top, "allowed_token_ids": _spelled(readout).all_token_ids(),
                 "return_tokens_as_token_ids": True}
 
     def _choice_payload(self, conversation: list[dict], readout: LabelReadout, kind: str) -> dict:
@@ -427,13 +429,10 @@ class OpenAIEngine:
         usage = body.get("usage") or {}
         common = dict(prompt_tokens=int(usage.get("prompt_tokens") or 0), num_cached_tokens=_cached(usage))
         if readout.method == FIRST_TOKEN:
-            by_id = dict(zip(readout.first_token_ids, readout.labels))
-            # A label the step did not report had no probability left after the restriction.
-            logprobs = {lab: -math.inf for lab in readout.labels}
-            logprobs.update({by_id[t]: lp for t, lp in self._top(body).items() if t in by_id})
-            probs = normalise(logprobs)
-            names = {lab: self.label_names.get(t, str(t)) for t, lab in by_id.items()}
-            raw = format_top(probs, names) if probs else _content(body)
+            # Each label's counted spellings summed, as the offline engines read them; a token
+            # the step did not report had no probability left after the restriction.
+            probs = normalise(label_logprobs(_spelled(readout), self._top(body)))
+            raw = format_top(probs) if probs else _content(body)
             return Classification(probs=probs, label=argmax(probs, readout.labels), raw=raw,
                                   method=FIRST_TOKEN, **common)
         label = self._choice(body, readout, self.structured)
@@ -442,6 +441,14 @@ class OpenAIEngine:
 
     def close(self) -> None:
         self.endpoint.close()
+
+
+def _spelled(readout: LabelReadout) -> LabelReadout:
+    """The readout with every counted first token per label (its lead spelling's alone where
+    the readout lists no others)."""
+    if readout.token_ids:
+        return readout
+    return dataclasses.replace(readout, token_ids=tuple((t,) for t in readout.first_token_ids))
 
 
 def _content(body: dict) -> str:
