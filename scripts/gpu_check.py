@@ -49,7 +49,8 @@ def run_config(work: Path, backend: str, tiny: bool, limit: int | None) -> Path:
         folder = str(build_tiny_qwen3_vl(work / "tiny-qwen3-vl", seed=0))
         engine = {**TINY_ENGINE, "extra": {"block_size": 32}} if backend == "vllm" else TINY_ENGINE
         model = {"name": "tiny-vl", "path": folder, "engine": engine, "sampling": {"max_tokens": 16}}
-        judge = {**model, "name": "tiny-vl-judge", "sampling": {"max_tokens": 16}}
+        # A judge reads one label step: it carries no sampling settings (a config error if it did).
+        judge = {"name": "tiny-vl-judge", "path": folder, "engine": engine}
     else:
         model = _named("models", cfg["models"][0])
         judge = _named("judges", cfg["judges"][0])

@@ -55,7 +55,11 @@ def test_label_probabilities_match_the_offline_engine(no_engine, served, offline
     engine = load_engine(served_spec(served))
     try:
         assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
-        assert engine.top_logprobs == len(JUDGE_LABELS)  # the server reports processed log-probabilities
+        # The server reports processed log-probabilities: every counted spelling, up to the API's 20.
+        from gamut_local.engines.openai_engine import TOP_LOGPROBS, _spelled
+
+        counted = _spelled(engine.label_readout(JUDGE_LABELS)).all_token_ids()
+        assert engine.top_logprobs == min(len(counted), TOP_LOGPROBS)
         got = engine.classify(CONVS, JUDGE_LABELS)
         for ours, ref in zip(got, offline):
             assert ours.method == ref.method == FIRST_TOKEN
