@@ -26,6 +26,7 @@ from gamut_local.rubric.revision import (
     export_text,
     import_text,
     line_of,
+    node_of,
     record_hash,
 )
 from gamut_local.rundir.store import JOURNAL, write_jsonl
@@ -105,6 +106,7 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
     try:
         Question.model_validate(rec)
     except ValidationError as e:
+        node = node if node is not None else node_of(text)
         for err in e.errors():
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
             problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
