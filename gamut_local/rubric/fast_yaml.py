@@ -55,7 +55,12 @@ def is_plain(text: str) -> bool:
     plain text PyYAML reads as another type, "yes", "0x10", "~", "2020-01-01", is quoted)."""
     if _PLAIN.fullmatch(text) is None or ": " in text or " #" in text or text[-1] in ": ":
         return False
-    return not any(rule.match(text) for _, rule in _RESOLVERS.get(text[0], ()))
+    rules = _RESOLVERS.get(text[0])
+    if rules:
+        for _, rule in rules:
+            if rule.match(text):
+                return False
+    return True
 
 
 _LONE_SPACE = re.compile(r"(?<=[^ ]) (?=[^ ])")
