@@ -8,10 +8,12 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import re
 import tempfile
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -39,6 +41,48 @@ def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
 
 
+# Below this many questions one process does it all: forking costs more than it saves.
+PARALLEL_FROM = 400
+_CHUNK = 100  # questions per task for a worker process
+_SHARED: list = []  # what forked workers read (set just before the fork): nothing is pickled to them
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def in_processes(fn, n: int, shared: list) -> Iterator:
+    """`fn(start, stop)` over `range(n)` in chunks, each chunk's results in order, in forked
+    worker processes (one per core) that see `shared` without its being pickled; in this
+    process where there is one core, no fork, or fewer than PARALLEL_FROM items. Export and
+    import are CPU-bound in Python (rendering and parsing YAML) and their files independent."""
+    cores = min(_cores(), 8)
+    chunks = [(a, min(a + _CHUNK, n)) for a in range(0, n, _CHUNK)]
+    if cores < 2 or n < PARALLEL_FROM or "fork" not in mp.get_all_start_methods():
+        _SHARED[:] = shared
+        try:
+            for a, b in chunks:
+                yield from fn(a, b)
+        finally:
+            _SHARED.clear()
+        return
+    _SHARED[:] = shared  # before the fork: the workers inherit it
+    try:
+        with ProcessPoolExecutor(cores, mp_context=mp.get_context("fork")) as pool:
+            for part in pool.map(fn, *zip(*chunks)):  # all workers forked here, before any thread
+                yield from part
+    finally:
+        _SHARED.clear()
+
+
+def _render(start: int, stop: int) -> list[bytes]:
+    source, rows = _SHARED[0], _SHARED[1]
+    return [export_text(rec, q, source).encode("utf-8") for q, _, rec in rows[start:stop]]
+
+
 def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
     """One commented YAML per question, numbered in dataset order; the folder must hold none yet."""
     dataset, out_dir = Path(dataset), Path(out_dir)
@@ -46,9 +90,8 @@ def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
     if out_dir.is_dir() and any(p.suffix in YAML_SUFFIXES for p in out_dir.iterdir()):
         raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
                                   "(import reads every YAML file there)")])
-    texts = ((out_dir / _file_name(i, q.question_id), export_text(rec, q, dataset.name).encode("utf-8"))
-             for i, (q, _, rec) in enumerate(rows, start=1))
-    return write_files(out_dir, texts)
+    names = [out_dir / _file_name(i, q.question_id) for i, (q, _, _) in enumerate(rows, start=1)]
+    return write_files(out_dir, zip(names, in_processes(_render, len(rows), [dataset.name, rows])))
 
 
 def _fsync_path(path: Path) -> None:
@@ -132,6 +175,15 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
     return rec, record_hash(rec) != source_hash
 
 
+def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[dict, bool] | None, list[Problem]]]:
+    out = []
+    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
+        for path in _SHARED[start:stop]:
+            problems: list[Problem] = []
+            out.append((path, _read_one(path, problems), problems))
+    return out
+
+
 def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
                revised_on: str | None = None) -> dict:
     """Validate every YAML of a folder and write them, in file-name order, as one JSONL."""
@@ -144,8 +196,10 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     problems: list[Problem] = []
     records, revised, seen = [], [], {}
     today = revised_on or datetime.now(UTC).date().isoformat()
-    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
-        read = [(path, _read_one(path, problems)) for path in files]
+    read = []
+    for path, got, found in in_processes(_read_some, len(files), files):
+        read.append((path, got))
+        problems += found
     for path, got in read:
         if got is None:
             continue
