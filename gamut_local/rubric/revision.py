@@ -26,7 +26,7 @@ from gamut_local.rubric.compiler import check_dicts_for, item_checks
 HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.MULTILINE)
 ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
 RECORD_KEY_ORDER = ("question_id", "domain", "question", "question_text_only", "image")
-WIDTH = 100
+WIDTH = fast_yaml.WIDTH  # where long texts fold: the fast writer folds as libyaml does at this width
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter where built: 20x faster
 
 
@@ -53,8 +53,13 @@ class _Dumper(_BASE_DUMPER):
 
 
 def record_hash(record: dict) -> str:
-    text = json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    """The hash an export's header names: of the record as JSON Lines writes it."""
+    return text_hash(json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+
+
+def text_hash(line: str) -> str:
+    """`record_hash` of a record already dumped as JSON Lines writes it."""
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()[:12]
 
 
 def _dump(value, indent: int) -> str:

@@ -30,9 +30,9 @@ from gamut_local.rubric.revision import (
     import_text,
     line_of,
     node_of,
-    record_hash,
+    text_hash,
 )
-from gamut_local.rundir.store import JOURNAL, write_jsonl
+from gamut_local.rundir.store import JOURNAL, dumps, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -153,8 +153,11 @@ def write_files(folder: Path, files) -> list[Path]:
     return written
 
 
-def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
-    """(record, edited?) for one YAML file, or None with its problems added."""
+def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | None] | None:
+    """(question id, the record as its JSON line, the record if it was edited) for one YAML
+    file, or None with its problems added. The line is what `import` writes and what the
+    header's hash is of: dumped once, and only an edited record travels back whole from a
+    worker process."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -172,10 +175,11 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
             problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
         return None
-    return rec, record_hash(rec) != source_hash
+    line = dumps(rec)
+    return rec["question_id"], line, None if text_hash(line) == source_hash else rec
 
 
-def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[dict, bool] | None, list[Problem]]]:
+def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
     out = []
     with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
         for path in _SHARED[start:stop]:
@@ -194,30 +198,26 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     if not files:
         raise InputError([Problem(str(folder), None, "", "no .yaml files")])
     problems: list[Problem] = []
-    records, revised, seen = [], [], {}
+    lines, revised, seen = [], [], {}
     today = revised_on or datetime.now(UTC).date().isoformat()
-    read = []
     for path, got, found in in_processes(_read_some, len(files), files):
-        read.append((path, got))
         problems += found
-    for path, got in read:
         if got is None:
             continue
-        rec, edited = got
-        qid = rec["question_id"]
+        qid, line, edited = got
         if qid in seen:
             problems.append(Problem(str(path), None, "question_id", f"duplicate id {qid!r} (also in {seen[qid]})"))
             continue
         seen[qid] = path.name
-        if edited:
+        if edited is not None:
             stamp = {"revised_on": today, **({"revised_by": revised_by} if revised_by else {})}
-            rec = {**rec, "provenance": {**(rec.get("provenance") or {}), **stamp}}
+            line = dumps({**edited, "provenance": {**(edited.get("provenance") or {}), **stamp}})
             revised.append(qid)
-        records.append(rec)
+        lines.append(line + "\n")
     if problems:
         raise InputError(problems)
-    write_jsonl(out, records)
-    return {"questions": len(records), "revised": revised, "out": str(out)}
+    write_text_atomic(out, "".join(lines))
+    return {"questions": len(lines), "revised": revised, "out": str(out)}
 
 
 def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:
