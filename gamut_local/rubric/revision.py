@@ -177,7 +177,7 @@ def node_of(text: str):
 def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, list[Problem]]:
     """(record dict, the source hash its header names, the YAML node tree or None where the
     text was read without one (`node_of` makes it), problems)."""
-    node, data = None, fast_yaml.load(text)  # what the strict loader reads, for export's subset
+    node, data = None, fast_yaml.load(text)  # what the strict loader reads, or None: then it reads
     try:
         if data is None:
             node, data = load_yaml_node(text)  # the configs' loader: a key given twice is an error

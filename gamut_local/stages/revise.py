@@ -70,11 +70,12 @@ def in_processes(fn, n: int, shared: list) -> Iterator:
             _SHARED.clear()
         return
     _SHARED[:] = shared  # before the fork: the workers inherit it
+    pool = ProcessPoolExecutor(cores, mp_context=mp.get_context("fork"))
     try:
-        with ProcessPoolExecutor(cores, mp_context=mp.get_context("fork")) as pool:
-            for part in pool.map(fn, *zip(*chunks)):  # all workers forked here, before any thread
-                yield from part
-    finally:
+        for part in pool.map(fn, *zip(*chunks)):  # all workers forked here, before any thread
+            yield from part
+    finally:  # after a failure, the chunks not started are dropped, not rendered for nothing
+        pool.shutdown(wait=True, cancel_futures=True)
         _SHARED.clear()
 
 
