@@ -33,7 +33,7 @@ KEYS = st.one_of(st.sampled_from(["id", "type", "text", "yes", "on", "1", "a b",
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                        st.dictionaries(KEYS, inner, max_size=4)), max_leaves=20)
 COLLECTIONS = st.one_of(st.lists(VALUES, min_size=1, max_size=4), st.dictionaries(KEYS, VALUES, min_size=1, max_size=4))
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _libyaml(value, indent: int) -> str:
