@@ -17,8 +17,13 @@ extracted to a temporary folder), one right after the other on the same files, a
 both and their ratio: on a shared machine only a side-by-side figure means anything. The
 load average (1 min) is printed per row.
 
+`--commands` picks some of the commands (`import` reads what `export` wrote, so it brings
+`export` along); `--new REF` measures revision REF instead of the working tree as "new". Each
+cell is wall seconds / peak MiB, and CPU seconds (user + system) after a comma: on a shared
+machine the CPU figure moves less with the load than the wall time.
+
     .venv/bin/python scripts/bench_authoring.py [--sizes 1000,10000,100000] [--shapes dataset,rubric]
-        [--pairs 1000,2000] [--against REF]
+        [--pairs 1000,2000] [--against REF] [--new REF] [--commands export,import]
 """
 
 from __future__ import annotations
@@ -68,15 +73,16 @@ def write_dataset(path: Path, n_items: int, per_question: int, seed: int = 0, re
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _run(argv: list[str], cwd: Path, code_root: Path) -> tuple[float, float, int]:
-    """(seconds, peak MiB, exit code) of one command in a fresh process, with `gamut_local`
-    imported from `code_root`."""
+def _run(argv: list[str], cwd: Path, code_root: Path) -> tuple[float, float, int, float]:
+    """(seconds, peak MiB, exit code, CPU seconds) of one command in a fresh process, with
+    `gamut_local` imported from `code_root`."""
     env = {**os.environ, "PYTHONPATH": str(code_root)}
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "gamut_local.cli", *argv], cwd=cwd, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
-    return time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    return (time.perf_counter() - t0, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
+            usage.ru_utime + usage.ru_stime)
 
 
 def checkout(ref: str, into: Path) -> Path:
@@ -88,28 +94,35 @@ def checkout(ref: str, into: Path) -> Path:
     return into
 
 
-def bench_commands(root: Path, n: int, shape: str, versions: dict[str, Path]) -> list[dict]:
+def bench_commands(root: Path, n: int, shape: str, versions: dict[str, Path],
+                   commands: tuple[str, ...] = COMMANDS) -> list[dict]:
     """Every command on one input, once per version in `versions` (name -> code root), the
     versions of one command right after each other."""
     per_question = 10 if shape == "dataset" else n
     data = write_dataset(root / f"{shape}-{n}.jsonl", n, per_question)
     revised = write_dataset(root / f"{shape}-{n}.revised.jsonl", n, per_question, revised=True)
     rows = []
-    for cmd in COMMANDS:
+    for cmd in commands:
         for version, code_root in versions.items():
             out = root / f"{shape}-{n}.{version}"
             argv = {"validate": [data], "lint": [data], "compile": [data, "--out", f"{out}.rubric.jsonl"],
                     "diff": [data, revised], "export": [data, "--out", f"{out}.export"],
                     "import": [f"{out}.export", "--out", f"{out}.imported.jsonl"]}[cmd]
-            seconds, mib, code = _run([cmd, *map(str, argv)], root, code_root)
+            seconds, mib, code, cpu = _run([cmd, *map(str, argv)], root, code_root)
             # lint exits 1 when it finds errors; the rubrics here have none, so any non-zero is a failure
             rows.append({"shape": shape, "items": n, "command": cmd, "version": version, "seconds": seconds,
-                         "peak_mib": mib, "exit": code, "load": os.getloadavg()[0]})
+                         "cpu": cpu, "peak_mib": mib, "exit": code, "load": os.getloadavg()[0]})
     if len(versions) > 1:  # same input, same output: the faster code must not write other bytes
-        for suffix in (".rubric.jsonl", ".imported.jsonl"):
+        for suffix in [s for s, c in ((".rubric.jsonl", "compile"), (".imported.jsonl", "import")) if c in commands]:
             outputs = {(root / f"{shape}-{n}.{v}{suffix}").read_bytes() for v in versions}
             if len(outputs) != 1:
                 raise SystemExit(f"{shape} {n}: the versions wrote different {suffix} files")
+        if "export" in commands:
+            exports = {v: sorted((root / f"{shape}-{n}.{v}.export").iterdir()) for v in versions}
+            texts = {tuple(p.name for p in ps) + tuple(p.read_text().split("\n", 1)[1] for p in ps)
+                     for ps in exports.values()}  # the first line names the dataset, the same here
+            if len(texts) != 1:
+                raise SystemExit(f"{shape} {n}: the versions exported different YAML")
     return rows
 
 
@@ -146,7 +159,8 @@ def bench_pairs(n: int) -> dict:
 
 
 def _cell(r: dict) -> str:
-    return f"{r['seconds']:6.1f}/{r['peak_mib']:<6.0f}" + ("" if r["exit"] == 0 else f"!{r['exit']}")
+    return (f"{r['seconds']:6.1f}/{r['peak_mib']:<5.0f},{r['cpu']:5.1f}"
+            + ("" if r["exit"] == 0 else f"!{r['exit']}"))
 
 
 def main() -> None:
@@ -155,7 +169,13 @@ def main() -> None:
     ap.add_argument("--shapes", default="dataset,rubric")
     ap.add_argument("--pairs", default="1000,2000", help="rubric sizes for the all-pairs comparison ('' for none)")
     ap.add_argument("--against", metavar="REF", help="also run every command as git revision REF had it")
+    ap.add_argument("--new", metavar="REF", help="measure revision REF as 'new' (default: the working tree)")
+    ap.add_argument("--commands", default=",".join(COMMANDS), help="some of: " + ",".join(COMMANDS))
     args = ap.parse_args()
+    picked = set(args.commands.split(",")) | ({"export"} if "import" in args.commands.split(",") else set())
+    if picked - set(COMMANDS):
+        raise SystemExit(f"unknown commands: {', '.join(sorted(picked - set(COMMANDS)))}")
+    commands = tuple(c for c in COMMANDS if c in picked)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'near-duplicate search':<24} {'checks':>7} {'all pairs s':>12} {'indexed s':>10} "
           f"{'peak MiB (all/idx)':>19} {'near pairs':>10} same")
@@ -166,24 +186,25 @@ def main() -> None:
         if not r["same"]:
             raise SystemExit("the indexed search found other pairs than all pairs")
     with tempfile.TemporaryDirectory() as tmp:
-        versions = {"new": REPO}
+        new = checkout(args.new, Path(tmp) / "new") if args.new else REPO
+        versions = {"new": new}
         if args.against:
-            versions = {"old": checkout(args.against, Path(tmp) / "old"), "new": REPO}
-        print(f"\n{'shape':<8} {'items':>7} {'version':>7} " + " ".join(f"{c:>15}" for c in COMMANDS)
-              + "   (seconds / peak MiB; load = 1-min load average after the command)")
+            versions = {"old": checkout(args.against, Path(tmp) / "old"), "new": new}
+        print(f"\n{'shape':<8} {'items':>7} {'version':>7} " + " ".join(f"{c:>21}" for c in commands)
+              + "   (seconds / peak MiB, CPU seconds; load = 1-min load average after the command)")
         for shape in args.shapes.split(","):
             for n in [int(x) for x in args.sizes.split(",")]:
-                rows = bench_commands(Path(tmp), n, shape, versions)
+                rows = bench_commands(Path(tmp), n, shape, versions, commands)
                 for version in versions:
                     mine = [r for r in rows if r["version"] == version]
                     loads = " ".join(f"{r['load']:.1f}" for r in mine)
-                    print(f"{shape:<8} {n:>7} {version:>7} " + " ".join(f"{_cell(r):>15}" for r in mine)
+                    print(f"{shape:<8} {n:>7} {version:>7} " + " ".join(f"{_cell(r):>21}" for r in mine)
                           + f"   load {loads}", flush=True)
                 if args.against:
-                    old = {r["command"]: r["seconds"] for r in rows if r["version"] == "old"}
-                    new = {r["command"]: r["seconds"] for r in rows if r["version"] == "new"}
-                    print(f"{shape:<8} {n:>7} {'old/new':>7} " + " ".join(f"{old[c] / new[c]:>14.1f}x" for c in COMMANDS),
-                          flush=True)
+                    by = {(r["version"], r["command"]): r for r in rows}
+                    print(f"{shape:<8} {n:>7} {'old/new':>7} " + " ".join(
+                        f"{by['old', c]['seconds'] / by['new', c]['seconds']:>9.1f}x,"
+                        f"{by['old', c]['cpu'] / by['new', c]['cpu']:>5.1f}x cpu" for c in commands), flush=True)
 
 
 if __name__ == "__main__":

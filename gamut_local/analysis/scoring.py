@@ -304,16 +304,20 @@ def domain_rows(scores: Scores) -> list[dict] | None:
         return None
     names = sorted(set(scores.domains) - {UNKNOWN_DOMAIN})
     names += [UNKNOWN_DOMAIN] if UNKNOWN_DOMAIN in scores.domains else []
-    of_question = np.array([names.index(d) for d in scores.domains], dtype=np.int64)
+    code = {d: k for k, d in enumerate(names)}  # a look-up per question, not a search of the names
+    of_question = np.array([code[d] for d in scores.domains], dtype=np.int64)
+    # each domain's questions in their own order (the sums' order, so the same bits as a mask)
+    order = np.argsort(of_question, kind="stable")
+    bounds = np.searchsorted(of_question[order], np.arange(len(names) + 1))
     rows = []
     for k, domain in enumerate(names):
-        sub = scores.score[:, :, of_question == k]
+        sub = scores.score[:, :, order[bounds[k]:bounds[k + 1]]]
         points, n = mean_points(sub), np.isfinite(sub).sum(axis=2)
         rows += [{"judge": judge, "model": m, "variant": v, "domain": domain,
                   "gamut_score": _none(points[j, s]), "n_responses": int(n[j, s])}
                  for j, judge in enumerate(scores.judges) for s, (m, v) in enumerate(scores.systems)
                  if n[j, s]]
-    rows.sort(key=lambda r: (r["judge"], r["model"], r["variant"], names.index(r["domain"])))
+    rows.sort(key=lambda r: (r["judge"], r["model"], r["variant"], code[r["domain"]]))
     return rows
 
 

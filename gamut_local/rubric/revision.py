@@ -20,12 +20,13 @@ import yaml
 
 from gamut_local.config import load_yaml_node
 from gamut_local.errors import Problem
+from gamut_local.rubric import fast_yaml
 from gamut_local.rubric.compiler import check_dicts_for, item_checks
 
 HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.MULTILINE)
 ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
 RECORD_KEY_ORDER = ("question_id", "domain", "question", "question_text_only", "image")
-WIDTH = 100
+WIDTH = fast_yaml.WIDTH  # where long texts fold: the fast writer folds as libyaml does at this width
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter where built: 20x faster
 
 
@@ -52,11 +53,19 @@ class _Dumper(_BASE_DUMPER):
 
 
 def record_hash(record: dict) -> str:
-    text = json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    """The hash an export's header names: of the record as JSON Lines writes it."""
+    return text_hash(json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+
+
+def text_hash(line: str) -> str:
+    """`record_hash` of a record already dumped as JSON Lines writes it."""
+    return hashlib.sha256(line.encode("utf-8")).hexdigest()[:12]
 
 
 def _dump(value, indent: int) -> str:
+    fast = fast_yaml.dump(value, indent)  # the same bytes, for the YAML export writes
+    if fast is not None:
+        return fast
     text = yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=WIDTH,
                      default_flow_style=False)
     pad = " " * indent
@@ -67,6 +76,9 @@ def _dump_each(values: list, indent: int) -> list[str]:
     """`[_dump([v], indent) for v in values]` in one call to the emitter (a call per item was a
     third of `export`'s time): a block sequence's entries are the lines from one that starts
     with "- " in the first column to the next; nested lines are indented."""
+    fast = [fast_yaml.dump([v], indent) for v in values]
+    if None not in fast:
+        return fast
     text = _dump(values, 0)
     starts = [m.start() for m in re.finditer(r"^- |^-$", text, re.MULTILINE)]
     if len(starts) != len(values):  # cannot happen for block style; never guess
@@ -98,6 +110,8 @@ _NOT_IN_COMMENT = re.compile("[^\t\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufffd
 
 def _comment(text: str) -> str:
     """`text` fit for a comment line: those characters as Python writes them escaped ("\\n")."""
+    if text.isascii() and text.isprintable():  # nothing to escape (most lines): skip the regex
+        return text
     return _NOT_IN_COMMENT.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
@@ -155,10 +169,18 @@ def line_of(node, loc: tuple) -> int | None:
     return line
 
 
+def node_of(text: str):
+    """The YAML node tree of a text `import_text` read without error (to point at lines)."""
+    return load_yaml_node(text)[0]
+
+
 def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, list[Problem]]:
-    """(record dict, the source hash its header names, the YAML node tree, problems)."""
+    """(record dict, the source hash its header names, the YAML node tree or None where the
+    text was read without one (`node_of` makes it), problems)."""
+    node, data = None, fast_yaml.load(text)  # what the strict loader reads, or None: then it reads
     try:
-        node, data = load_yaml_node(text)  # the configs' loader: a key given twice is an error
+        if data is None:
+            node, data = load_yaml_node(text)  # the configs' loader: a key given twice is an error
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         return None, None, None, [Problem(file, mark.line + 1 if mark else None, "", f"not valid YAML: {e}")]

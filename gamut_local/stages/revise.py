@@ -8,15 +8,18 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 import re
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from gamut_local.config import gc_paused
 from gamut_local.data.dataset import load_question_rows, load_questions
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
@@ -26,15 +29,59 @@ from gamut_local.rubric.revision import (
     export_text,
     import_text,
     line_of,
-    record_hash,
+    node_of,
+    text_hash,
 )
-from gamut_local.rundir.store import JOURNAL, write_jsonl
+from gamut_local.rundir.store import JOURNAL, dumps, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
+
+
+# Below this many questions one process does it all: forking costs more than it saves.
+PARALLEL_FROM = 400
+_CHUNK = 100  # questions per task for a worker process
+_SHARED: list = []  # what forked workers read (set just before the fork): nothing is pickled to them
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def in_processes(fn, n: int, shared: list) -> Iterator:
+    """`fn(start, stop)` over `range(n)` in chunks, each chunk's results in order, in forked
+    worker processes (one per core) that see `shared` without its being pickled; in this
+    process where there is one core, no fork, or fewer than PARALLEL_FROM items. Export and
+    import are CPU-bound in Python (rendering and parsing YAML) and their files independent."""
+    cores = min(_cores(), 8)
+    chunks = [(a, min(a + _CHUNK, n)) for a in range(0, n, _CHUNK)]
+    if cores < 2 or n < PARALLEL_FROM or "fork" not in mp.get_all_start_methods():
+        _SHARED[:] = shared
+        try:
+            for a, b in chunks:
+                yield from fn(a, b)
+        finally:
+            _SHARED.clear()
+        return
+    _SHARED[:] = shared  # before the fork: the workers inherit it
+    pool = ProcessPoolExecutor(cores, mp_context=mp.get_context("fork"))
+    try:
+        for part in pool.map(fn, *zip(*chunks)):  # all workers forked here, before any thread
+            yield from part
+    finally:  # after a failure, the chunks not started are dropped, not rendered for nothing
+        pool.shutdown(wait=True, cancel_futures=True)
+        _SHARED.clear()
+
+
+def _render(start: int, stop: int) -> list[bytes]:
+    source, rows = _SHARED[0], _SHARED[1]
+    return [export_text(rec, q, source).encode("utf-8") for q, _, rec in rows[start:stop]]
 
 
 def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
@@ -44,9 +91,8 @@ def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
     if out_dir.is_dir() and any(p.suffix in YAML_SUFFIXES for p in out_dir.iterdir()):
         raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
                                   "(import reads every YAML file there)")])
-    texts = ((out_dir / _file_name(i, q.question_id), export_text(rec, q, dataset.name).encode("utf-8"))
-             for i, (q, _, rec) in enumerate(rows, start=1))
-    return write_files(out_dir, texts)
+    names = [out_dir / _file_name(i, q.question_id) for i, (q, _, _) in enumerate(rows, start=1)]
+    return write_files(out_dir, zip(names, in_processes(_render, len(rows), [dataset.name, rows])))
 
 
 def _fsync_path(path: Path) -> None:
@@ -57,25 +103,41 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def _write_temp(folder: Path, name: str, data: bytes) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return Path(tmp)
+
+
 def write_files(folder: Path, files) -> list[Path]:
     """Write new files, (path in `folder`, bytes) pairs, so that each appears whole or not at
     all and, once this returns, all of them are on disk; after a failure none of them is there.
 
-    Each goes to a temporary file first; the temporaries are fsynced together from a pool of
-    threads (the file system commits concurrent fsyncs as one: 2,000 files took 0.5 s so, and
-    10 s one after another), then renamed into place, and the folder is fsynced once so that
-    the renames last too."""
+    Each goes to a temporary file first, written by a pool of threads while `files` makes the
+    next ones (creating a file is kernel time, about as long as rendering it: the two overlap
+    on two cores); the temporaries are fsynced together from a pool of threads (the file
+    system commits concurrent fsyncs as one: 2,000 files took 0.5 s so, and 10 s one after
+    another), then renamed into place, and the folder is fsynced once so that the renames
+    last too."""
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
+    pending: dict[Path, Future] = {}
     temps: dict[Path, Path] = {}
     written: list[Path] = []
     try:
-        for path, data in files:
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-            temps[path] = Path(tmp)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            try:
+                for path, data in files:
+                    pending[path] = pool.submit(_write_temp, folder, path.name, data)
+            finally:  # on a failure too: every temporary written is known, to be removed
+                wait(pending.values())
+        temps = {path: f.result() for path, f in pending.items()}
         with ThreadPoolExecutor(max_workers=min(32, len(temps) or 1)) as pool:
             list(pool.map(_fsync_path, temps.values()))
         for path, tmp in temps.items():
@@ -84,15 +146,19 @@ def write_files(folder: Path, files) -> list[Path]:
         for d in (folder, folder.parent) if created else (folder,):
             _fsync_path(d)
     except BaseException:
-        for tmp in [*temps.values(), *written]:
+        made = [f.result() for f in pending.values() if f.done() and not f.cancelled() and f.exception() is None]
+        for tmp in [*made, *written]:
             tmp.unlink(missing_ok=True)
         raise
     JOURNAL.replaced.extend(map(str, written))
     return written
 
 
-def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
-    """(record, edited?) for one YAML file, or None with its problems added."""
+def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | None] | None:
+    """(question id, the record as its JSON line, the record if it was edited) for one YAML
+    file, or None with its problems added. The line is what `import` writes and what the
+    header's hash is of: dumped once, and only an edited record travels back whole from a
+    worker process."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -105,11 +171,22 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[dict, bool] | None:
     try:
         Question.model_validate(rec)
     except ValidationError as e:
+        node = node if node is not None else node_of(text)
         for err in e.errors():
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
             problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
         return None
-    return rec, record_hash(rec) != source_hash
+    line = dumps(rec)
+    return rec["question_id"], line, None if text_hash(line) == source_hash else rec
+
+
+def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
+    out = []
+    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
+        for path in _SHARED[start:stop]:
+            problems: list[Problem] = []
+            out.append((path, _read_one(path, problems), problems))
+    return out
 
 
 def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
@@ -122,27 +199,26 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     if not files:
         raise InputError([Problem(str(folder), None, "", "no .yaml files")])
     problems: list[Problem] = []
-    records, revised, seen = [], [], {}
+    lines, revised, seen = [], [], {}
     today = revised_on or datetime.now(UTC).date().isoformat()
-    for path in files:
-        got = _read_one(path, problems)
+    for path, got, found in in_processes(_read_some, len(files), files):
+        problems += found
         if got is None:
             continue
-        rec, edited = got
-        qid = rec["question_id"]
+        qid, line, edited = got
         if qid in seen:
             problems.append(Problem(str(path), None, "question_id", f"duplicate id {qid!r} (also in {seen[qid]})"))
             continue
         seen[qid] = path.name
-        if edited:
+        if edited is not None:
             stamp = {"revised_on": today, **({"revised_by": revised_by} if revised_by else {})}
-            rec = {**rec, "provenance": {**(rec.get("provenance") or {}), **stamp}}
+            line = dumps({**edited, "provenance": {**(edited.get("provenance") or {}), **stamp}})
             revised.append(qid)
-        records.append(rec)
+        lines.append(line + "\n")
     if problems:
         raise InputError(problems)
-    write_jsonl(out, records)
-    return {"questions": len(records), "revised": revised, "out": str(out)}
+    write_text_atomic(out, "".join(lines))
+    return {"questions": len(lines), "revised": revised, "out": str(out)}
 
 
 def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:

@@ -1,0 +1,77 @@
+"""Issue 24, fourth round: what making `export` and `import` fast at 100,000 items could
+break, held to the one-process path: worker processes write the same bytes and the same
+messages in the same order, and a failure in a worker leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gamut_local.errors import InputError
+from gamut_local.stages import revise
+from tests.hostile.test_third_pass import ODD_TEXTS, _odd_record
+
+
+def _source(tmp_path):
+    src = tmp_path / "odd.jsonl"
+    src.write_text("".join(json.dumps(_odd_record(k), ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+                           for k in range(len(ODD_TEXTS))))
+    return src
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    """Worker processes for a handful of questions, two at a time, even on one core."""
+    monkeypatch.setattr(revise, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(revise, "_CHUNK", 3)
+    monkeypatch.setattr(revise, "_cores", lambda: 2)
+
+
+def _tree(folder):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_workers_export_and_import_the_bytes_one_process_does(tmp_path, monkeypatch):
+    src = _source(tmp_path)
+    revise.export_dataset(src, tmp_path / "one")
+    revise.import_dir(tmp_path / "one", tmp_path / "one.jsonl")
+    monkeypatch.setattr(revise, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(revise, "_CHUNK", 3)
+    monkeypatch.setattr(revise, "_cores", lambda: 2)
+    forked = []
+    real = revise.ProcessPoolExecutor
+    monkeypatch.setattr(revise, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
+    revise.export_dataset(src, tmp_path / "many")
+    revise.import_dir(tmp_path / "many", tmp_path / "many.jsonl")
+    assert forked == [1, 1]  # both went through worker processes
+    assert _tree(tmp_path / "many") == _tree(tmp_path / "one")
+    assert (tmp_path / "many.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes() == src.read_bytes()
+
+
+def test_workers_report_every_bad_file_in_file_order(tmp_path, workers):
+    revise.export_dataset(_source(tmp_path), tmp_path / "yaml")
+    files = sorted((tmp_path / "yaml").iterdir())
+    files[1].write_text(files[1].read_text().replace("tier: valuable", "tier: vital", 1))
+    files[7].write_text(files[7].read_text() + "question_id: again\n")
+    files[30].write_bytes(b"\xff\xfe")
+    with pytest.raises(InputError) as e:
+        revise.import_dir(tmp_path / "yaml", tmp_path / "out.jsonl")
+    where = [(p.file, p.line is not None) for p in e.value.problems]
+    assert where == [(str(files[1]), True), (str(files[7]), True), (str(files[30]), False)]
+    assert "appears twice" in e.value.problems[1].message
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_failure_in_a_worker_leaves_no_file(tmp_path, monkeypatch, workers):
+    real = revise.export_text
+
+    def fail_on_q20(rec, q, source):
+        if rec["question_id"] == "q20":
+            raise OSError(28, "No space left on device")
+        return real(rec, q, source)
+
+    monkeypatch.setattr(revise, "export_text", fail_on_q20)
+    with pytest.raises(OSError, match="No space left"):
+        revise.export_dataset(_source(tmp_path), tmp_path / "yaml")
+    assert list((tmp_path / "yaml").iterdir()) == []
