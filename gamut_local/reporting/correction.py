@@ -10,8 +10,31 @@ from pathlib import Path
 
 from gamut_local.reporting.markdown import fmt, md_table
 from gamut_local.reporting.tables import write_csv
+from gamut_local.rundir.human import is_human
 
 FIGURE = "corrected.png"
+
+
+def sample_verdicts_of(design, files, gold: str) -> tuple[dict, list[str]]:
+    """(outside, notes) of `analysis.design.sample_verdicts` for the human gold judges' verdict
+    files among `files` (folders `human-*` matching `gold`); a verdict that claims this sample
+    on a response it did not draw stops the command, naming file, record and field."""
+    import fnmatch
+
+    from gamut_local.analysis.design import sample_verdicts
+    from gamut_local.data.records import Verdict, load_records, verdict_key
+    from gamut_local.errors import InputError, Problem
+
+    human = [Path(p) for p in files if is_human(Path(p).parent.name) and fnmatch.fnmatchcase(Path(p).parent.name, gold)]
+    records = [r for r in load_records(human, Verdict, verdict_key) if fnmatch.fnmatchcase(r["judge"], gold)] \
+        if human else []
+    outside, notes, errors = sample_verdicts(design, records)
+    if errors:
+        where = {(p.parent.name, p.name): str(p) for p in human}
+        raise InputError([Problem(where.get((r["judge"], f"{r['model']}.{r['variant']}.jsonl"), r["judge"]), None,
+                                  field, f"{r['question_id']} / {r['check_id']}: {message}")
+                          for r, field, message in errors])
+    return outside, notes
 
 
 def rows(doc: dict) -> list[dict]:
@@ -44,6 +67,7 @@ def section(doc: dict, run_dir: Path) -> str:
              f"sample `{info['sample_id']}` (per {info['per']}): prediction-powered inference with power "
              "tuning (PPI++), unbiased for the score those humans would give whatever the judge's errors. "
              "Human-only: the same humans' mean on the same responses. Bias: judge-only − corrected.", ""]
+    lines += [f"> **Note:** {n}" for n in info.get("notes") or []] + ([""] if info.get("notes") else [])
     table = [[r["judge"], f"{r['model']} ({r['variant']})", fmt(r["judge_only"]),
               fmt(r["score"]) + " " + _interval(r["ci_low"], r["ci_high"]) if r["score"] is not None else "—",
               fmt(r["human_only"]) + " " + _interval(r["human_only_ci_low"], r["human_only_ci_high"])

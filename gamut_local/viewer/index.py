@@ -28,7 +28,7 @@ from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.data.verdict_table import take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
+from gamut_local.rundir.identity import answer_hash, stale_fields
 from gamut_local.rundir.layout import scores_path
 from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
 
@@ -109,15 +109,22 @@ class RunIndex:
         q = self.questions.get(question_id)
         return [] if q is None else _checks(q, self.small_pool_max)
 
+    @cached_property
+    def check_hashes(self) -> dict[tuple, str]:
+        """(question, variant, check) -> the check's hash as shown now, computed once: the
+        dataset and the compile setting do not change while the app runs."""
+        return current_check_hashes(self.questions.values(), self.small_pool_max)
+
+    @cached_property
+    def answer_hashes(self) -> dict[tuple, str]:
+        """(question, model, variant) -> the hash of the answer shown now, computed once."""
+        return {k: answer_hash(a["response"]) for k, a in self.answers.items()}
+
     def shown_identity(self, question_id: str, model: str, variant: str, check_id: str) -> dict:
         """The `check_hash` and `answer_hash` of the check and response this viewer shows for a
         cell now (None where it has none to show)."""
-        q = self.questions.get(question_id)
-        checks = q.checks_for_variant(variant, self.checks(question_id)) if q is not None else []
-        check = next((c for c in checks if c.check_id == check_id), None)
-        answer = self.answers.get((question_id, model, variant))
-        return {"check_hash": check_hash(check.text, check.tier, check.kind) if check else None,
-                "answer_hash": answer_hash(answer["response"]) if answer else None}
+        return {"check_hash": self.check_hashes.get((question_id, variant, check_id)),
+                "answer_hash": self.answer_hashes.get((question_id, model, variant))}
 
     def is_stale(self, record: dict) -> bool:
         """Whether a (human) verdict was made on another check wording or answer than shown now."""

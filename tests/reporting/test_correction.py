@@ -18,7 +18,7 @@ def run(tmp_path, gamut):
     design = json.loads((tmp_path / "samples" / "calibration.json").read_text())
     cells = sampled_cells(sim, design)
     cells[3] = False  # one system without labels: its row says why
-    write_verdicts(sim, tmp_path, None, "human-ann", cells)
+    write_verdicts(sim, tmp_path, None, "human-ann", cells, design)
     return tmp_path
 
 

@@ -70,7 +70,7 @@ def test_jury_verdicts_are_read_like_any_judges_and_can_be_corrected(gamut, tmp_
     design = json.loads((tmp_path / "samples" / "calibration.json").read_text())
     from gamut_local.testing.simulate import sampled_cells
 
-    write_verdicts(sim, tmp_path, None, "human-ann", sampled_cells(sim, design))
+    write_verdicts(sim, tmp_path, None, "human-ann", sampled_cells(sim, design), design)
     out = tmp_path / "scores.json"
     r = gamut("score", *sorted((tmp_path / "verdicts").glob("*/*.jsonl")), "--out", out,
               "--correct-with", "human-*", "--sample", tmp_path / "samples" / "calibration.json")
