@@ -29,7 +29,7 @@ from gamut_local.data.verdict_table import take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import answer_hash, stale_fields
-from gamut_local.rundir.layout import scores_path
+from gamut_local.rundir.layout import sample_files, scores_path
 from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -80,6 +80,9 @@ class RunIndex:
     humans: dict = field(default_factory=dict)  # judge -> {(qid, model, variant, check_id): record}
     scores: dict | None = None
     notes: list[str] = field(default_factory=list)
+    samples: dict = field(default_factory=dict)  # name -> analysis.design.SampleFile (RUN/samples/)
+    humans_version: int = 0  # +1 each verdict the viewer writes: what is computed from `humans` is redone
+    computed: dict = field(default_factory=dict)  # name -> (humans_version, value): results kept until then
     small_pool_max: int = SMALL_POOL_MAX  # the run's compile setting (manifest.json)
 
     @cached_property
@@ -247,7 +250,22 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
     index.scores = read_scores(scores_path(run_dir), run_dir, notes)
+    index.samples = read_samples(run_dir, notes)
     return index
+
+
+def read_samples(run_dir: Path, notes: list[str]) -> dict:
+    """The run's calibration sample designs by name; a design that cannot be read is a note
+    (its queue is not offered), not a reason to refuse the whole run."""
+    from gamut_local.analysis.design import read_sample
+
+    out = {}
+    for path in sample_files(run_dir):
+        try:
+            out[path.stem] = read_sample(path)
+        except InputError as e:
+            notes.append(f"{path.relative_to(run_dir)} is not a sample design ({e.problems[0]}): no queue for it")
+    return out
 
 
 def _compile_setting(cfg: dict) -> int:
