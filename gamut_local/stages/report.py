@@ -34,6 +34,7 @@ from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
 from gamut_local.analysis.design import read_sample
 from gamut_local.reporting.correction import section as correction_section
+from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
@@ -269,6 +270,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
     shown = {k: str(p.relative_to(run_dir)) for k, p in figures.items()}
     write_text_atomic(report, top + render(run_name(run_dir), t, shown, notes, N_BOOT)
-                      + correction_section(doc.model_dump(mode="json"), run_dir)
+                      + correction_section(doc.model_dump(mode="json"), run_dir) + jury_section(run_dir)
                       + report_section(run_dir, files, console=console))
     return report

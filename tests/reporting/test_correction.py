@@ -49,3 +49,44 @@ def test_report_without_a_sample_stops_before_writing(gamut, run):
     r = gamut("report", run, "--correct-with", "human-*")
     assert r.exit_code == 1 and "run `gamut-local sample` first" in r.output
     assert not (run / "report.md").exists()
+
+
+def _row(judge, model, score):
+    return {"judge": judge, "model": model, "variant": "multimodal", "score": score}
+
+
+def _diff(judge, a, b, lo, hi):
+    return {"judge": judge, "a": [a, "multimodal"], "b": [b, "multimodal"], "ci_low": lo, "ci_high": hi}
+
+
+def test_rank_intervals_place_a_system_only_where_a_difference_excludes_zero():
+    from gamut_local.reporting.correction import rank_intervals
+
+    flat = [_row("j", "a", 80.0), _row("j", "b", 70.0), _row("j", "c", 65.0), _row("j", "d", None),
+            _row("k", "a", 10.0), _row("k", "b", 20.0)]
+    diffs = [_diff("j", "a", "b", 2.0, 18.0),  # a above b
+             _diff("j", "a", "c", 5.0, 25.0),  # a above c
+             _diff("j", "b", "c", -3.0, 13.0),  # b, c not separated
+             _diff("j", "a", "d", None, None),
+             _diff("k", "a", "b", -15.0, -5.0)]  # b above a (negative difference)
+    assert rank_intervals(flat, diffs) == {("j", "a", "multimodal"): (1, 1), ("j", "b", "multimodal"): (2, 3),
+                                           ("j", "c", "multimodal"): (2, 3), ("k", "a", "multimodal"): (2, 2),
+                                           ("k", "b", "multimodal"): (1, 1)}
+
+
+def test_report_shows_the_corrected_ranking_and_every_difference(gamut, run):
+    from gamut_local.reporting.correction import rank_intervals, rows
+
+    assert gamut("report", run, "--correct-with", "human-*").exit_code == 0
+    doc = json.loads((run / "scores" / "scores.json").read_text())
+    text = (run / "report.md").read_text()
+    ranks = rank_intervals(rows(doc), doc["correction"]["differences"])
+    systems = {m["model"] for m in doc["models"]}
+    assert "### Corrected ranking" in text and set(ranks) == {("lenient", m, "multimodal") for m in systems - {"sys-3"}}
+    for (judge, model, variant), (lo, hi) in ranks.items():
+        rank = str(lo) if lo == hi else f"{lo}–{hi}"
+        assert f"| {judge} | {model} ({variant}) |" in text and f"| {rank} |" in text
+    with open(run / "tables" / "corrected_differences.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert len(table) == len(doc["correction"]["differences"]) == len(systems) * (len(systems) - 1) // 2
+    assert (run / "figures" / "corrected-differences.png").stat().st_size > 1000
