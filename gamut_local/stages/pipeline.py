@@ -12,6 +12,8 @@ Scores: `scores/scores.json` holds every judge's verdicts plus the run's `extra_
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import time
 from contextlib import contextmanager
@@ -69,6 +71,9 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
         _, problem = resolve_model_path(m)
         if problem:
             problems.append(problem)
+    if spec.calibration is not None and importlib.util.find_spec("ppi_py") is None:
+        problems.append(spec.problem("calibration", "corrected scores need the `correct` extra (ppi-python): "
+                                     "pip install 'gamut_local[correct]', or remove `calibration:`"))
     if problems:
         raise InputError(problems)
 

@@ -38,3 +38,28 @@ def test_the_demo_config_shows_corrected_scores(gamut, tmp_path, monkeypatch):
     assert "## Corrected scores" in text and f"{shown[0]['score']:.1f} [" in text
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["stages"]["sample"]["result"].endswith("calibration-pilot-3.json")
+
+
+def test_without_the_correct_extra_the_run_stops_before_any_model_loads(tmp_path, monkeypatch):
+    import importlib.util
+
+    from gamut_local.config import load_run_config
+    from gamut_local.errors import InputError
+    from gamut_local.stages.pipeline import preflight
+
+    models = tmp_path / "models"
+    (models / "smollm2-135m-instruct").mkdir(parents=True)
+    (models / "smollm2-135m-instruct" / "config.json").write_text('{"architectures": ["Fake"]}')
+    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
+    monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
+    spec = load_run_config(CONFIG)
+    preflight(spec)  # installed: fine
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ppi_py" else real(name, *a))
+    try:
+        preflight(spec)
+        raise AssertionError("preflight passed without ppi_py")
+    except InputError as e:
+        (p,) = e.problems
+    line = next(i for i, x in enumerate(CONFIG.read_text().splitlines(), 1) if x.startswith("calibration:"))
+    assert (p.file, p.line, p.field) == (str(CONFIG), line, "calibration") and "`correct` extra" in p.message
