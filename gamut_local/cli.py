@@ -283,6 +283,8 @@ def sample(
     for st in design.strata:
         out.print(f"  {st.model:<28} {st.variant:<10} {st.sampled} of {st.population} "
                   f"(inclusion probability {st.inclusion_probability:.4g})", markup=False)
+    out.print(f"Grade it in full: gamut-local view {run_dir} --annotator NAME, then \"Calibration sample\".",
+              markup=False)
 
 
 def _run_config(config: Path):

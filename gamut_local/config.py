@@ -400,6 +400,18 @@ class CompileSpec(_Config):
         "coverage check. Every stage that needs checks compiles with it."))
 
 
+class CalibrationSpec(_Config):
+    """Corrected scores in `gamut-local run`: after judging, draw the calibration sample and
+    correct every model judge's scores by the gold judges' verdicts on it (docs/correction.md)."""
+
+    gold: str = Field(default="human-*", min_length=1, examples=["human-*"], description=(
+        "The gold judges (a name or pattern): their verdicts on the sample correct the model judges'."))
+    responses: int = Field(ge=1, examples=[100], description="Responses drawn per system (`sample --responses`).")
+    per: Literal["model", "shared"] = Field(default="model", description=(
+        "`model`: each system its own questions; `shared`: the same questions for every system (paired)."))
+    seed: int = Field(default=0, ge=0, description="The draw's seed (`sample --seed`).")
+
+
 class RunSpec(_Located):
     name: str = _name_field("The run's name: the report's title and the SLURM jobs' prefix.", "my-eval")
     dataset: str = Field(min_length=1, examples=["${GAMUT_DATA:-../../data/gamut}/gamut.jsonl"], description=(
@@ -425,6 +437,8 @@ class RunSpec(_Located):
         "How meta-rubrics compile into checks (the judge, score, viewer and plan all use it)."))
     slurm: SlurmSpec = Field(default=SlurmSpec(), description="The SLURM jobs (`gamut-local slurm`).")
     plan: PlanSpec = Field(default=PlanSpec(), description="The estimate's assumptions (`gamut-local plan`).")
+    calibration: CalibrationSpec | None = Field(default=None, examples=[{"gold": "human-*", "responses": 100}], description=(
+        "Corrected scores in `gamut-local run`: the sample to draw and the gold judges (unset: none)."))
 
     @property
     def source(self) -> str:

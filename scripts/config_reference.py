@@ -46,6 +46,9 @@ SECTIONS = [
     ("slurm", c.SlurmSpec, "`slurm:` of a run", "The SLURM jobs `gamut-local slurm` writes."),
     ("plan", c.PlanSpec, "`plan:` of a run",
      "The assumptions of `gamut-local plan`'s estimate; the plan prints them."),
+    ("calibration", c.CalibrationSpec, "`calibration:` of a run",
+     "Corrected scores in `gamut-local run` (docs/correction.md): after judging, the run draws this "
+     "calibration sample and corrects every model judge's scores by the gold judges' verdicts on it."),
     ("Draft", c.DraftSpec, "`configs/authoring/draft-*.yaml` (`gamut-local draft --config`)",
      "Which model drafts meta-rubrics, and the bounds its output is held to."),
     ("Audit", c.AuditSpec, "`configs/authoring/audit-*.yaml` (`gamut-local audit --config`)",

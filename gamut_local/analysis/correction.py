@@ -128,21 +128,31 @@ class Labels:
     shared: bool
     sample_id: str
     population: np.ndarray | None = None  # (S, Q) bool: what the sample was drawn from; None: all
+    eligible: np.ndarray | None = None  # (len(gold), S, Q) bool: the gold's verdicts there count; None: all
 
 
-def labels_for(scores, design, gold: list[int]) -> Labels:
+def labels_for(scores, design, gold: list[int], outside: dict | None = None) -> Labels:
     """The labels a recorded sample design (`analysis.design.SampleFile`) gives: a response is
     labeled when the design drew it and the gold judges graded it in full (`fully_graded`).
     Responses outside the design's population (added to the run after the draw, or, for a
     shared sample, to a question not every system answered) had no chance to be drawn and are
-    left out of the corrected scores' population."""
+    left out of the corrected scores' population. `outside`: {judge: {(model, variant,
+    question)}} where that gold judge's verdicts were not all made for this sample
+    (`analysis.design.sample_verdicts`): its grades of those responses are not used."""
     from gamut_local.analysis.design import inclusion
 
     population, sampled, prob = inclusion(design, scores.systems, scores.questions)
-    full = fully_graded(scores, gold).any(axis=0)
+    eligible = np.ones((len(gold), *scores.score.shape[1:]), dtype=bool)
+    s_of = {tuple(h): i for i, h in enumerate(scores.systems)}
+    q_of = {q: i for i, q in enumerate(scores.questions)}
+    for g, j in enumerate(gold):
+        for model, variant, qid in (outside or {}).get(scores.judges[j], ()):
+            if (model, variant) in s_of and qid in q_of:
+                eligible[g, s_of[(model, variant)], q_of[qid]] = False
+    full = (fully_graded(scores, gold) & eligible).any(axis=0)
     weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
     return Labels(gold, sampled & full & population, weights, design.per == "shared", design.sample_id,
-                  population)
+                  population, eligible)
 
 
 def _in_population(values: np.ndarray, labels: Labels, s: int) -> np.ndarray:
@@ -161,6 +171,8 @@ def gold_scores(scores, labels: Labels, tier: int | None = None) -> np.ndarray:
     """(S, Q) the gold's response (or tier) score where labeled, else NaN; several gold judges
     that each graded a response in full are averaged."""
     full = fully_graded(scores, labels.gold)
+    if labels.eligible is not None:
+        full = full & labels.eligible
     values = scores.score[labels.gold] if tier is None else scores.tier_scores[labels.gold][..., tier]
     values = np.where(full, values, np.nan)
     with warnings.catch_warnings():
@@ -241,10 +253,12 @@ def _unpaired(ra: dict, rb: dict, z: float) -> dict:
     return d
 
 
-def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL) -> tuple[dict, dict]:
+def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL, outside: dict | None = None,
+            notes: list[str] | None = None) -> tuple[dict, dict]:
     """({(judge index, system index): corrected row}, the `correction` block of scores.json)
     for every model judge (neither gold nor human) against the judges `gold` names (an
-    `fnmatch` pattern, e.g. `human-*`), over the recorded sample `design`."""
+    `fnmatch` pattern, e.g. `human-*`), over the recorded sample `design`; `outside` and
+    `notes` as `analysis.design.sample_verdicts` gives them (the block keeps the notes)."""
     import fnmatch
 
     from gamut_local.errors import InputError, Problem
@@ -253,11 +267,11 @@ def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL) -
     if not gold_idx:
         raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
                                   f"{', '.join(scores.judges) or 'none'})")])
-    labels = labels_for(scores, design, gold_idx)
+    labels = labels_for(scores, design, gold_idx, outside)
     rows = corrected_rows(scores, labels, level)
     block = {"gold": gold, "gold_judges": [scores.judges[j] for j in gold_idx], "sample_file": sample_file,
              "sample_id": design.sample_id, "per": design.per, "level": level,
-             "differences": corrected_differences(scores, labels, rows, level)}
+             "differences": corrected_differences(scores, labels, rows, level), "notes": list(notes or [])}
     return rows, block
 
 

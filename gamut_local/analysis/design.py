@@ -134,3 +134,47 @@ def read_sample(path) -> SampleFile:
         raise InputError([Problem(str(path), None, "", "sample design not found: run `gamut-local sample` first")])
     except ValidationError as e:
         raise InputError(pydantic_problems(e, str(path), None)) from None
+
+
+def probability_of(design: SampleFile) -> dict[tuple[str, str, str], float]:
+    """(model, variant, question) -> inclusion probability, for every response the design drew."""
+    prob = {(st.model, st.variant): st.inclusion_probability for st in design.strata}
+    return {(r.model, r.variant, r.question_id): prob[(r.model, r.variant)] for r in design.responses}
+
+
+def sample_verdicts(design: SampleFile, records) -> tuple[dict[str, set], list[str], list[tuple[dict, str, str]]]:
+    """Human verdicts held against the design they may have been made for.
+
+    `records`: the gold human judges' current verdicts (dicts; the viewer's calibration queue
+    writes `sample_id` and `inclusion_probability` into each). Returns
+    - outside: {judge: {(model, variant, question)}}: drawn responses on which the judge has a
+      verdict NOT made in this sample's queue (another queue, another sample): such a response
+      is not labeled for this design until every check of it is graded in its queue, because
+      the other queues choose what people see (the disagreement queue: the hardest cells);
+    - notes: one line per judge counting its verdicts made outside this sample (not used);
+    - errors: (record, field, message) for a record that says it was made for this sample but
+      is on a response the design did not draw, or carries another inclusion probability: the
+      design file and the verdicts disagree, and no estimate from them can be trusted.
+    """
+    drawn = probability_of(design)
+    outside: dict[str, set] = {}
+    elsewhere: dict[str, int] = {}
+    errors = []
+    for r in records:
+        key = (r["model"], r["variant"], r["question_id"])
+        if r.get("sample_id") != design.sample_id:
+            elsewhere[r["judge"]] = elsewhere.get(r["judge"], 0) + 1
+            if key in drawn:
+                outside.setdefault(r["judge"], set()).add(key)
+            continue
+        if key not in drawn:
+            errors.append((r, "sample_id", f"made for sample {design.sample_id}, which did not draw this response"))
+        elif r.get("inclusion_probability") is not None and r["inclusion_probability"] != drawn[key]:
+            errors.append((r, "inclusion_probability", f"{r['inclusion_probability']!r}, but the design gives "
+                           f"{drawn[key]!r}"))
+    notes = [f"{judge}: {n} verdicts made outside the calibration sample {design.sample_id} (another queue or "
+             f"sample) are not used for its correction"
+             + (f"; {len(outside[judge])} drawn responses count as labeled only once every check of them is "
+                "graded in the sample's queue" if outside.get(judge) else "")
+             for judge, n in sorted(elsewhere.items())]
+    return outside, notes, errors

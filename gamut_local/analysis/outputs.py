@@ -83,6 +83,7 @@ class Correction(_Out):
     per: str
     level: float
     differences: list[CorrectedDifference]
+    notes: list[str] = []  # human verdicts made outside the sample, not used (analysis.design.sample_verdicts)
 
 
 class ModelScore(_Out):

@@ -10,8 +10,32 @@ from pathlib import Path
 
 from gamut_local.reporting.markdown import fmt, md_table
 from gamut_local.reporting.tables import write_csv
+from gamut_local.rundir.human import is_human
 
 FIGURE = "corrected.png"
+RANKING_FIGURE = "corrected-differences.png"
+
+
+def sample_verdicts_of(design, files, gold: str) -> tuple[dict, list[str]]:
+    """(outside, notes) of `analysis.design.sample_verdicts` for the human gold judges' verdict
+    files among `files` (folders `human-*` matching `gold`); a verdict that claims this sample
+    on a response it did not draw stops the command, naming file, record and field."""
+    import fnmatch
+
+    from gamut_local.analysis.design import sample_verdicts
+    from gamut_local.data.records import Verdict, load_records, verdict_key
+    from gamut_local.errors import InputError, Problem
+
+    human = [Path(p) for p in files if is_human(Path(p).parent.name) and fnmatch.fnmatchcase(Path(p).parent.name, gold)]
+    records = [r for r in load_records(human, Verdict, verdict_key) if fnmatch.fnmatchcase(r["judge"], gold)] \
+        if human else []
+    outside, notes, errors = sample_verdicts(design, records)
+    if errors:
+        where = {(p.parent.name, p.name): str(p) for p in human}
+        raise InputError([Problem(where.get((r["judge"], f"{r['model']}.{r['variant']}.jsonl"), r["judge"]), None,
+                                  field, f"{r['question_id']} / {r['check_id']}: {message}")
+                          for r, field, message in errors])
+    return outside, notes
 
 
 def rows(doc: dict) -> list[dict]:
@@ -44,6 +68,7 @@ def section(doc: dict, run_dir: Path) -> str:
              f"sample `{info['sample_id']}` (per {info['per']}): prediction-powered inference with power "
              "tuning (PPI++), unbiased for the score those humans would give whatever the judge's errors. "
              "Human-only: the same humans' mean on the same responses. Bias: judge-only − corrected.", ""]
+    lines += [f"> **Note:** {n}" for n in info.get("notes") or []] + ([""] if info.get("notes") else [])
     table = [[r["judge"], f"{r['model']} ({r['variant']})", fmt(r["judge_only"]),
               fmt(r["score"]) + " " + _interval(r["ci_low"], r["ci_high"]) if r["score"] is not None else "—",
               fmt(r["human_only"]) + " " + _interval(r["human_only_ci_low"], r["human_only_ci_high"])
@@ -53,7 +78,94 @@ def section(doc: dict, run_dir: Path) -> str:
                         "labeled / total", "bias", "note"], table), ""]
     if figure is not None:
         lines += [f"![corrected scores](figures/{FIGURE})", ""]
+    lines += _ranking_lines(doc, flat, Path(run_dir))
     return "\n".join(lines) + "\n"
+
+
+def rank_intervals(flat: list[dict], differences: list[dict]) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(judge, model, variant) -> (best, worst) rank the corrected differences allow: a system
+    ranks below every system whose corrected difference over it has a 95% CI above 0, and above
+    every one it beats so; a difference without an interval separates nothing."""
+    better: dict[tuple, int] = {}
+    worse: dict[tuple, int] = {}
+    for d in differences:
+        if d["ci_low"] is None or d["ci_high"] is None:
+            continue
+        a, b = (d["judge"], *d["a"]), (d["judge"], *d["b"])
+        if d["ci_low"] > 0:
+            better[b], worse[a] = better.get(b, 0) + 1, worse.get(a, 0) + 1
+        elif d["ci_high"] < 0:
+            better[a], worse[b] = better.get(a, 0) + 1, worse.get(b, 0) + 1
+    shown = [r for r in flat if r["score"] is not None]
+    n = {j: sum(r["judge"] == j for r in shown) for j in {r["judge"] for r in shown}}
+    out = {}
+    for r in shown:
+        key = (r["judge"], r["model"], r["variant"])
+        out[key] = (1 + better.get(key, 0), n[r["judge"]] - worse.get(key, 0))
+    return out
+
+
+def _ranking_lines(doc: dict, flat: list[dict], run_dir: Path) -> list[str]:
+    """The ranking the corrected differences imply, with rank intervals, and every pair's
+    corrected difference with its CI (table and figure)."""
+    diffs = doc["correction"]["differences"]
+    ranks = rank_intervals(flat, diffs)
+    if not ranks:
+        return []
+    shown = sorted((r for r in flat if r["score"] is not None), key=lambda r: (r["judge"], -r["score"]))
+    lines = ["### Corrected ranking", "",
+             "Ranked by corrected score; a rank interval spans the ranks the corrected differences (below) "
+             f"leave open: a system is placed above another only where their difference's 95% CI excludes 0 "
+             f"({'paired: the sample is shared' if doc['correction']['per'] == 'shared' else 'unpaired: each system its own sample'}).",
+             "", md_table(["judge", "model", "corrected", "rank"], [
+                 [r["judge"], f"{r['model']} ({r['variant']})", fmt(r["score"]),
+                  _rank(ranks[(r["judge"], r["model"], r["variant"])])] for r in shown]), ""]
+    usable = [d for d in diffs if d["score"] is not None]
+    write_csv(run_dir / "tables" / "corrected_differences.csv",
+              [{"judge": d["judge"], "a_model": d["a"][0], "a_variant": d["a"][1], "b_model": d["b"][0],
+                "b_variant": d["b"][1], **{k: v for k, v in d.items() if k not in ("judge", "a", "b")}} for d in diffs])
+    if usable:
+        lines += [md_table(["judge", "a − b", "corrected [95% CI]", "human-only [95% CI]", "judge-only", "method"], [
+            [d["judge"], f"{d['a'][0]} ({d['a'][1]}) − {d['b'][0]} ({d['b'][1]})",
+             f"{fmt(d['score'])} {_interval(d['ci_low'], d['ci_high'])}",
+             f"{fmt(d['human_only'])} {_interval(d['human_only_ci_low'], d['human_only_ci_high'])}",
+             fmt(d["judge_only"]), d["method"]] for d in usable]), ""]
+        draw_differences(usable, run_dir / "figures" / RANKING_FIGURE)
+        lines += [f"![corrected differences](figures/{RANKING_FIGURE})", ""]
+    return lines
+
+
+def _rank(interval: tuple[int, int]) -> str:
+    lo, hi = interval
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def draw_differences(diffs: list[dict], path: Path) -> Path:
+    """Per judge, each pair's corrected difference with its 95% CI, and 0 marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gamut_local.reporting.figures import save_figure
+
+    judges = list(dict.fromkeys(d["judge"] for d in diffs))
+    most = max(sum(d["judge"] == j for d in diffs) for j in judges)
+    fig, axes = plt.subplots(1, len(judges), figsize=(5.5 * len(judges), 1 + 0.4 * most), squeeze=False)
+    for ax, judge in zip(axes[0], judges):
+        mine = [d for d in diffs if d["judge"] == judge]
+        y = range(len(mine))
+        err = [[d["score"] - d["ci_low"] for d in mine], [d["ci_high"] - d["score"] for d in mine]]
+        colours = ["#1565c0" if d["ci_low"] > 0 or d["ci_high"] < 0 else "#9e9e9e" for d in mine]
+        for i, d in enumerate(mine):  # blue: the interval excludes 0, the pair is ordered
+            ax.errorbar([d["score"]], [i], xerr=[[err[0][i]], [err[1][i]]], fmt="o", ms=4, capsize=3,
+                        color=colours[i])
+        ax.axvline(0, color="black", lw=0.8)
+        ax.set_yticks(list(y), [f"{d['a'][0]} − {d['b'][0]}" for d in mine], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("corrected difference, GAMUT points (95% CI)")
+        ax.set_title(f"judge {judge}", fontsize=10)
+    return save_figure(fig, path)
 
 
 def draw(flat: list[dict], path: Path) -> Path | None:

@@ -12,6 +12,8 @@ Scores: `scores/scores.json` holds every judge's verdicts plus the run's `extra_
 
 from __future__ import annotations
 
+import importlib.util
+
 import json
 import time
 from contextlib import contextmanager
@@ -33,6 +35,7 @@ from gamut_local.stages.compile import compile_rubric
 from gamut_local.stages.generate import generate
 from gamut_local.stages.judge import extra_answer_problems, judge
 from gamut_local.stages.report import write_report
+from gamut_local.stages.sample import draw_sample
 from gamut_local.stages.score import score_run
 
 
@@ -68,6 +71,9 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
         _, problem = resolve_model_path(m)
         if problem:
             problems.append(problem)
+    if spec.calibration is not None and importlib.util.find_spec("ppi_py") is None:
+        problems.append(spec.problem("calibration", "corrected scores need the `correct` extra (ppi-python): "
+                                     "pip install 'gamut_local[correct]', or remove `calibration:`"))
     if problems:
         raise InputError(problems)
 
@@ -134,7 +140,19 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     finally:
         keeper.close()
     allow = allow_incomplete or limit is not None
-    timed("score", lambda: str(score_run(spec, allow_incomplete=allow)))
+    cal, sample = spec.calibration, calibration_name(limit)
+    if cal is not None:
+        timed("sample", lambda: str(draw_sample(Path(spec.output_dir), cal.responses, per=cal.per, seed=cal.seed,
+                                                name=sample, console=console)[0]))
+    gold = None if cal is None else cal.gold
+    timed("score", lambda: str(score_run(spec, allow_incomplete=allow, correct_with=gold, sample=sample)))
     timed("report", lambda: str(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed,
-                                             allow_incomplete=allow, pilot=limit)))
+                                             allow_incomplete=allow, pilot=limit, correct_with=gold,
+                                             sample=sample)))
     return stages
+
+
+def calibration_name(limit: int | None) -> str:
+    """The sample `run` draws: a pilot's (`--limit`) responses are fewer than the full run's,
+    so its sample is another design under its own name, and the full run's never clashes."""
+    return "calibration" if limit is None else f"calibration-pilot-{limit}"

@@ -34,6 +34,7 @@ from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
 from gamut_local.analysis.design import read_sample
 from gamut_local.reporting.correction import section as correction_section
+from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.reporting.tables import (
@@ -211,13 +212,17 @@ def pilot_limit(run_dir: Path) -> int | None:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
 
-def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:
+def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design,
+               files) -> ScoresFile:
     """With `correct_with`: the scores document with corrected scores, written to scores.json."""
     if correct_with is None:
         return doc
     from gamut_local.analysis.correction import correct
+    from gamut_local.reporting.correction import sample_verdicts_of
 
-    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0])))
+    outside, notes = sample_verdicts_of(design[1], files, correct_with)
+    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0]), outside=outside,
+                                               notes=notes))
     write_model(scores_path(run_dir), doc)
     return doc
 
@@ -248,7 +253,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
                                                      computing=workers.start,
                                                      allow_incomplete=allow_incomplete or pilot is not None)
-        doc = _corrected(run_dir, doc, scores, correct_with, design)
+        doc = _corrected(run_dir, doc, scores, correct_with, design, files)
         t = {**report_tables(scores, agreement), "pilot": pilot}
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
@@ -265,6 +270,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
     shown = {k: str(p.relative_to(run_dir)) for k, p in figures.items()}
     write_text_atomic(report, top + render(run_name(run_dir), t, shown, notes, N_BOOT)
-                      + correction_section(doc.model_dump(mode="json"), run_dir)
+                      + correction_section(doc.model_dump(mode="json"), run_dir) + jury_section(run_dir)
                       + report_section(run_dir, files, console=console))
     return report

@@ -75,7 +75,9 @@ def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample:
     if not gold_idx:
         raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
                                   f"{', '.join(scores.judges)})")])
-    labels = labels_for(scores, design, gold_idx)
+    from gamut_local.reporting.correction import sample_verdicts_of
+
+    labels = labels_for(scores, design, gold_idx, sample_verdicts_of(design, verdict_files(Path(run_dir)), gold)[0])
     y = gold_scores(scores, labels)
     rows = []
     for j, judge in enumerate(scores.judges):

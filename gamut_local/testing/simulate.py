@@ -131,18 +131,25 @@ def _draw(rng, probs: np.ndarray) -> np.ndarray:
     return np.minimum((u > cum).sum(axis=-1), len(JUDGE_LABELS) - 1).astype(np.int8)
 
 
-def write_verdicts(sim: Simulation, run_dir, judge: str | None, name: str | None = None, cells=None) -> list:
+def write_verdicts(sim: Simulation, run_dir, judge: str | None, name: str | None = None, cells=None,
+                   design: dict | None = None) -> list:
     """Write a judge's (None: the truth's, as `name`) verdicts into a run directory's
-    `verdicts/<name>/<model>.multimodal.jsonl`, one file per system; the paths written."""
+    `verdicts/<name>/<model>.multimodal.jsonl`, one file per system; the paths written.
+    `design` (a sample design file as a dict): the verdicts on the responses it drew carry its
+    `sample_id` and inclusion probability, as the viewer's calibration queue writes them."""
     import json
     from pathlib import Path
 
     name = name or judge
     paths = []
+    drawn = {} if design is None else _drawn(design)
     for s, system in enumerate(sim.systems):
         one = np.zeros(sim.truth.shape[:2], dtype=bool)
         one[s] = True if cells is None else np.asarray(cells)[s]
         records = sim.records(judge, name, one)
+        for r in records:
+            if (r["model"], r["question_id"]) in drawn:
+                r.update(sample_id=design["sample_id"], inclusion_probability=drawn[(r["model"], r["question_id"])])
         if not records:
             continue
         path = Path(run_dir) / "verdicts" / name / f"{system}.multimodal.jsonl"
@@ -150,6 +157,11 @@ def write_verdicts(sim: Simulation, run_dir, judge: str | None, name: str | None
         path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
         paths.append(path)
     return paths
+
+
+def _drawn(design: dict) -> dict[tuple[str, str], float]:
+    prob = {st["model"]: st["inclusion_probability"] for st in design["strata"]}
+    return {(r["model"], r["question_id"]): prob[r["model"]] for r in design["responses"]}
 
 
 def sampled_cells(sim: Simulation, design: dict, upto: int | None = None):

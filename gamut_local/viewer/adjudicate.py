@@ -27,7 +27,7 @@ from gamut_local.vocab import JUDGE_LABELS, TIERS
 NOTE_MAX = 2000
 # What a verdict request holds, exactly (viewer.body.read_json_body checks names and types).
 VERDICT_FIELDS = {"question_id": Field(), "model": Field(), "variant": Field(), "check_id": Field(),
-                  "verdict": Field(), "note": Field(required=False)}
+                  "verdict": Field(), "note": Field(required=False), "sample": Field(required=False)}
 _LOCK = threading.Lock()  # one append at a time, so file order is time order
 
 
@@ -46,6 +46,7 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
         raise LookupError("no judged (response, check) cell with these names in this run")
     qid, model, variant, check_id = index.cell_names(cell)  # names as the run spells them
     check_name(model, "model", "request")
+    drawn = _sample_fields(index, body.get("sample") or None, (model, variant, qid))
     key = (qid, model, variant, check_id)
     with _LOCK:
         mine = index.humans.setdefault(judge, {})
@@ -54,14 +55,33 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
                "verdict": fields["verdict"], "raw": None, "probs": None, "note": note,
                **index.shown_identity(qid, model, variant, check_id),
                "annotated_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-               "revision": int(mine[key].get("revision") or 1) + 1 if key in mine else 1}
+               "revision": int(mine[key].get("revision") or 1) + 1 if key in mine else 1, **drawn}
         try:
             Verdict.model_validate(rec)
         except ValidationError as e:
             raise InputError(pydantic_problems(e, "request", None))
         append_jsonl(verdicts_path(index.run_dir, judge, model, variant), [rec])
         mine[key] = rec
+        index.humans_version += 1
     return rec
+
+
+def _sample_fields(index: RunIndex, name: str | None, response: tuple[str, str, str]) -> dict:
+    """A verdict made in a calibration sample's queue carries the sample's id and the
+    response's inclusion probability (what `--correct-with` weighs it by and checks it against);
+    a response the sample did not draw is refused."""
+    if name is None:
+        return {}
+    from gamut_local.analysis.design import probability_of
+
+    design = index.samples.get(name)
+    if design is None:
+        raise InputError([Problem("request", None, "sample", f"no calibration sample {name!r} in this run "
+                                  f"({', '.join(sorted(index.samples)) or 'none'})")])
+    prob = probability_of(design).get(response)
+    if prob is None:
+        raise InputError([Problem("request", None, "sample", f"sample {name!r} did not draw this response")])
+    return {"sample_id": design.sample_id, "inclusion_probability": prob}
 
 
 def annotated_cells(index: RunIndex, judge: str):

@@ -195,6 +195,18 @@ def queue(request):
     return JSONResponse(data) if _api(request) else v.render("queue.html", c=data)
 
 
+def sample(request):
+    v = _view(request)
+    names = sorted(v.index.samples)
+    name = request.query_params.get("name") or (names[0] if len(names) == 1 else None)
+    if name is not None and name not in v.index.samples:
+        return PlainTextResponse("no such calibration sample in this run", 404)
+    pos = _int(request, "pos") if "pos" in request.query_params else None
+    data = {"samples": names, "cell": None, "sample": None} if name is None else \
+        pages.sample_page(v.index, name, pos, v.judge)
+    return JSONResponse(data) if _api(request) else v.render("queue.html", c=data, samples=names)
+
+
 async def post_verdict(request):
     v = _view(request)
     if not v.writable:
@@ -247,6 +259,7 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
           Route("/questions", questions), Route("/api/questions", questions),
           Route("/question/{qid}", question), Route("/api/question/{qid}", question),
           Route("/queue", queue), Route("/api/queue", queue),
+          Route("/sample", sample), Route("/api/sample", sample),
           Route("/api/verdicts", post_verdict, methods=["POST"]),
           Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
 

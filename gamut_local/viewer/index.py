@@ -28,8 +28,8 @@ from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.data.verdict_table import take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
-from gamut_local.rundir.layout import scores_path
+from gamut_local.rundir.identity import answer_hash, stale_fields
+from gamut_local.rundir.layout import sample_files, scores_path
 from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -80,6 +80,9 @@ class RunIndex:
     humans: dict = field(default_factory=dict)  # judge -> {(qid, model, variant, check_id): record}
     scores: dict | None = None
     notes: list[str] = field(default_factory=list)
+    samples: dict = field(default_factory=dict)  # name -> analysis.design.SampleFile (RUN/samples/)
+    humans_version: int = 0  # +1 each verdict the viewer writes: what is computed from `humans` is redone
+    computed: dict = field(default_factory=dict)  # name -> (humans_version, value): results kept until then
     small_pool_max: int = SMALL_POOL_MAX  # the run's compile setting (manifest.json)
 
     @cached_property
@@ -109,15 +112,22 @@ class RunIndex:
         q = self.questions.get(question_id)
         return [] if q is None else _checks(q, self.small_pool_max)
 
+    @cached_property
+    def check_hashes(self) -> dict[tuple, str]:
+        """(question, variant, check) -> the check's hash as shown now, computed once: the
+        dataset and the compile setting do not change while the app runs."""
+        return current_check_hashes(self.questions.values(), self.small_pool_max)
+
+    @cached_property
+    def answer_hashes(self) -> dict[tuple, str]:
+        """(question, model, variant) -> the hash of the answer shown now, computed once."""
+        return {k: answer_hash(a["response"]) for k, a in self.answers.items()}
+
     def shown_identity(self, question_id: str, model: str, variant: str, check_id: str) -> dict:
         """The `check_hash` and `answer_hash` of the check and response this viewer shows for a
         cell now (None where it has none to show)."""
-        q = self.questions.get(question_id)
-        checks = q.checks_for_variant(variant, self.checks(question_id)) if q is not None else []
-        check = next((c for c in checks if c.check_id == check_id), None)
-        answer = self.answers.get((question_id, model, variant))
-        return {"check_hash": check_hash(check.text, check.tier, check.kind) if check else None,
-                "answer_hash": answer_hash(answer["response"]) if answer else None}
+        return {"check_hash": self.check_hashes.get((question_id, variant, check_id)),
+                "answer_hash": self.answer_hashes.get((question_id, model, variant))}
 
     def is_stale(self, record: dict) -> bool:
         """Whether a (human) verdict was made on another check wording or answer than shown now."""
@@ -240,7 +250,22 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
     index.scores = read_scores(scores_path(run_dir), run_dir, notes)
+    index.samples = read_samples(run_dir, notes)
     return index
+
+
+def read_samples(run_dir: Path, notes: list[str]) -> dict:
+    """The run's calibration sample designs by name; a design that cannot be read is a note
+    (its queue is not offered), not a reason to refuse the whole run."""
+    from gamut_local.analysis.design import read_sample
+
+    out = {}
+    for path in sample_files(run_dir):
+        try:
+            out[path.stem] = read_sample(path)
+        except InputError as e:
+            notes.append(f"{path.relative_to(run_dir)} is not a sample design ({e.problems[0]}): no queue for it")
+    return out
 
 
 def _compile_setting(cfg: dict) -> int:

@@ -8,8 +8,10 @@ import re
 
 import numpy as np
 
+from gamut_local.analysis.design import probability_of
 from gamut_local.rundir.human import is_human
 from gamut_local.viewer.adjudicate import annotated_cells
+from gamut_local.viewer.correction import live_boards
 from gamut_local.viewer.index import RunIndex
 from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
 
@@ -46,6 +48,7 @@ def overview(index: RunIndex) -> dict:
         "coverage_from": (index.scores or {}).get("coverage_from"),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
         "notes": index.notes, "human_agreement": human_agreement(index),
+        "corrected": live_boards(index),
     }
 
 
@@ -201,9 +204,15 @@ def queue_page(index: RunIndex, pos: int, *, only="disagree", question=None, jud
     """One cell of the queue with everything needed to adjudicate it, and the progress."""
     order = queue_cells(index, only, question)
     mine = annotated_cells(index, judge) if judge else np.zeros(0, dtype=np.int64)
-    done = int(np.isin(order, mine).sum())
-    page = {"total": len(order), "done": done, "only": only, "question_filter": question or "",
-            "blind": blind, "pos": 0, "cell": None}
+    page = {"only": only, "question_filter": question or "", "sample": None}
+    return _cell_page(index, order, pos, mine, judge, blind, page)
+
+
+def _cell_page(index: RunIndex, order: np.ndarray, pos: int | None, mine: np.ndarray, judge, blind: bool,
+               page: dict) -> dict:
+    """The cell at `pos` of `order` (None: the first not in `mine`, the cells counted done)."""
+    page.update({"total": len(order), "done": int(np.isin(order, mine).sum()), "blind": blind, "pos": 0,
+                 "cell": None})
     if not len(order):
         return page
     if pos is None:  # reopening resumes at the first cell you have not annotated
@@ -233,10 +242,69 @@ def queue_page(index: RunIndex, pos: int, *, only="disagree", question=None, jud
                                     for j, code, p in zip(v.j[rows].tolist(), v.code[rows].tolist(), v.probs[rows])],
         "disagree": bool(c.disagree[cell]), "entropy": float(c.entropy[cell]),
         "mine": None if current is None else {"verdict": current["verdict"], "note": current.get("note"),
-                                              "revision": current.get("revision")},
+                                              "revision": current.get("revision"),
+                                              "sample_id": current.get("sample_id")},
         "next_todo": None if not len(todo) else int(pos + 1 + np.flatnonzero(~np.isin(later, mine))[0]),
         "labels": list(JUDGE_LABELS),
     })
+    return page
+
+
+# ---------------------------------------------------------------- the calibration sample
+
+def sample_cells(index: RunIndex, design) -> tuple[np.ndarray, np.ndarray, int]:
+    """(cells, response number of each, drawn responses without cells): the cells of the
+    design's drawn responses in grading order, the design's order of responses (so whatever
+    prefix is graded is itself a stratified random sample), each response's checks in its
+    question's rubric order. A drawn response no judge graded has no cells to walk."""
+    c, v = index.cells, index.verdicts
+    S, C = max(len(v.systems), 1), max(len(v.checks), 1)
+    cells, number, missing = [], [], 0
+    for k, r in enumerate(sorted(design.responses, key=lambda r: r.order)):
+        qi, si = index.q_index.get(r.question_id), index.s_index.get((r.model, r.variant))
+        lo = hi = 0
+        if qi is not None and si is not None:
+            base = (qi * S + si) * C
+            lo, hi = (int(x) for x in np.searchsorted(c.key, [base, base + C]))
+        if lo == hi:
+            missing += 1
+            continue
+        q = index.questions.get(r.question_id)
+        rank = {ch.check_id: i for i, ch in enumerate(q.checks_for_variant(r.variant, index.checks(r.question_id)))} \
+            if q is not None else {}
+        mine = sorted(range(lo, hi), key=lambda i: (rank.get(v.checks[c.c[i]], len(rank)), v.checks[c.c[i]]))
+        cells += mine
+        number += [k] * len(mine)
+    return np.array(cells, dtype=np.int64), np.array(number, dtype=np.int64), missing
+
+
+def sample_done(index: RunIndex, judge: str | None, design) -> np.ndarray:
+    """Cells this human judge has graded for this sample: a current verdict (not stale) made
+    in its queue (`sample_id`); a verdict from another queue does not count
+    (`analysis.design.sample_verdicts`)."""
+    cells = [index.cell_of(*k) for k, r in index.humans.get(judge, {}).items()
+             if r.get("sample_id") == design.sample_id and not index.is_stale(r)] if judge else []
+    return np.array(sorted(x for x in cells if x is not None), dtype=np.int64)
+
+
+def sample_page(index: RunIndex, name: str, pos: int | None, judge: str | None) -> dict:
+    """One cell of the calibration sample's queue, blind, with the sample's progress in whole
+    responses (what a correction counts) and in cells."""
+    design = index.samples[name]
+    order, number, missing = sample_cells(index, design)
+    done = sample_done(index, judge, design)
+    undone = np.bincount(number, weights=(~np.isin(order, done)).astype(np.float64), minlength=len(design.responses))
+    present = np.bincount(number, minlength=len(design.responses)) > 0
+    info = {"name": name, "sample_id": design.sample_id, "per": design.per, "responses": len(design.responses),
+            "responses_done": int((present & (undone == 0)).sum()), "missing": missing, "response": None}
+    page = _cell_page(index, order, pos, done, judge, True, {"only": "sample", "question_filter": "",
+                                                             "sample": info})
+    if page["cell"] is not None:
+        k = int(number[page["pos"]])
+        mine = np.flatnonzero(number == k)
+        info.update(response=k + 1, check=int(page["pos"] - mine[0]) + 1, checks=len(mine),
+                    inclusion_probability=probability_of(design).get((page["model"], page["variant"],
+                                                                      page["question_id"])))
     return page
 
 

@@ -70,7 +70,7 @@ def test_jury_verdicts_are_read_like_any_judges_and_can_be_corrected(gamut, tmp_
     design = json.loads((tmp_path / "samples" / "calibration.json").read_text())
     from gamut_local.testing.simulate import sampled_cells
 
-    write_verdicts(sim, tmp_path, None, "human-ann", sampled_cells(sim, design))
+    write_verdicts(sim, tmp_path, None, "human-ann", sampled_cells(sim, design), design)
     out = tmp_path / "scores.json"
     r = gamut("score", *sorted((tmp_path / "verdicts").glob("*/*.jsonl")), "--out", out,
               "--correct-with", "human-*", "--sample", tmp_path / "samples" / "calibration.json")
@@ -98,3 +98,24 @@ def test_bad_arguments_are_one_line_and_exit_1(gamut, tmp_path, args, message):
     r = gamut("jury", tmp_path, *args)
     assert r.exit_code == 1 and message in r.output and "Traceback" not in r.output
     assert not (tmp_path / "juries").exists()
+
+
+def test_report_shows_each_members_confusion_matrix(gamut, tmp_path):
+    sim = simulate(1, n_questions=10)
+    for j in ("accurate", "lenient", "noisy"):
+        write_verdicts(sim, tmp_path, j)
+    assert gamut("jury", tmp_path, "--judges", "accurate,lenient,noisy", "--rule", "dawid-skene",
+                 "--name", "panel").exit_code == 0
+    assert gamut("jury", tmp_path, "--judges", "accurate,lenient", "--name", "pair").exit_code == 0  # majority
+    from gamut_local.reporting.jury import section
+
+    text = section(tmp_path)  # report.md's Juries section (a whole report costs 20-40 s here)
+    info = json.loads((tmp_path / "juries" / "panel.json").read_text())
+    assert "## Juries" in text and "### Jury `panel`" in text and "### Jury `pair`" in text
+    for member, matrix in info["confusion"].items():
+        block = text.split("### Jury `panel`")[1].split(f"`{member}`:\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert len(block) == 2 + len(matrix)
+        for row, line in zip(matrix, block[2:]):
+            assert [float(x) for x in line.strip("|").split("|")[1:]] == [round(x, 2) for x in row]
+    assert (tmp_path / "figures" / "jury-panel.png").stat().st_size > 1000
+    assert not (tmp_path / "figures" / "jury-pair.png").exists()  # majority: no matrices to draw

@@ -104,7 +104,7 @@ def test_plan_sample_from_a_pilot(gamut, run):
 
     sim = simulate(0, n_questions=40)
     gamut("sample", run, "--responses", 15, "--seed", 3)
-    write_verdicts(sim, run, None, "human-ann", sampled_cells(sim, _design(run), upto=40))  # 10 per system
+    write_verdicts(sim, run, None, "human-ann", sampled_cells(sim, _design(run), upto=40), _design(run))  # 10 per system
     r = gamut("plan-sample", run, "--half-width", 20, "--json")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)

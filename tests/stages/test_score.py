@@ -37,7 +37,7 @@ def _corrected(gamut, run_dir):
 def test_corrected_rows_are_the_estimator_on_the_sampled_fully_graded_responses(gamut, run):
     sim, run_dir, design = run
     cells = sampled_cells(sim, design)
-    write_verdicts(sim, run_dir, None, "human-ann", cells)
+    write_verdicts(sim, run_dir, None, "human-ann", cells, design)
     r, doc = _corrected(gamut, run_dir)
     assert r.exit_code == 0, r.output
     judge, _ = sim.response_scores(score_responses, "lenient")
@@ -61,7 +61,7 @@ def test_corrected_rows_are_the_estimator_on_the_sampled_fully_graded_responses(
 def test_labels_outside_the_sample_or_on_part_of_a_response_do_not_count(gamut, run):
     sim, run_dir, design = run
     cells = sampled_cells(sim, design)
-    write_verdicts(sim, run_dir, None, "human-ann", cells)
+    write_verdicts(sim, run_dir, None, "human-ann", cells, design)
     _, before = _corrected(gamut, run_dir)
     # The disagreement queue's labels: responses outside the random sample, graded in full.
     write_verdicts(sim, run_dir, None, "human-queue", ~cells & (np.arange(120) % 3 == 0)[None, :])
@@ -79,11 +79,49 @@ def test_labels_outside_the_sample_or_on_part_of_a_response_do_not_count(gamut, 
         assert new == {k: v for k, v in old[("lenient", s)].items() if k != "gold"}
 
 
+def test_a_sampled_response_graded_in_another_queue_is_not_labeled_and_is_noted(gamut, run):
+    """The disagreement queue chooses what people see: a drawn response that a human graded
+    there (no sample_id) counts only once graded in the sample's queue."""
+    sim, run_dir, design = run
+    cells = sampled_cells(sim, design)
+    write_verdicts(sim, run_dir, None, "human-ann", cells, design)
+    _, before = _corrected(gamut, run_dir)
+    path = run_dir / "verdicts" / "human-ann" / "sys-1.multimodal.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    del first["sample_id"], first["inclusion_probability"]  # as the disagreement queue writes it
+    path.write_text("".join(lines[1:]) + json.dumps(first) + "\n")
+    r, after = _corrected(gamut, run_dir)
+    assert r.exit_code == 0, r.output
+    row = {m["model"]: m["corrected"] for m in after["models"] if m["judge"] == "lenient"}
+    old = {m["model"]: m["corrected"] for m in before["models"] if m["judge"] == "lenient"}
+    assert row["sys-1"]["n_labeled"] == old["sys-1"]["n_labeled"] - 1
+    assert row["sys-2"] == old["sys-2"]
+    assert before["correction"]["notes"] == []
+    assert after["correction"]["notes"] and "human-ann: 1 verdicts made outside" in after["correction"]["notes"][0]
+    assert "outside the calibration sample" in r.output
+
+
+def test_a_verdict_claiming_the_sample_on_a_response_it_did_not_draw_is_refused(gamut, run):
+    sim, run_dir, design = run
+    cells = sampled_cells(sim, design)
+    write_verdicts(sim, run_dir, None, "human-ann", cells, design)
+    path = run_dir / "verdicts" / "human-ann" / "sys-0.multimodal.jsonl"
+    drawn = {r["question_id"] for r in design["responses"] if r["model"] == "sys-0"}
+    other = next(q for q in sim.questions if q not in drawn)
+    rec = {**json.loads(path.read_text().splitlines()[0]), "question_id": other}
+    with path.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    r, doc = _corrected(gamut, run_dir)
+    assert r.exit_code == 1 and doc is None
+    assert str(path) in r.output and "sample_id" in r.output and "did not draw" in r.output
+
+
 def test_a_system_without_labels_is_null_with_a_reason(gamut, run):
     sim, run_dir, design = run
     cells = sampled_cells(sim, design)
     cells[2] = False
-    write_verdicts(sim, run_dir, None, "human-ann", cells)
+    write_verdicts(sim, run_dir, None, "human-ann", cells, design)
     r, doc = _corrected(gamut, run_dir)
     assert r.exit_code == 0, r.output
     c = next(m["corrected"] for m in doc["models"] if m["judge"] == "lenient" and m["model"] == "sys-2")

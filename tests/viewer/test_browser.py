@@ -111,3 +111,37 @@ def test_read_only_writes_nothing_and_blind_mode_can_be_lifted(browser, sample_r
         assert page.locator(".judges .v").count() >= 2  # both judges' verdicts, now shown
         page.close()
     assert not list((sample_run / "verdicts").glob("human-*"))
+
+
+def test_grade_a_drawn_response_in_the_calibration_queue(browser, sample_run):
+    """Keys 1-4 walk one drawn response check by check, blind; the progress moves from "0 of"
+    to "1 of" responses; the overview's corrected leaderboard counts the labeled response."""
+    from gamut_local.stages.sample import draw_sample
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import open_run
+
+    _, design, _ = draw_sample(sample_run, 1, per="model", seed=3)
+    with live_server(create_app(open_run(sample_run), annotator="tester")) as url:
+        page = browser.new_page()
+        page.goto(f"{url}/")
+        page.click("text=Calibration sample")
+        page.wait_for_selector("#cell")
+        assert "0 of 3 responses graded in full" in page.inner_text("#progress")
+        assert page.locator(".judges").count() == 0 and page.locator('input[name="blind"]').count() == 0
+        first = _cell(page)[:3]
+        assert first == (design.responses[0].question_id, design.responses[0].model, design.responses[0].variant)
+        n = int(page.inner_text(".where").split(", check 1 of ")[1].split()[0])
+        for k in range(n):
+            assert _cell(page)[:3] == first and f"check {k + 1} of {n}" in page.inner_text(".where")
+            with page.expect_navigation():
+                page.keyboard.press("3" if k % 2 else "1")
+        assert "1 of 3 responses graded in full" in page.inner_text("#progress")
+        assert page.inner_text("#response-number") == "2 of 3" and _cell(page)[:3] != first
+        page.goto(f"{url}/")
+        board = page.locator(f'table.corrected-board[data-judge="synthetic-judge"]')
+        assert "1 / 13" in board.inner_text()
+        page.close()
+    records = [json.loads(x) for p in (sample_run / "verdicts" / "human-tester").glob("*.jsonl")
+               for x in p.read_text().splitlines()]
+    assert len(records) == n and {r["sample_id"] for r in records} == {design.sample_id}
+    assert [r["verdict"] for r in records] == ["missing" if k % 2 else "meets" for k in range(n)]

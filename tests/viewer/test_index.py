@@ -181,3 +181,30 @@ def test_the_answer_columns_mirror_the_answer_record():
     assert set(REQUIRED) == {name for name, f in fields.items() if f.is_required()}
     for name, kind in ANSWER_COLUMNS.items():
         assert ("int" in str(fields[name].annotation)) == (kind == "int64"), name
+
+
+def test_is_stale_compiles_no_check_after_the_first_call(sample_run, monkeypatch):
+    """The overview asks `is_stale` of every human verdict on every load: the checks' hashes
+    are computed once per run, not per call."""
+    from gamut_local.viewer import index as index_module
+    from gamut_local.viewer.pages import overview
+    from gamut_local.vocab import TIERS
+
+    index = index_module.open_run(sample_run)
+    cell = index.cell_names(0)
+    rec = {**dict(zip(("question_id", "model", "variant", "check_id"), cell)), "judge": "human-ann",
+           "verdict": "meets", "tier": TIERS[int(index.cells.tier[0])], **index.shown_identity(*cell)}
+    index.humans["human-ann"] = {cell: rec}
+    assert not index.is_stale(rec) and rec["check_hash"] and rec["answer_hash"]
+
+    def compiling(*args, **kwargs):
+        raise AssertionError("checks compiled again")
+
+    for module, name in ((index_module, "_checks"), (index_module, "checks_for"), (index_module, "check_hash"),
+                         ("gamut_local.data.consistency.checks_for", None), ("gamut_local.rundir.identity.check_hash", None)):
+        if name is None:
+            monkeypatch.setattr(module, compiling)
+        else:
+            monkeypatch.setattr(module, name, compiling, raising=False)
+    assert not index.is_stale(rec) and index.is_stale({**rec, "check_hash": "0" * 12})
+    assert overview(index)["humans"] == {"human-ann": 1}

@@ -1,4 +1,4 @@
-// The adjudication queue: keys 1-4 save a verdict (one POST, appended at once on the server)
+// The adjudication queue and the calibration sample's queue: keys 1-4 save a verdict (one POST, appended at once on the server)
 // and move on; n/p or the arrows step through the queue. Nothing else on the site needs JS.
 (function () {
   "use strict";
@@ -23,6 +23,7 @@
     const body = {question_id: cell.dataset.question, model: cell.dataset.model,
                   variant: cell.dataset.variant, check_id: cell.dataset.check, verdict: label,
                   note: document.getElementById("note").value};
+    if (cell.dataset.sample) body.sample = cell.dataset.sample;
     let res;
     try {
       res = await fetch("/api/verdicts", {method: "POST", headers: {"Content-Type": "application/json"},
@@ -38,7 +39,11 @@
     }
     status.textContent = "saved: " + label;
     document.querySelectorAll(".choice").forEach(b => b.classList.toggle("chosen", b.dataset.label === label));
-    if (cell.dataset.next !== "") go(cell.dataset.next);
+    if (cell.dataset.sample) {  // the calibration sample: on to the first check not yet graded
+      const url = new URL(window.location.href);
+      url.searchParams.delete("pos");
+      window.location.href = url.toString();
+    } else if (cell.dataset.next !== "") go(cell.dataset.next);
     else window.location.reload();
   }
 

@@ -1,0 +1,98 @@
+"""The overview's live corrected leaderboard: each model judge's scores corrected by the human
+verdicts made so far in a calibration sample's queue (`analysis.correction`, the estimator
+`score --correct-with 'human-*'` uses), recomputed when a human verdict is written.
+
+Judge side: the model judges' current verdicts the viewer holds; gold side: the human judges'
+current verdicts made for the sample (`sample_id`), newest per cell, stale ones left out. The
+numbers match what `score-run --correct-with 'human-*'` would write from the same files.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from gamut_local.errors import InputError
+from gamut_local.rundir.human import is_human
+from gamut_local.viewer.index import RunIndex
+from gamut_local.vocab import TIERS, VARIANTS, VERDICTS
+
+GOLD = "human-*"
+
+
+def _table(index: RunIndex, records: list[dict]):
+    """The model judges' verdicts and `records` as one table of codes (what
+    `analysis.scoring.score_table` reads)."""
+    v = index.verdicts
+    humans = sorted({r["judge"] for r in records})
+    judges = list(v.judges) + humans
+    models = sorted({m for m, _ in v.systems} | {r["model"] for r in records})
+    m_of, j_of = {m: i for i, m in enumerate(models)}, {j: i for i, j in enumerate(judges)}
+    sys_model = np.array([m_of[m] for m, _ in v.systems] + [0], dtype=np.int32)
+    sys_variant = np.array([VARIANTS.index(va) for _, va in v.systems] + [0], dtype=np.int8)
+    cells = [index.cell_of(r["question_id"], r["model"], r["variant"], r["check_id"]) for r in records]
+    keep = [(r, c) for r, c in zip(records, cells) if c is not None]
+    hc = np.array([c for _, c in keep], dtype=np.int64)
+    cat = np.concatenate
+    return SimpleNamespace(
+        judges=judges, models=models, questions=list(index.question_ids), checks=list(v.checks),
+        judge=cat([v.j, np.array([j_of[r["judge"]] for r, _ in keep], dtype=np.int32)]),
+        model=cat([sys_model[v.s], sys_model[index.cells.s[hc]] if len(hc) else np.zeros(0, np.int32)]),
+        variant=cat([sys_variant[v.s], sys_variant[index.cells.s[hc]] if len(hc) else np.zeros(0, np.int8)]),
+        question=cat([v.q, index.cells.q[hc].astype(np.int32)]), check=cat([v.c, index.cells.c[hc].astype(np.int32)]),
+        tier=cat([v.tier, np.array([TIERS.index(r["tier"]) for r, _ in keep], dtype=np.int8)]),
+        verdict=cat([v.code, np.array([VERDICTS.index(r["verdict"]) for r, _ in keep], dtype=np.int8)]))
+
+
+def _expected(index: RunIndex) -> dict[tuple[str, str], int]:
+    out: dict[tuple[str, str], int] = {}
+    for qid, variant, _ in index.check_hashes:
+        out[(qid, variant)] = out.get((qid, variant), 0) + 1
+    return out
+
+
+def sample_board(index: RunIndex, name: str) -> dict:
+    """Per model judge: each system's judge-only, corrected and human-only scores with CIs, the
+    bias and how many responses are labeled, from the human verdicts made so far."""
+    from gamut_local.analysis.correction import correct
+    from gamut_local.analysis.design import sample_verdicts
+    from gamut_local.analysis.scoring import score_table
+
+    design = index.samples[name]
+    records = [r for judge, cells in index.humans.items() if is_human(judge)
+               for r in cells.values() if not index.is_stale(r)]
+    outside, notes, errors = sample_verdicts(design, records)
+    bad = {id(r) for r, _, _ in errors}
+    records = [r for r in records if id(r) not in bad]
+    notes += [f"{r['judge']}: {r['question_id']} / {r['model']} / {r['check_id']}: {field}: {msg}; not used"
+              for r, field, msg in errors]
+    out = {"name": name, "sample_id": design.sample_id, "notes": notes, "judges": {}, "error": None}
+    if not any(r.get("sample_id") == design.sample_id for r in records):
+        out["error"] = "no human verdicts in this sample's queue yet"
+        return out
+    scores = score_table(_table(index, records), expected=_expected(index))
+    try:
+        rows, _ = correct(scores, design, GOLD, name, outside=outside, notes=notes)
+    except InputError as e:  # the `correct` extra is not installed
+        out["error"] = str(e.problems[0])
+        return out
+    for (j, s), row in sorted(rows.items()):
+        model, variant = scores.systems[s]
+        out["judges"].setdefault(scores.judges[j], []).append(
+            {"model": model, "variant": variant, **{k: row[k] for k in (
+                "judge_only", "score", "ci_low", "ci_high", "human_only", "human_only_ci_low",
+                "human_only_ci_high", "n_labeled", "n_total", "bias", "method", "reason")}})
+    for board in out["judges"].values():
+        board.sort(key=lambda r: (r["score"] is None, -(r["score"] or 0.0), r["model"], r["variant"]))
+    return out
+
+
+def live_boards(index: RunIndex) -> list[dict]:
+    """`sample_board` for each of the run's samples, computed again only after a verdict is
+    written (`RunIndex.humans_version`)."""
+    got = index.computed.get("live_boards")
+    if got is None or got[0] != index.humans_version:
+        got = index.computed["live_boards"] = (index.humans_version,
+                                               [sample_board(index, n) for n in sorted(index.samples)])
+    return got[1]
