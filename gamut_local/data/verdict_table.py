@@ -40,6 +40,7 @@ from gamut_local.data.verdict_files import (
     read_file_columns,
 )
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
@@ -162,13 +163,13 @@ def table_from_records(records: list[dict], files: list[str] | None = None, file
 def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     """The record-by-record path: `load_records` validates (every problem as FILE:LINE), then
     the records are coded. The fast path must give the same table and the same errors."""
-    paths = [Path(p) for p in paths]
+    paths = store_files(paths)
     records = load_records(paths, Verdict, verdict_key)
     # Where each record came from, replaying load_records' own order: a human's later verdict
     # on the same key takes the place of the earlier one (rundir.human).
     file, line, at = [], [], {}
     for k, path in enumerate(paths):
-        for no, obj in read_jsonl(path):
+        for no, obj in (verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path)):
             key = verdict_key(obj)
             if key in at:
                 file[at[key]], line[at[key]] = k, no
@@ -304,6 +305,31 @@ def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTabl
         inputs=[p.input for p in parts])
 
 
+def store_files(paths) -> list[Path]:
+    """Verdict inputs (store units, folders, JSONL files: `verdict_store.inputs`) as the files
+    that hold them now: each unit's compacted file and live parts, each JSONL file."""
+    return [f for p in verdict_store.inputs(paths)
+            for f in (verdict_store.unit_files(p) if verdict_store.is_store(p) else [p])]
+
+
+def store_columns(path: Path) -> FileColumns:
+    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
+    when written; only the schema version is checked (`rundir.verdict_store`)."""
+    from gamut_local.data import arrow
+
+    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
+    table = verdict_store.read_files([path], [*names, *verdict_store.PROB_COLUMNS]).unify_dictionaries()
+    table = table.combine_chunks()
+    probs = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
+    if table.num_rows:
+        codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
+        for k, name in enumerate(verdict_store.PROB_COLUMNS):
+            probs[:, k] = arrow.floats(table.column(name).chunk(0))
+    else:
+        codes = {name: (np.zeros(0, dtype=np.int32), []) for name in names}
+    return FileColumns(codes=codes, probs=probs, input=file_record(path))
+
+
 def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> VerdictTable:
     """Read and validate verdict JSONL files into one VerdictTable (see the module docstring).
 
@@ -311,7 +337,7 @@ def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> 
     cache of files already read, "read" it but never write, or leave it "off". Raises
     InputError with the reference's own FILE:LINE messages.
     """
-    paths = [Path(p) for p in paths]
+    paths = store_files(paths)
     try:
         options = parse_options()
     except ImportError:  # no pyarrow (the core install)
@@ -325,7 +351,10 @@ def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> 
     workers = min(4, os.cpu_count() or 1)
     threads = len(paths) < workers
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for path, part in zip(paths, pool.map(lambda p: read_file_columns(p, options, cache, threads), paths)):
+        def read(p: Path) -> FileColumns | None:
+            return store_columns(p) if verdict_store.is_store(p) else read_file_columns(p, options, cache, threads)
+
+        for path, part in zip(paths, pool.map(read, paths)):
             parts.append(part)
             if on_file is not None:
                 on_file(path)

@@ -32,6 +32,7 @@ import tempfile
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.store import JOURNAL
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 SCHEMA_VERSION = 1
@@ -219,7 +220,19 @@ def write_part(unit: Path, records: list[dict]) -> Path | None:
     number = max([_through(unit), *_part_numbers(unit)], default=0) + 1
     path = folder / f"part-{number:06d}.parquet"
     _write_atomic(table, path)
+    JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + len(records)
     return path
+
+
+def replace_unit(unit: Path, records: list[dict]) -> None:
+    """Make the unit hold exactly these records (a stage that rewrites its output whole, as
+    `jury` does): one compacted file, written atomically, that holds every part there was."""
+    table = to_table(records, str(unit))
+    numbers = _part_numbers(unit)
+    last = max([_through(unit), *numbers], default=0)
+    _write_atomic(table.replace_schema_metadata(schema({"through_part": last}).metadata), unit)
+    JOURNAL.replaced.append(str(unit))
+    _remove_parts(unit, numbers)
 
 
 def read_files(paths: list[Path], columns: list[str] | None = None):
@@ -292,4 +305,27 @@ def units_in(folder: Path) -> list[Path]:
 
 
 def is_store(path: Path) -> bool:
-    return Path(path).suffix == SUFFIX or Path(path).is_dir()
+    """A store unit (by name: it may not exist yet), not a JSONL file."""
+    return Path(path).suffix == SUFFIX
+
+
+def records(unit: Path):
+    """(row number, record) of a unit's verdicts, for record-by-record readers (resume, jury)."""
+    return enumerate(to_records(read_unit(Path(unit))), 1)
+
+
+def inputs(paths) -> list[Path]:
+    """Verdict inputs named on a command line as store units and JSONL files: a folder (a run,
+    its `verdicts/`, one judge's) gives every unit and JSONL file in it; a `.parts` folder or a
+    part file, its unit."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir() and p.suffix != PARTS:
+            root = p / "verdicts" if (p / "verdicts").is_dir() else p
+            out += sorted(set(units_in(root)) | set(root.rglob("*.jsonl")))
+        elif p.suffix == PARTS or p.parent.suffix == PARTS:
+            folder = p if p.suffix == PARTS else p.parent
+            out.append(folder.with_name(folder.name[: -len(PARTS)] + SUFFIX))
+        else:
+            out.append(p)
+    return list(dict.fromkeys(out))
