@@ -41,7 +41,7 @@ def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -
         unit = store_path(run_dir, judge, model, variant, shard)
         have = _keys(unit)
         new = [r for r in recs if verdict_key(r) not in have]
-        verdict_store.write_part(unit, new)
+        verdict_store.write_part(unit, new, loose=True)
         verdict_store.compact(unit)
         added[str(unit)] = len(new)
     return added
@@ -49,10 +49,14 @@ def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -
 
 def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
     """`gamut-local verdicts import FILE.jsonl... --into RUN`."""
+    from gamut_local.data.verdict_table import read_verdicts_reference
+
     bad = [Problem(str(f), None, "", "not a JSON Lines file (.jsonl)") for f in files if Path(f).suffix != ".jsonl"]
     if bad:
         raise InputError(bad)
-    return import_records(load_records([Path(f) for f in files], Verdict, verdict_key), Path(run_dir))
+    files = [Path(f) for f in files]
+    read_verdicts_reference(files)  # every check, with its FILE:LINE message, before anything is written
+    return import_records(load_records(files, Verdict, verdict_key), Path(run_dir))
 
 
 def adopt_jsonl(path: Path, unit: Path) -> int:
@@ -62,7 +66,7 @@ def adopt_jsonl(path: Path, unit: Path) -> int:
     records = load_records([path], Verdict, verdict_key)
     have = _keys(unit)
     new = [r for r in records if verdict_key(r) not in have]
-    verdict_store.write_part(unit, new)
+    verdict_store.write_part(unit, new, loose=True)
     verdict_store.compact(unit)
     os.replace(path, path.with_name(path.name + IMPORTED))
     return len(records)
@@ -74,7 +78,7 @@ def export(paths: list[Path], out: Path) -> int:
     records = load_records(verdict_store.inputs(paths), Verdict, verdict_key)
     out = Path(out)
     if out.suffix == verdict_store.SUFFIX:
-        verdict_store.replace_unit(out, records)
+        verdict_store.replace_unit(out, records, loose=True)
     else:
         write_text_atomic(out, "".join(dumps(r) + "\n" for r in records))
     return len(records)

@@ -94,10 +94,22 @@ def validate(rec: dict, where: str, no: int) -> list[Problem]:
     return out
 
 
-def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None = None):
-    """Validated verdict records as one Arrow table of the store's schema."""
+def _typed(name: str, value) -> bool:
+    if value is None:
+        return True
+    if name in INTEGERS:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str)
+
+
+def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None = None, *, loose: bool = False):
+    """Validated verdict records as one Arrow table of the store's schema. `loose` (import:
+    records from elsewhere, already read by the strict reader, which lets these optional
+    fields be any JSON): an optional field of another type is kept in `extra`."""
     import pyarrow as pa
 
+    if loose:
+        records = [_loosened(rec) for rec in records]
     problems = [p for no, rec in enumerate(records, 1) for p in validate(rec, where, no)]
     if problems:
         raise InputError(problems[:20])
@@ -112,11 +124,23 @@ def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None =
         for name in (*CODED_OPTIONAL, *INTEGERS):
             cols[name].append(rec.get(name))
         extra = {k: v for k, v in rec.items() if k not in KNOWN}
+        extra.update(rec.get(_MOVED) or {})
+        extra.pop(_MOVED, None)
         cols["extra"].append(json.dumps(extra, ensure_ascii=False) if extra else None)
     target = schema(meta)
     arrays = [pa.array(cols[f.name], type=pa.string()).dictionary_encode() if pa.types.is_dictionary(f.type)
               else pa.array(cols[f.name], type=f.type) for f in target]
     return pa.Table.from_arrays(arrays, schema=target)
+
+
+_MOVED = "\0moved"  # fields `loose` moved out of their typed column (no JSON field has this name)
+
+
+def _loosened(rec: dict) -> dict:
+    moved = {k: rec[k] for k in ("method", *INTEGERS) if not _typed(k, rec.get(k))}
+    if not moved:
+        return rec
+    return {**{k: v for k, v in rec.items() if k not in moved}, _MOVED: moved}
 
 
 # ---------------------------------------------------------------- records out
@@ -208,11 +232,12 @@ def unit_files(unit: Path) -> list[Path]:
     return ([unit] if unit.exists() else []) + parts
 
 
-def write_part(unit: Path, records: list[dict]) -> Path | None:
-    """Write one chunk of verdicts as the unit's next part (atomic); returns its path."""
+def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path | None:
+    """Write one chunk of verdicts as the unit's next part (atomic); returns its path.
+    `loose`: as `to_table`'s (import only)."""
     if not records:
         return None
-    table = to_table(records, str(unit))
+    table = to_table(records, str(unit), loose=loose)
     folder = parts_dir(unit)
     folder.mkdir(parents=True, exist_ok=True)
     for stray in folder.glob(".*.tmp"):  # a chunk whose writer was killed: never renamed, never read
@@ -224,10 +249,10 @@ def write_part(unit: Path, records: list[dict]) -> Path | None:
     return path
 
 
-def replace_unit(unit: Path, records: list[dict]) -> None:
+def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
     """Make the unit hold exactly these records (a stage that rewrites its output whole, as
     `jury` does): one compacted file, written atomically, that holds every part there was."""
-    table = to_table(records, str(unit))
+    table = to_table(records, str(unit), loose=loose)
     numbers = _part_numbers(unit)
     last = max([_through(unit), *numbers], default=0)
     _write_atomic(table.replace_schema_metadata(schema({"through_part": last}).metadata), unit)

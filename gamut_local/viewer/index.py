@@ -29,7 +29,7 @@ from gamut_local.data.verdict_table import take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
-from gamut_local.rundir.layout import scores_path
+from gamut_local.rundir.layout import scores_path, verdict_files
 from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -192,13 +192,9 @@ def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
     return out
 
 
-def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") -> RunIndex:
-    """Read a run directory (and the dataset its manifest names) for the viewer.
-
-    `cache`: "use" reads the columns from the viewer's cache when current and writes them
-    after reading the files; "read" only reads it (nothing written: --read-only); "off"."""
-    from gamut_local.viewer import cache as columns_cache
-
+def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
+    """Read a run directory (and the dataset its manifest names) for the viewer: the verdicts
+    straight from the store's columns, every time (no cache)."""
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
@@ -209,32 +205,21 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
             raise InputError([Problem(str(run_dir / "manifest.json"), None, "config.dataset",
                                       "no readable dataset named; pass --dataset")])
     answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
-    files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
+    files = verdict_files(run_dir)
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
     model_files = [p for p in files if not is_human(p.parent.name)]
-    # The readers parse in pyarrow, which lets go of the GIL: the judges' files, the answers
-    # and the dataset are read side by side.
+    # The readers let go of the GIL: the judges' units, the answers and the dataset are read
+    # side by side.
     small_pool_max = _compile_setting(cfg)
-    # Which model verdicts are stale depends on the answers too: they are part of the key.
-    key = (columns_cache.inputs_key([Path(dataset), *model_files, *answer_files], extra=str(small_pool_max))
-           if cache != "off" else None)
-    cached = columns_cache.load(run_dir, key) if key else None
     with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
-        groups = [] if cached else _groups(model_files, run_dir)
-        pending = [pool.submit(read_table, group, cache) for group in groups]
+        pending = [pool.submit(read_table, group) for group in _groups(model_files, run_dir)]
         pending_answers = pool.submit(read_answers, answer_files)
         questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
         answers = pending_answers.result()
         tables = [t for f in pending if len(t := f.result())]
-    if cached:
-        verdicts, question_ids = Verdicts(**cached[0]), cached[1]
-        notes += cached[2]
-    else:
-        tables, stale_notes = _without_stale(tables, questions, answers, small_pool_max)
-        notes += stale_notes
-        verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
-        if cache == "use":
-            columns_cache.save(run_dir, key, verdicts, question_ids, stale_notes)
+    tables, stale_notes = _without_stale(tables, questions, answers, small_pool_max)
+    notes += stale_notes
+    verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
     index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
@@ -358,12 +343,11 @@ def _lookup(names: list[str], index: dict[str, int]) -> np.ndarray:
     return np.array([index[n] for n in names] + [-1], dtype=np.int32)
 
 
-def read_table(files: list[Path], cache: str = "off"):
-    """One group of verdict files through the project's verdict reader (`cache`: its columnar
-    cache's mode, as `open_run`'s)."""
+def read_table(files: list[Path]):
+    """One group of verdict files through the project's verdict reader."""
     from gamut_local.data.verdict_table import read_verdicts as read_table_files
 
-    return read_table_files(files, cache=cache)
+    return read_table_files(files, cache="off")
 
 
 def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path]) -> tuple[Verdicts, list[str]]:

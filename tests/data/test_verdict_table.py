@@ -138,6 +138,35 @@ CASES = {
 }
 
 
+# Import: the whole corpus with its exact FILE:LINE: field messages, nothing bad written; what
+# import accepts, the store gives back as the strict reader read it.
+SAME = ("judges", "models", "questions", "checks", "judge", "model", "variant", "question", "check", "tier",
+        "verdict", "settings_hashes", "settings_hash", "check_hashes", "check_hash", "answer_hashes", "answer_hash")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_import_gives_the_corpus_messages_and_writes_nothing_bad(gamut, tmp_path, name):
+    content, expected = CASES[name]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(content)
+    run = tmp_path / "run"
+    r = gamut("verdicts", "import", path, "--into", run)
+    if expected is not None:
+        assert r.exit_code == 1, r.output
+        for want in expected:
+            assert want.format(path=path) in r.output, r.output
+        assert "Traceback" not in r.output and not (run / "verdicts").exists()
+        return
+    assert r.exit_code == 0, r.output
+    reference = vt.read_verdicts_reference([path])
+    stored = vt.read_verdicts([run])
+    for f in SAME:
+        x, y = getattr(stored, f), getattr(reference, f)
+        assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y), f
+    assert np.array_equal(stored.probs, reference.probs, equal_nan=True)
+
+
+
 def _read_or_error(path):
     try:
         return vt.read_verdicts([path])
