@@ -81,9 +81,8 @@ def validate(rec: dict, where: str, no: int) -> list[Problem]:
         if rec.get(name) is not None and not isinstance(rec[name], str):
             out.append(Problem(where, no, name, "must be a string or null"))
     for name in INTEGERS:
-        value = rec.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            out.append(Problem(where, no, name, "must be a whole number or null"))
+        if not _typed(name, rec.get(name)):
+            out.append(Problem(where, no, name, "must be a whole number (64-bit) or null"))
     probs = rec.get("probs")
     if probs is not None:
         if not isinstance(probs, dict) or set(probs) - set(JUDGE_LABELS):
@@ -94,12 +93,15 @@ def validate(rec: dict, where: str, no: int) -> list[Problem]:
     return out
 
 
+def _whole(value) -> bool:
+    """A whole number an int64 column holds."""
+    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+
+
 def _typed(name: str, value) -> bool:
     if value is None:
         return True
-    if name in INTEGERS:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, str)
+    return _whole(value) if name in INTEGERS else isinstance(value, str)
 
 
 def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None = None, *, loose: bool = False):
@@ -201,6 +203,8 @@ def _meta(path: Path) -> dict:
 
     try:
         raw = (pq.read_schema(path).metadata or {}).get(META_KEY)
+    except FileNotFoundError:
+        raise
     except (OSError, pa.ArrowException) as e:
         raise InputError([Problem(str(path), None, "", f"not a readable Parquet file: {e}")]) from None
     meta = json.loads(raw) if raw else {}
@@ -275,6 +279,14 @@ def read_files(paths: list[Path], columns: list[str] | None = None):
 
 
 def read_unit(unit: Path, columns: list[str] | None = None):
+    """The unit's verdicts now. Another task may compact it while this reads (resume reads
+    every shard's unit): a part deleted between the listing and the read means the compacted
+    file holds it now, so the unit is listed again."""
+    for _ in range(3):
+        try:
+            return read_files(unit_files(unit), columns)
+        except FileNotFoundError:
+            continue
     return read_files(unit_files(unit), columns)
 
 
@@ -290,7 +302,7 @@ def compact(unit: Path, keep=None) -> int:
     pending = {n: p for n, p in numbers.items() if n > through}
     if not pending and keep is None:
         _remove_parts(unit, numbers)
-        return read_unit(unit, ["verdict"]).num_rows if unit.exists() else 0
+        return pq.ParquetFile(unit).metadata.num_rows if unit.exists() else 0
     table = read_files(([unit] if unit.exists() else []) + [pending[n] for n in sorted(pending)])
     if keep is not None:
         table = table.filter(pa.array(keep(table), type=pa.bool_()))

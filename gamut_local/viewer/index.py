@@ -1,8 +1,8 @@
 """The run as the viewer holds it in memory.
 
-Model judges' verdicts are read column-wise by the project's one verdict reader
-(`data.verdict_table`: pyarrow, no Python dict per verdict, the record loader's FILE:LINE
-messages for any bad file), one judge folder per thread, into integer-coded arrays sorted by
+Model judges' verdicts are read column-wise from the verdict store by the project's one
+verdict reader (`data.verdict_table`: Arrow columns, no Python dict per verdict, no cache),
+one judge folder per thread, into integer-coded arrays sorted by
 (question, system, check, judge), so a question page is one slice and the adjudication queue
 one sort over (response, check) cells.
 Human verdicts (few, and rewritten while the app runs) stay records, newest per cell.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.data.arrow import read_jsonl
 from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
@@ -30,7 +28,7 @@ from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
 from gamut_local.rundir.layout import scores_path, verdict_files
-from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
+from gamut_local.vocab import SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -270,53 +268,9 @@ def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
     return None
 
 
-# `records.Answer`'s typed fields as pyarrow reads them (tests/viewer/test_index.py keeps the
-# two alike); the required ones come first. A value of another JSON type is a reader error.
-ANSWER_COLUMNS = {"question_id": "string", "model": "string", "variant": "string", "response": "string",
-                  "finish_reason": "string", "settings_hash": "string", "prompt_hash": "string",
-                  "prompt_tokens": "int64", "completion_tokens": "int64"}
-REQUIRED = ("question_id", "model", "variant", "response")
-_SAFE = re.compile(NAME_PATTERN)
-
-
 def read_answers(files: list[Path]) -> dict[tuple, dict]:
-    """(question_id, model, variant) -> {"response": ...}, column-wise; the strict loader
-    (FILE:LINE messages) for any file the columns cannot vouch for, or a repeated key."""
-    out: dict[tuple, dict] = {}
-    for path in files:
-        columns = _answer_columns(Path(path))
-        if columns is not None:
-            rows = list(zip(*columns))
-        else:  # raises, naming the lines; or reads what the fast reader could not take
-            rows = [tuple(a[f] for f in REQUIRED) for a in load_records([path], Answer, answer_key)]
-        before = len(out)
-        for qid, model, variant, response in rows:
-            out[(qid, model, variant)] = {"response": response}
-        if len(out) - before != len(rows):
-            load_records(files, Answer, answer_key)  # raises on the repeated keys
-    return out
-
-
-def _answer_columns(path: Path) -> list[list] | None:
-    """The file's required columns if every record is one `records.Answer` accepts, else None.
-    As `data.verdict_files` reads verdicts: the typed fields in the schema, the others
-    inferred, so pyarrow still refuses a repeated key or a type that changes anywhere."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in ANSWER_COLUMNS.items()])
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-    try:
-        table = read_jsonl(path.read_bytes(), options)
-    except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
-        return None
-    if table is None or any(table[f].null_count for f in REQUIRED):
-        return None
-    columns = [table[f].to_pylist() for f in REQUIRED]
-    qids, models, variants, _ = columns
-    if "" in qids or not set(variants) <= set(VARIANTS) or not all(_SAFE.fullmatch(m) for m in set(models)):
-        return None
-    return columns
+    """(question_id, model, variant) -> {"response": ...}, through the strict answer reader."""
+    return {answer_key(a): {"response": a["response"]} for a in load_records(files, Answer, answer_key)}
 
 
 def read_humans(files: list[Path]) -> dict[str, dict]:

@@ -305,8 +305,9 @@ def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_jso
     record-by-record reader)."""
     from contextlib import contextmanager
 
-    from gamut_local.data import verdict_files
+    from gamut_local.data import verdict_table
     from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+    from gamut_local.rundir import store
     from gamut_local.testing.fake_engine import FakeEngine
 
     monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
@@ -322,8 +323,10 @@ def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_jso
     judge_with(_spec(), items, SAMPLE, tmp_path, Shard(), 7, open_engine=fake)
     files = sorted((tmp_path / "verdicts" / "j").iterdir())
     assert [p.name for p in files] == ["a.text_only.parquet", "b.text_only.parquet"]
-    monkeypatch.setattr(verdict_files, "_parse", lambda *_: pytest.fail("parsed JSON"))
-    table = read_verdicts(files)
+    with monkeypatch.context() as m:
+        m.setattr(store, "parse_line", lambda *_: pytest.fail("parsed JSON"))
+        m.setattr(verdict_table, "read_verdicts_reference", lambda *_: pytest.fail("read record by record"))
+        table = read_verdicts(files)
     assert len(table) == sum(len(it.checks) for it in items)
     assert table.judges == ["j"] and table.models == ["a", "b"]
     reference = read_verdicts_reference(files)
