@@ -136,7 +136,6 @@ def project(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
     monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
     monkeypatch.delenv("GAMUT_DATA", raising=False)
-    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("GAMUT_RUNS", raising=False)
     # The pages' cluster commands are for a GPU cluster: the local test cluster that CI runs
     # (far smaller) must not stand in for it when the dry run checks requests against sinfo.

@@ -296,6 +296,7 @@ def compact(unit: Path, keep=None) -> int:
     `keep(table) -> boolean mask` drops rows (resume moves stale verdicts out this way, after
     writing them elsewhere). Crash-safe: see the module docstring."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     numbers = _part_numbers(unit)
     through = _through(unit)
@@ -365,4 +366,4 @@ def inputs(paths) -> list[Path]:
             out.append(folder.with_name(folder.name[: -len(PARTS)] + SUFFIX))
         else:
             out.append(p)
-    return list(dict.fromkeys(out))
+    return out  # a path given twice stays twice: its verdicts are then duplicates, an error

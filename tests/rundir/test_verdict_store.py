@@ -130,3 +130,36 @@ def test_units_are_found_under_a_run_or_a_folder(tmp_path):
     pq.write_table(pa.table({"x": [1]}), tmp_path / "scores" / "scores.responses.parquet")
     assert vs.units_in(tmp_path) == [a, b]
     assert vs.units_in(tmp_path / "verdicts" / "k") == [b]
+
+
+def test_retiring_stale_verdicts_interrupted_midway_loses_nothing(tmp_path, monkeypatch):
+    """Resume moves stale verdicts to superseded/ first, then rewrites its own unit: stopped in
+    between, the rerun moves them again (a repeat in the history), never a loss."""
+    from gamut_local.rundir import resume
+
+    own = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    superseded = tmp_path / "superseded" / "verdicts" / "j" / "m.text_only.parquet"
+    vs.write_part(own, [verdict("q1"), verdict("q2", check_hash="old")])
+
+    def scan():
+        return resume.scan_done([own], lambda r: (r["question_id"], r["check_id"]),
+                                lambda r: {"check_hash": "c" * 16}, "verdict", own=own)
+
+    done, stale = scan()
+    assert done == {("q1", "c1")} and [s.record["question_id"] for s in stale] == ["q2"]
+    real = vs.compact
+
+    def interrupted(unit, keep=None):
+        if unit == own and keep is not None:
+            raise KeyboardInterrupt
+        return real(unit, keep)
+
+    monkeypatch.setattr(vs, "compact", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        resume.retire_stale(stale, own, superseded, "verdict")
+    assert keys(own) == [("q1", "c1"), ("q2", "c1")] and keys(superseded) == [("q2", "c1")]
+    monkeypatch.setattr(vs, "compact", real)
+    done, stale = scan()
+    assert resume.retire_stale(stale, own, superseded, "verdict") == 1
+    assert keys(own) == [("q1", "c1")] and keys(superseded) == [("q2", "c1"), ("q2", "c1")]
+    assert scan() == ({("q1", "c1")}, [])
