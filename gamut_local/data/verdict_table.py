@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import numpy as np
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
-from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 

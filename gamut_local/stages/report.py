@@ -162,7 +162,7 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
         raise InputError(gone)
     if not files:
         raise InputError([Problem(str(run_dir / "verdicts"), None, "",
-                                  "no verdicts: expected verdicts/<judge>/<model>.<variant>.parquet "
+                                  "no verdict files: expected verdicts/<judge>/<model>.<variant>.parquet "
                                   "(run judge first)")])
     path, why = _dataset_for(run_dir, dataset, manifest)
     if path is None:

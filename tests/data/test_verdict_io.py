@@ -3,7 +3,6 @@ corpus through import: tests/data/test_verdict_table.py)."""
 
 import json
 
-import numpy as np
 import pytest
 
 from gamut_local.data import verdict_table as vt

