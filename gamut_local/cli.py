@@ -735,6 +735,44 @@ def diff(
     out.print(f"{len(changes)} question(s) differ", markup=False)
 
 
+verdicts_app = typer.Typer(no_args_is_help=True, help="The verdict store's edges: JSON Lines (or Parquet) "
+                           "out for people and other tools, JSON Lines in from elsewhere.")
+app.add_typer(verdicts_app, name="verdicts")
+
+
+@verdicts_app.command("export")
+@user_errors
+def verdicts_export(
+    inputs: List[Path] = typer.Argument(..., help="Run directories, verdict folders, store units (.parquet) "
+                                        "or JSONL files."),
+    out_path: Path = typer.Option(..., "--out", help="FILE.jsonl, or FILE.parquet (the store's schema)."),
+):
+    """Write every verdict of the inputs to one file (a human's newest verdict per cell)."""
+    from gamut_local.data.verdict_io import export
+    from gamut_local.rundir.paths import check_outputs
+
+    check_outputs({"--out": out_path}, list(inputs))
+    n = export(list(inputs), out_path)
+    out.print(f"{out_path}: {n} verdicts", markup=False)
+
+
+@verdicts_app.command("import")
+@user_errors
+def verdicts_import(
+    files: List[Path] = typer.Argument(..., help="Verdict JSONL files (each record checked; problems as "
+                                       "FILE:LINE: field)."),
+    into: Path = typer.Option(..., "--into", help="The run directory whose store receives them."),
+):
+    """Bring verdicts from elsewhere (or an old run's JSONL) into a run's verdict store; a verdict
+    the store holds already is skipped, so importing twice adds nothing."""
+    from gamut_local.data.verdict_io import import_files
+
+    added = import_files(list(files), into)
+    for path, n in added.items():
+        out.print(f"{path}: +{n} verdicts", markup=False)
+    out.print(f"{sum(added.values())} verdicts imported into {into}", markup=False)
+
+
 def main():  # pragma: no cover - console entry for `python -m gamut_local.cli`
     app()
 

@@ -1,34 +1,30 @@
-"""Benchmark: `score`, `agree` and `report` at paper scale as whole processes, beside DuckDB.
+"""Benchmark: `score`, `agree`, `report` and `view` at paper scale as whole processes, beside DuckDB.
 
 Builds a run directory in the paper's shape (seeded; size by flags): 1,813 questions x 15
-checks, 14 models x 2 variants, 3 judges = 2.28 million verdict records written as the judge
-stage writes them, plus the dataset (for domains) and a manifest naming it. Then times, each
-as its own process, peak RSS from the kernel (`wait4` rusage of that child):
+checks, 14 models x 2 variants, 3 judges = 2.28 million verdicts, in the verdict store as the
+judge stage leaves it (one compacted Parquet file per judge, model and variant), the same
+verdicts as JSON Lines beside it (`jsonl/`, exactly as the judge stage once wrote them), the
+dataset (for domains) and a manifest naming it. There is no cache anywhere: the first read is
+every read. Then times, each as its own process, with its peak RSS from the kernel (`wait4`
+rusage of that child):
 
-- `gamut-local score` over all three judges' files (with `--dataset`, as `score-run` does),
-- `gamut-local agree` over the same files,
-- `gamut-local report RUN_DIR` on a run without `scores/` (nor the agreement in it) or figures
-  (computes and draws everything),
-- `gamut-local report RUN_DIR` again, now that all of it is current (reuses it),
-- DuckDB's SQL of the GAMUT formula (GROUP BYs) over the same files, the reference
-  alternative, twice: with `read_json_auto` as the issue measured it, and with the columns
-  and types given (DuckDB's fastest); one process each, same files, same machine, same run.
+- `gamut-local score RUN/verdicts --dataset ...` (as `score-run` reads them),
+- `gamut-local agree RUN/verdicts`,
+- `gamut-local report RUN` with nothing current (computes and draws everything), then again
+  with everything current (reuses it),
+- `gamut-local view RUN`: from launching the process to its first page answered,
+- DuckDB's SQL of the GAMUT formula (GROUP BYs) over the same Parquet files (`read_parquet`)
+  and over the equivalent JSON Lines (`read_json_auto`), one process each.
 
-Each gamut-local command runs twice: "cold", with an empty columnar verdict cache
-(`GAMUT_LOCAL_CACHE`, see `data/verdict_files.py`), so it parses and checks every byte, as
-on files this machine has never read; and "warm", as a run is left by the judge stage,
-which caches each file it writes (`verdict_files.cache_files`, called here untimed), once any
-command has read it since: these files were written minutes before, so `cache_files` also
-remembers their hashes, as the first read after judging does (a file written within 2 s of
-being hashed is hashed again on its next read).
-
-Prints one JSON object: seconds, peak RSS, the ratios to DuckDB and whether each target is
-met (within 2x of DuckDB's `read_json_auto` time, peak RSS < 1 GB; report on a current run
-< 3 s); the ratio to the column-typed DuckDB is printed beside it. Needs
-`duckdb` (in the `test` extra). Run:
+Prints one JSON object: seconds, CPU seconds, peak RSS, the ratios and whether each of the
+issue's targets is met (score and agree within 2x of DuckDB over the Parquet and at most 0.5x
+of DuckDB's read_json_auto over the JSONL; a fresh report within 1.5x of DuckDB over the
+JSONL, a current one under 1 s; the first page of `view` under 3 s; peak RSS under 1 GB
+each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `test` extra).
+Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
-        [--variants 2] [--judges 3] [--one-file-per-judge] [--dir /tmp/gamut-bench-run] [--keep]
+        [--variants 2] [--judges 3] [--dir /tmp/gamut-bench-run] [--keep]
 """
 
 from __future__ import annotations
@@ -39,12 +35,15 @@ import os
 import shutil
 import subprocess
 import sys
+import socket
 import time
+import urllib.request
 import zlib
 from pathlib import Path
 
 import numpy as np
 
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.identity import check_hash
 
 DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
@@ -79,10 +78,54 @@ def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers,
     return lines
 
 
+def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
+                 settings_hash: str):
+    """The same verdicts as `_verdict_lines`, as the store's Arrow table (built from the arrays)."""
+    import pyarrow as pa
+
+    nq, nc = codes.shape
+    flat = codes.ravel()
+    invalid = flat == 4
+    verdicts = [*LABELS, "invalid"]
+
+    def coded(indices, dictionary):
+        return pa.DictionaryArray.from_arrays(pa.array(np.asarray(indices, dtype=np.int32)), pa.array(dictionary))
+
+    def const(value):
+        return coded(np.zeros(nq * nc), [value])
+
+    p = probs.reshape(-1, 4)
+    raw = ["I think so" if bad else "'%s'=%.4f" % (verdicts[k], m)
+           for bad, k, m in zip(invalid.tolist(), flat.tolist(), p.max(axis=1).tolist())]
+    tier_names = sorted(set(tiers))
+    hashes = [check_hash(CHECK_TEXT, t, "simple") for t in tier_names]
+    columns = {
+        "question_id": coded(np.repeat(np.arange(nq), nc), list(qids)), "model": const(model),
+        "variant": const(variant), "judge": const(judge),
+        "check_id": coded(np.tile(np.arange(nc), nq), list(check_ids)),
+        "tier": coded(np.tile([tier_names.index(t) for t in tiers], nq), tier_names),
+        "verdict": coded(flat, verdicts), "raw": pa.array(raw, pa.string()),
+        **{name: pa.array(p[:, k], pa.float64(), mask=invalid) for k, name in enumerate(verdict_store.PROB_COLUMNS)},
+        "method": const("first_token"),
+        "settings_hash": const(settings_hash),
+        "check_hash": coded(np.tile([tier_names.index(t) for t in tiers], nq), hashes),
+        "answer_hash": coded(np.repeat(np.arange(nq), nc),
+                             ["%012x" % zlib.crc32(f"{model}/{variant}/{q}".encode()) for q in qids]),
+        "prompt_tokens": pa.array(np.tile(420 + np.arange(nc) * 37, nq), pa.int64()),
+        "num_cached_tokens": pa.array(np.tile(400 + np.arange(nc) * 37, nq), pa.int64()),
+        "attempts": pa.array(1 + invalid.astype(np.int64), pa.int64()),
+        "extra": pa.nulls(nq * nc, pa.string()),
+    }
+    schema = verdict_store.schema({"through_part": 0})
+    return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
 def build_run(root: Path, *, questions: int, checks: int, models: int, variants: int, judges: int,
-              seed: int = 0, one_file_per_judge: bool = False) -> dict:
-    """Write verdicts/<judge>/<model>.<variant>.jsonl (or every verdict of a judge in
-    verdicts/<judge>/all.jsonl), dataset.jsonl and manifest.json."""
+              seed: int = 0) -> dict:
+    """Write the store (verdicts/<judge>/<model>.<variant>.parquet), the same verdicts as
+    jsonl/<judge>/<model>.<variant>.jsonl, dataset.jsonl and manifest.json."""
+    import pyarrow.parquet as pq
+
     rng = np.random.default_rng(seed)
     qids = [f"q{i:05d}" for i in range(questions)]
     check_ids = [f"item{c:02d}.fact" for c in range(checks)]
@@ -104,12 +147,13 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
                 logits = rng.normal(size=(questions, checks, 4))
                 logits[np.arange(questions)[:, None], np.arange(checks)[None, :], np.minimum(codes, 3)] += 3
                 probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-                path = root / "verdicts" / judge / ("all.jsonl" if one_file_per_judge
-                                                     else f"model-{m:02d}.{variant}.jsonl")
+                args = (judge, f"model-{m:02d}", variant, qids, check_ids, tiers, codes, probs, f"hash{j:08d}")
+                path = root / "jsonl" / judge / f"model-{m:02d}.{variant}.jsonl"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                with path.open("a") as f:
-                    f.write("".join(_verdict_lines(judge, f"model-{m:02d}", variant, qids, check_ids,
-                                                   tiers, codes, probs, f"hash{j:08d}")))
+                path.write_text("".join(_verdict_lines(*args)))
+                unit = root / "verdicts" / judge / f"model-{m:02d}.{variant}.parquet"
+                unit.parent.mkdir(parents=True, exist_ok=True)
+                pq.write_table(_store_table(*args), unit, compression="zstd")
                 n += codes.size
     dataset = root / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({
@@ -164,43 +208,79 @@ reader, files = sys.argv[1], sys.argv[2:]
 rows = duckdb.connect().execute({GAMUT_SQL!r}.replace("READER", reader), [files]).fetchall()
 print(len(rows))
 """
-# What the issue measured (`read_json_auto`: DuckDB types every field itself), and DuckDB
-# told the columns and their types up front, its fastest way through these files.
-DUCKDB_READERS = {
-    "duckdb_sql_score_auto": "read_json_auto(?)",
-    "duckdb_sql_score_columns": ("read_json(?, format='newline_delimited', columns={judge: 'VARCHAR', "
-                                 "model: 'VARCHAR', variant: 'VARCHAR', question_id: 'VARCHAR', "
-                                 "check_id: 'VARCHAR', tier: 'VARCHAR', verdict: 'VARCHAR'})"),
-}
+# DuckDB over the store's Parquet (the same files `score` reads), and over the equivalent JSONL
+# with `read_json_auto` (DuckDB types every field itself), as the issue measures them.
+DUCKDB_READERS = {"duckdb_parquet": ("read_parquet(?)", "verdicts/*/*.parquet"),
+                  "duckdb_json_auto": ("read_json_auto(?)", "jsonl/*/*.jsonl")}
 
 
-def time_commands(root: Path, files: list[str], state: str) -> dict:
-    """score, agree, a fresh report and a current one, with a cold or a warm verdict cache."""
-    gamut = str(GAMUT)
-    cache = root / f"cache-{state}"
-    shutil.rmtree(cache, ignore_errors=True)
-    env = {**os.environ, "GAMUT_LOCAL_CACHE": str(cache)}
-    if state == "warm":  # what the judge stage does after writing each file
-        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
-                        "from gamut_local.data.verdict_files import cache_files; "
-                        "cache_files([Path(p) for p in sys.argv[1:]])", *files], env=env, check=True)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def fresh_env():
-        if state == "cold":  # an empty cache for every command
-            shutil.rmtree(cache, ignore_errors=True)
-        return env
 
+def time_view(root: Path) -> dict:
+    """`gamut-local view RUN`: seconds from launch to the first page answered, and the server's
+    peak RSS (its rusage once stopped)."""
+    port = _free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([str(GAMUT), "view", str(root), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    first = None
+    while first is None and proc.poll() is None and time.perf_counter() - t0 < 600:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+                r.read()
+                first = time.perf_counter() - t0
+        except OSError:
+            time.sleep(0.05)
+    proc.terminate()
+    _, _, usage = os.wait4(proc.pid, 0)
+    err = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if first is None:
+        raise SystemExit(f"gamut-local view never answered:\n{err}")
+    return {"seconds": round(first, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
+def time_commands(root: Path) -> dict:
+    """score, agree, a fresh report, a current one and view's first page, each a process."""
+    gamut, store = str(GAMUT), str(root / "verdicts")
     out = {
-        "score": timed_process([gamut, "score", *files, "--out", str(root / "bench-scores.json"),
-                                "--dataset", str(root / "dataset.jsonl")], fresh_env()),
-        "agree": timed_process([gamut, "agree", *files, "--out", str(root / "bench-agreement.json")], fresh_env()),
+        "score": timed_process([gamut, "score", store, "--out", str(root / "bench-scores.json"),
+                                "--dataset", str(root / "dataset.jsonl")]),
+        "agree": timed_process([gamut, "agree", store, "--out", str(root / "bench-agreement.json")]),
     }
     for made in ("scores", "figures", "tables", "report.md"):  # nothing current (agreement is in scores/)
         target = root / made
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
-    out["report_fresh"] = timed_process([gamut, "report", str(root)], fresh_env())
-    out["report_current"] = timed_process([gamut, "report", str(root)], fresh_env())
+    out["report_fresh"] = timed_process([gamut, "report", str(root)])
+    out["report_current"] = timed_process([gamut, "report", str(root)])
+    out["view_first_page"] = time_view(root)
     return out
+
+
+def _ratios(r: dict, ref: dict, key: str) -> None:
+    r[f"ratio_to_{key}"] = round(r["seconds"] / ref["seconds"], 2)
+    r[f"cpu_ratio_to_{key}"] = round(r["cpu_seconds"] / ref["cpu_seconds"], 2)
+
+
+def targets(results: dict) -> None:
+    """Each measurement's ratios to DuckDB and whether it meets the issue's target."""
+    parquet, jsonl = results["duckdb_parquet"], results["duckdb_json_auto"]
+    ours = results["gamut_local"]
+    for name in ("score", "agree", "report_fresh"):
+        _ratios(ours[name], parquet, "duckdb_parquet")
+        _ratios(ours[name], jsonl, "duckdb_json_auto")
+    small = all(r["peak_rss_mb"] < 1024 for r in ours.values())
+    for name in ("score", "agree"):
+        r = ours[name]
+        r["meets_target"] = r["ratio_to_duckdb_parquet"] <= 2.0 and r["ratio_to_duckdb_json_auto"] <= 0.5 and small
+    ours["report_fresh"]["meets_target"] = ours["report_fresh"]["ratio_to_duckdb_json_auto"] <= 1.5 and small
+    ours["report_current"]["meets_target"] = ours["report_current"]["seconds"] < 1.0 and small
+    ours["view_first_page"]["meets_target"] = ours["view_first_page"]["seconds"] < 3.0 and small
 
 
 def main() -> None:
@@ -212,8 +292,6 @@ def main() -> None:
     ap.add_argument("--judges", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gamut-bench-run"))
-    ap.add_argument("--one-file-per-judge", action="store_true",
-                    help="all of a judge's verdicts in one file (as imported from elsewhere), not one per model and variant")
     ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
     args = ap.parse_args()
 
@@ -221,34 +299,22 @@ def main() -> None:
     shutil.rmtree(root, ignore_errors=True)
     t0 = time.perf_counter()
     built = build_run(root, questions=args.questions, checks=args.checks, models=args.models,
-                      variants=args.variants, judges=args.judges, seed=args.seed,
-                      one_file_per_judge=args.one_file_per_judge)
+                      variants=args.variants, judges=args.judges, seed=args.seed)
     build_s = time.perf_counter() - t0
-    files = sorted(str(p) for p in (root / "verdicts").glob("*/*.jsonl"))
-    size_mb = sum(Path(f).stat().st_size for f in files) / 2**20
+    size = {kind: sum(p.stat().st_size for p in root.glob(pattern)) / 2**20
+            for kind, pattern in (("store", "verdicts/*/*.parquet"), ("jsonl", "jsonl/*/*.jsonl"))}
 
-    py = sys.executable
     load_before = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure
-    results = {name: timed_process([py, "-c", DUCKDB_SCRIPT, reader, *files])
-               for name, reader in DUCKDB_READERS.items()}
-    for state in ("cold", "warm"):
-        results[state] = time_commands(root, files, state)
-    auto, columns = (results[k] for k in DUCKDB_READERS)
-    for state in ("cold", "warm"):
-        for name in ("score", "agree", "report_fresh"):
-            r = results[state][name]
-            for ref, key in ((auto, "duckdb_auto"), (columns, "duckdb_columns")):
-                r[f"ratio_to_{key}"] = round(r["seconds"] / ref["seconds"], 2)
-                r[f"cpu_ratio_to_{key}"] = round(r["cpu_seconds"] / ref["cpu_seconds"], 2)
-            # The issue's target: within 2x of DuckDB as it measured it (read_json_auto).
-            r["meets_target"] = r["ratio_to_duckdb_auto"] <= 2.0 and r["peak_rss_mb"] < 1024
-        cur = results[state]["report_current"]
-        cur["meets_target"] = cur["seconds"] < 3.0 and cur["peak_rss_mb"] < 1024
+    results = {name: timed_process([sys.executable, "-c", DUCKDB_SCRIPT, reader,
+                                    *sorted(str(p) for p in root.glob(pattern))])
+               for name, (reader, pattern) in DUCKDB_READERS.items()}
+    results["gamut_local"] = time_commands(root)
+    targets(results)
     print(json.dumps({
         "shape": {"questions": args.questions, "checks": args.checks, "models": args.models,
-                  "variants": args.variants, "judges": args.judges,
-                  "one_file_per_judge": args.one_file_per_judge},
-        "verdicts": built["verdicts"], "files": len(files), "jsonl_mb": round(size_mb, 1),
+                  "variants": args.variants, "judges": args.judges},
+        "verdicts": built["verdicts"], "store_mb": round(size["store"], 1), "jsonl_mb": round(size["jsonl"], 1),
+        "store_to_jsonl": round(size["store"] / size["jsonl"], 3),
         "build_s (not timed work)": round(build_s, 1),
         "load_average_1min_before": load_before,
         "load_average_1min_after": round(os.getloadavg()[0], 2),

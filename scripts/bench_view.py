@@ -8,8 +8,8 @@ about 2.3 million verdicts. Then starts `gamut-local view RUN_DIR` as its own pr
 times, over HTTP on 127.0.0.1:
 
 - start: from launching the process to the first answered request (imports, reading every
-  verdict file column-wise, building the queue), its CPU seconds, and the server's peak RSS
-  (VmHWM); once cold (no column cache) and once reopened (the cache the first start wrote);
+  verdict store unit's columns, building the queue), its CPU seconds, and the server's peak RSS
+  (VmHWM); twice (there is no cache: the second start reads everything again);
 - the question page of the question with the most checks (28 responses x its checks x 3
   judges), the questions list, the overview and a queue page: median and max of 20 requests.
 
@@ -38,6 +38,7 @@ import numpy as np
 
 from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import checks_for
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.identity import answer_hash, check_hash
 from gamut_local.testing.sample_run import SAMPLE
 
@@ -86,8 +87,7 @@ def build(run: Path, n_questions: int, seed: int = 0) -> dict:
                                     "finish_reason": "stop", "settings_hash": "bench"}) + "\n")
         quality = rng.uniform(0.3, 0.9)
         for judge, noise in (("judge-a", 0.1), ("judge-b", 0.2), ("judge-c", 0.3)):
-            out = run / "verdicts" / judge / f"{model}.{variant}.jsonl"
-            out.parent.mkdir(parents=True, exist_ok=True)
+            out = run / "verdicts" / judge / f"{model}.{variant}.parquet"
             lines = []
             for qid, checks, text in questions:
                 truth = np.where(rng.random(len(checks)) < quality, 0, rng.integers(1, 4, len(checks)))
@@ -95,12 +95,12 @@ def build(run: Path, n_questions: int, seed: int = 0) -> dict:
                 p = rng.dirichlet(np.ones(4), len(checks))
                 lines += [_verdict_line(judge, model, variant, qid, ch, int(c), pp, answer_hash(text))
                           for ch, c, pp in zip(checks, codes, p)]
-            out.write_text("".join(lines), encoding="utf-8")
+            verdict_store.replace_unit(out, [json.loads(x) for x in lines])  # the store, as the judge leaves it
             n_verdicts += len(lines)
     manifest = {"run": "bench-view", "config": {"dataset": str(run / "questions.jsonl")}}
     (run / "manifest.json").write_text(json.dumps(manifest))
     biggest = max(questions, key=lambda q: len(q[1]))
-    size = sum(p.stat().st_size for p in (run / "verdicts").glob("*/*.jsonl"))
+    size = sum(p.stat().st_size for p in (run / "verdicts").glob("*/*.parquet"))
     return {"questions": n_questions, "systems": len(systems), "judges": 3, "verdicts": n_verdicts,
             "verdict_bytes": size, "page_question": biggest[0], "page_checks": len(biggest[1])}
 
@@ -159,7 +159,7 @@ import resource, sys, time
 from pathlib import Path
 from gamut_local.data.records import Verdict, load_records, verdict_key
 t0 = time.perf_counter()
-n = len(load_records(sorted(Path(sys.argv[1]).glob("*.jsonl")), Verdict, verdict_key))
+n = len(load_records(sorted(Path(sys.argv[1]).glob("*.parquet")), Verdict, verdict_key))
 print(n, time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
@@ -188,7 +188,7 @@ def main() -> None:
         meta.write_text(json.dumps(shape))
     shape = json.loads(meta.read_text())
     try:
-        with tempfile.TemporaryDirectory() as cache:  # cold: no column cache; warm: the one it wrote
+        with tempfile.TemporaryDirectory() as cache:  # no cache exists; the second start repeats the first
             cold = serve_and_time(run, shape["page_question"], Path(cache))
             warm = serve_and_time(run, shape["page_question"], Path(cache))
         result = {"run": shape, "view": cold, "view_reopened": warm, "cpus": os.cpu_count()}

@@ -17,21 +17,10 @@ keeps test modules importable by those workers.
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import tempfile
-
 import pytest
 
 from gamut_local.config import ModelSpec
 from gamut_local.testing.engines import TINY_VLM_TEST_ENGINE, VLLM_CPU_TEST_ENGINE, OneEngine
-
-# gamut-local's caches (the columnar verdict tables, the viewer's columns) go to a folder of
-# this session, never the user's ~/.cache; set here so every CLI child process inherits it.
-os.environ["GAMUT_LOCAL_CACHE"] = tempfile.mkdtemp(prefix="gamut-local-test-cache-")
-atexit.register(shutil.rmtree, os.environ["GAMUT_LOCAL_CACHE"], ignore_errors=True)
-
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:

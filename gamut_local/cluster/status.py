@@ -17,6 +17,7 @@ from gamut_local.config import load_run_config
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import answer_key, verdict_key
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import answer_files, scores_path, verdict_siblings
 from gamut_local.rundir.store import read_jsonl
 
@@ -50,7 +51,11 @@ def resolve_config(target: Path) -> Path:
 
 
 def _count(paths: list[Path], key) -> int:
-    return len({key(r) for p in paths for _, r in read_jsonl(p, allow_empty=True)})
+    def rows(p: Path):
+        if verdict_store.is_store(p):  # another task may be writing parts: count what is renamed
+            return verdict_store.read_unit(p, ["question_id", "model", "variant", "judge", "check_id"]).to_pylist()
+        return (r for _, r in read_jsonl(p, allow_empty=True))
+    return len({key(r) for p in paths for r in rows(p)})
 
 
 def _task_records(run_dir: Path) -> dict[tuple[str, int], dict]:

@@ -1,15 +1,13 @@
 """Verdicts checked against the dataset and against each other before they are scored.
 
 Scoring verdicts for a question or check the dataset lacks, or under a tier the dataset does
-not give that check, silently changes the score; so does pooling one judge's verdicts made
-under two settings (a changed prompt or sampling seed gives a different settings hash).
-These functions take loaded verdict dicts and return Problems; `locate` finds the file and
-line of the offending records, read only when there is something to report.
+not give that check, silently changes the score (`table_problems`); so does scoring stale
+verdicts as current (`stale_verdicts`). Both work on the columns of a
+`data.verdict_table.VerdictTable`.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +15,9 @@ import numpy as np
 from gamut_local.errors import Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
-from gamut_local.vocab import DEFAULT_VARIANT, SMALL_POOL_MAX
+from gamut_local.vocab import SMALL_POOL_MAX
 
 MAX_SHOWN = 20  # problems listed per kind; the rest are counted
-
-
-def _key(v: dict) -> tuple:
-    return (v["question_id"], v["model"], v.get("variant", DEFAULT_VARIANT), v["judge"], v["check_id"])
 
 
 def _checks(question, variant: str):
@@ -32,87 +26,12 @@ def _checks(question, variant: str):
     return pick(variant) if pick else checks_for(question)
 
 
-def dataset_mismatches(records: list[dict], questions) -> list[tuple[tuple, str, str]]:
-    """(verdict key, field, message) for each verdict the dataset does not back: unknown
-    question, unknown check of a known question, or a tier that is not the check's tier."""
-    by_id = {q.question_id: q for q in questions}
-    tiers: dict[tuple, dict[str, str]] = {}
-    out = []
-    for v in records:
-        qid = v["question_id"]
-        if qid not in by_id:
-            out.append((_key(v), "question_id", f"question {qid!r} is not in the dataset"))
-            continue
-        variant = v.get("variant", DEFAULT_VARIANT)
-        if (qid, variant) not in tiers:
-            tiers[qid, variant] = {c.check_id: c.tier for c in _checks(by_id[qid], variant)}
-        want = tiers[qid, variant].get(v["check_id"])
-        if want is None:
-            out.append((_key(v), "check_id", f"question {qid!r} has no check {v['check_id']!r} in the dataset"))
-        elif v["tier"] != want:
-            out.append((_key(v), "tier", (f"check {v['check_id']!r} of {qid!r} is {want!r} in the dataset, "
-                                          f"not {v['tier']!r}")))
-    return out
-
-
-def mixed_settings(records: list[dict]) -> list[tuple[tuple, str, str]]:
-    """One (verdict key, field, message) per judge whose verdicts carry two or more settings
-    hashes: they were made under different judge settings and cannot be scored as one judge.
-    Records without a hash (human, gold, hand-made) are not compared."""
-    first: dict[str, dict[str, tuple]] = defaultdict(dict)
-    for v in records:
-        h = v.get("settings_hash")
-        if h is not None:
-            first[v["judge"]].setdefault(h, _key(v))
-    out = []
-    for judge, hashes in sorted(first.items()):
-        if len(hashes) > 1:
-            (h0, _), (h1, k1) = list(hashes.items())[:2]
-            out.append((k1, "settings_hash",
-                        (f"judge {judge!r} has verdicts under {len(hashes)} settings ({h0!r}, {h1!r}, ...): "
-                         "they cannot be scored as one judge; rejudge, or keep the files of one setting")))
-    return out
-
-
-def locate(paths, keys: set[tuple]) -> dict[tuple, tuple[str, int]]:
-    """Where (file, line) each of `keys` is, reading the verdict files again."""
-    from gamut_local.rundir.store import read_jsonl
-
-    found: dict[tuple, tuple[str, int]] = {}
-    for path in paths:
-        for no, rec in read_jsonl(Path(path), allow_empty=True, problems=[]):
-            try:
-                k = _key(rec)
-            except KeyError:
-                continue
-            if k in keys and k not in found:
-                found[k] = (str(path), no)
-    return found
-
-
-def verdict_problems(records: list[dict], paths, questions=None) -> list[Problem]:
-    """Every mismatch with the dataset (if given) and every mixed-settings judge, as Problems
-    naming file, line and field (at most MAX_SHOWN of each kind, then a count)."""
-    found = mixed_settings(records)
-    extra = 0
-    if questions is not None:
-        mismatches = dataset_mismatches(records, questions)
-        extra = max(0, len(mismatches) - MAX_SHOWN)
-        found += mismatches[:MAX_SHOWN]
-    if not found:
-        return []
-    where = locate(paths, {k for k, _, _ in found})
-    source = ", ".join(str(p) for p in paths) if len(paths) <= 2 else f"{len(paths)} verdict files"
-    problems = [Problem(*where.get(k, (source, None)), field, msg) for k, field, msg in found]
-    if extra:
-        problems.append(Problem(source, None, "", f"and {extra} more verdicts the dataset does not back"))
-    return problems
-
-
 def table_problems(table, questions) -> list[Problem]:
-    """`dataset_mismatches` on a `data.verdict_table.VerdictTable`, column-wise: each distinct
-    (question, variant, check, tier) is looked up once, and the first verdict of each bad
-    one is named by file and line (at most MAX_SHOWN, then a count)."""
+    """Each verdict of a `data.verdict_table.VerdictTable` the dataset does not back: unknown
+    question, unknown check of a known question, or a tier that is not the check's tier.
+    Column-wise: each distinct (question, variant, check, tier) is looked up once, and the
+    first verdict of each bad one is named by file and line (at most MAX_SHOWN, then a count).
+    (One settings hash per judge is `verdict_table.check_settings`, made on every read.)"""
     import numpy as np
 
     from gamut_local.vocab import TIERS, VARIANTS

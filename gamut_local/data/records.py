@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rubric.schema import Check, MetaRubric, Snippet, repeated
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, Tier, Variant, VerdictLabel
@@ -196,12 +197,14 @@ def validate_questions(rows, problems: list[Problem], id_field: str = "question_
 
 
 def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[dict]:
-    """Read answer or verdict JSONL files, validate each record, refuse duplicate keys
-    (except a human's later verdict on the same cell, which replaces the earlier: rundir.human)."""
+    """Read answer or verdict JSONL files (or verdict store units: `rundir.verdict_store`),
+    validate each record, refuse duplicate keys (except a human's later verdict on the same
+    cell, which replaces the earlier: rundir.human)."""
     out, problems, seen, at = [], [], {}, {}
     for path in paths:
         name = str(path)
-        for no, obj in read_jsonl(path, problems=problems):
+        rows = verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path, problems=problems)
+        for no, obj in rows:
             try:
                 rec = model.model_validate(obj).model_dump()
             except ValidationError as e:

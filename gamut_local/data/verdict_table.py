@@ -1,48 +1,32 @@
-"""Verdict files as one columnar table: integer codes per verdict plus the dictionaries they index.
+"""Verdicts as one columnar table: integer codes per verdict plus the dictionaries they index.
 
-`read_verdicts` takes each file's checked columns from `data.verdict_files` (pyarrow's JSON
-reader, or the columnar cache of a file with the same bytes), merges them into one table and
-makes the checks that span files: no duplicate (question, model, variant, judge, check) key
-(except a human annotator's later verdict, which replaces the earlier: `rundir.human`), one
-settings hash per judge. Only when any of that fails, or a file is something the column
-reader does not take (blank lines, a record without `variant`, which defaults to multimodal,
-a torn last line, an empty file, bytes that are not UTF-8), are the files read again record
-by record with `data.records.load_records`, the reference, which names every problem as
-`FILE:LINE: field: message`. So errors are the reference's own, and a good file never pays
-for a Python dict per verdict.
-
-pyarrow rather than DuckDB (both measured, scripts/bench_analysis.py and docs/outputs.md):
-DuckDB's JSON reader casts a number in a VARCHAR column to text silently (strictness would
-need JSON-typed columns, ~4x slower), and handing 2.3M rows of strings from DuckDB to Python
-took longer than pyarrow's whole read; DuckDB is fastest only while the aggregation stays in
-its SQL. Without pyarrow installed (the core install), the reference path reads the files.
+`read_verdicts` reads the verdict store's files (`rundir.verdict_store`: typed Parquet,
+validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
+(human verdicts, an old run's, a file named on the command line) record by record with the
+strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
+It merges them into one table and makes the checks that span files: no duplicate (question,
+model, variant, judge, check) key (a human annotator's later verdict replaced the earlier as
+the JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-from concurrent.futures import ThreadPoolExecutor
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from gamut_local.data.records import Verdict, load_records, verdict_key
-from gamut_local.data.verdict_files import (
-    IDENTITY_FIELDS,
-    STRING_FIELDS,
-    FileColumns,
-    file_record,
-    merge_codes,
-    parse_options,
-    prune_cache,
-    read_file_columns,
-)
 from gamut_local.errors import InputError, Problem
-from gamut_local.rundir.human import is_human
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
+
+STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
+# The identity hashes (rundir.identity) may be absent (code -1): records made before them, hand-made ones.
+IDENTITY_FIELDS = ("settings_hash", "check_hash", "answer_hash")
 
 # The per-row arrays of a VerdictTable (the rest are dictionaries and file records).
 ROW_FIELDS = ("judge", "model", "variant", "question", "check", "tier", "verdict", "probs", "file", "line",
@@ -92,7 +76,29 @@ class VerdictTable:
         return len(self.verdict)
 
 
-# ---------------------------------------------------------------- inputs
+# ---------------------------------------------------------------- inputs and their hashes
+
+def file_record(path: Path) -> dict:
+    """Path, size, mtime and content hash of an input file (what the outputs name)."""
+    stat = path.stat()
+    with open(path, "rb") as f:
+        sha256 = hashlib.file_digest(f, "sha256").hexdigest()
+    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
+
+
+def current_record(old: dict) -> dict | None:
+    """`old` still describes its file? Same size and mtime: trust the hash (as git's index
+    does); else hash again. Returns the file's record now, or None if it is gone. The one
+    rule for whether an output is current with its inputs (`reporting.tables`)."""
+    path = Path(old.get("path", ""))
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    if stat.st_size == old.get("bytes") and stat.st_mtime_ns == old.get("mtime_ns"):
+        return dict(old)
+    return file_record(path)
+
 
 def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
     """A dataset file's questions, question_id -> domain, and its input record (all empty or
@@ -162,13 +168,13 @@ def table_from_records(records: list[dict], files: list[str] | None = None, file
 def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     """The record-by-record path: `load_records` validates (every problem as FILE:LINE), then
     the records are coded. The fast path must give the same table and the same errors."""
-    paths = [Path(p) for p in paths]
+    paths = store_files(paths)
     records = load_records(paths, Verdict, verdict_key)
     # Where each record came from, replaying load_records' own order: a human's later verdict
     # on the same key takes the place of the earlier one (rundir.human).
     file, line, at = [], [], {}
     for k, path in enumerate(paths):
-        for no, obj in read_jsonl(path):
+        for no, obj in (verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path)):
             key = verdict_key(obj)
             if key in at:
                 file[at[key]], line[at[key]] = k, no
@@ -244,23 +250,6 @@ def repeated_keys(table: VerdictTable) -> np.ndarray:
     return np.sort(order[again])
 
 
-def newest_human_verdicts(table: VerdictTable, repeats: np.ndarray) -> VerdictTable | None:
-    """A human's later verdict on a key replaces the earlier one, in the earlier one's place
-    (as `load_records` does); None if a repeat is a model judge's (an error)."""
-    if not all(is_human(table.judges[j]) for j in np.unique(table.judge[repeats])):
-        return None
-    key = _key_codes(table)
-    order = np.argsort(key, kind="stable")
-    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
-    first = order[starts]  # stable sort: the first row of each key, then the later ones
-    last = order[np.r_[starts[1:], len(order)] - 1]
-    keep = np.sort(first)
-    source = np.empty(len(table), dtype=np.int64)
-    source[first] = last
-    rows = source[keep]
-    return take_rows(table, rows)
-
-
 def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
     """The table of some rows (indices or a mask), hash dictionaries pruned to what they use."""
     out = dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
@@ -276,9 +265,37 @@ def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
 
 # ---------------------------------------------------------------- the column path
 
+@dataclass
+class FileColumns:
+    """One file's verdicts: per coded field, (codes, dictionary) with code -1 for an absent
+    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent; `input` the file's
+    record (`file_record`); `line` where each row is (None: row k is line k + 1)."""
+
+    codes: dict[str, tuple[np.ndarray, list[str]]]
+    probs: np.ndarray
+    input: dict
+    line: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.probs)
+
+
+def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
+    """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
+    or the fixed vocabulary), code -1 (no value) kept."""
+    dictionary = list(fixed) if fixed else sorted({v for _, values in pairs for v in values})
+    index = {v: i for i, v in enumerate(dictionary)}
+    out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
+    at = 0
+    for codes, values in pairs:
+        lookup = np.array([index[v] for v in values] + [-1], dtype=dtype)
+        np.take(lookup, codes, out=out[at:at + len(codes)])  # code -1 picks the appended -1
+        at += len(codes)
+    return out, dictionary
+
+
 def _merge(parts: list[FileColumns], name: str, fixed=None, dtype=np.int32) -> tuple[list, np.ndarray]:
-    """One dictionary (sorted, or the fixed vocabulary) for a field over every file, and the
-    codes of every row against it (-1: no value)."""
     codes, dictionary = merge_codes([p.codes[name] for p in parts], fixed, dtype)
     return dictionary, codes
 
@@ -290,54 +307,85 @@ def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTabl
     checks, check = _merge(parts, "check_id")
     identity = {f: _merge(parts, f) for f in IDENTITY_FIELDS}
     sizes = np.array([p.n for p in parts], dtype=np.int64)
-    starts = np.cumsum(sizes) - sizes
     file = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
+    line = np.concatenate([p.line if p.line is not None else np.arange(1, p.n + 1) for p in parts] or [[]])
     return VerdictTable(
         judges=judges, models=models, questions=questions, checks=checks, files=files,
         judge=judge, model=model, question=question, check=check,
         variant=_merge(parts, "variant", VARIANTS, np.int8)[1],
         tier=_merge(parts, "tier", TIERS, np.int8)[1],
         verdict=_merge(parts, "verdict", VERDICTS, np.int8)[1],
-        probs=np.concatenate([p.probs for p in parts]),
-        file=file, line=(np.arange(int(sizes.sum())) - starts[file] + 1).astype(np.int32),
+        probs=np.concatenate([p.probs for p in parts]) if parts else np.zeros((0, len(JUDGE_LABELS))),
+        file=file, line=line.astype(np.int32),
         **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
         inputs=[p.input for p in parts])
 
 
-def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "use") -> VerdictTable:
-    """Read and validate verdict JSONL files into one VerdictTable (see the module docstring).
+def store_files(paths) -> list[Path]:
+    """Verdict inputs (store units, folders, JSONL files: `verdict_store.inputs`) as the files
+    that hold them now: each unit's compacted file and live parts, each JSONL file."""
+    out = []
+    for p in verdict_store.inputs(paths):
+        files = verdict_store.unit_files(p) if verdict_store.is_store(p) else [p]
+        if not files:
+            raise InputError([Problem(str(p), None, "", "no such verdict store unit (nor parts of one)")])
+        out += files
+    return out
 
-    `on_file(path)` is called after each file (a progress bar); `cache`: "use" the columnar
-    cache of files already read, "read" it but never write, or leave it "off". Raises
-    InputError with the reference's own FILE:LINE messages.
-    """
-    paths = [Path(p) for p in paths]
-    try:
-        options = parse_options()
-    except ImportError:  # no pyarrow (the core install)
-        return read_verdicts_reference(paths)
+
+def store_columns(path: Path) -> FileColumns:
+    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
+    when written; only the schema version is checked (`rundir.verdict_store`)."""
+    from gamut_local.data import arrow
+
+    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
+    table = verdict_store.read_files([path], [*names, *verdict_store.PROB_COLUMNS])
+    table = table.unify_dictionaries().combine_chunks()
+    probs = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
+    if not table.num_rows:
+        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, probs, file_record(path))
+    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
+    for k, name in enumerate(verdict_store.PROB_COLUMNS):
+        probs[:, k] = arrow.floats(table.column(name).chunk(0))
+    return FileColumns(codes, probs, file_record(path))
+
+
+def _jsonl_columns(paths: list[Path]) -> list[FileColumns]:
+    """JSONL files through the strict reader, together (every problem of every file), one
+    FileColumns per file."""
+    table = read_verdicts_reference(paths)
+    fixed = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
+    out = []
+    for k, path in enumerate(paths):
+        rows = table.file == k
+        codes = {name: (getattr(table, attr)[rows].astype(np.int32), list(names))
+                 for name, attr, names in (("question_id", "question", table.questions), ("model", "model", table.models),
+                                           ("judge", "judge", table.judges), ("check_id", "check", table.checks),
+                                           *((f, f[:-len("_id")] if f.endswith("_id") else f, fixed[f])
+                                             for f in ("variant", "tier", "verdict")))}
+        for f in IDENTITY_FIELDS:
+            codes[f] = (getattr(table, f)[rows], getattr(table, f"{f}es"))
+        out.append(FileColumns(codes, table.probs[rows], table.inputs[k], table.line[rows]))
+    return out
+
+
+def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "off") -> VerdictTable:
+    """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
+    (see the module docstring). `on_file(path)` is called after each file (a progress bar);
+    `cache` is accepted and ignored (there is none). Raises InputError with the strict
+    reader's own FILE:LINE messages."""
+    paths = store_files(paths)
+    jsonl = [p for p in paths if not verdict_store.is_store(p)]
+    from_jsonl = dict(zip(jsonl, _jsonl_columns(jsonl))) if jsonl else {}
     parts = []
-    # One file per thread (pyarrow and hashlib release the GIL), each parsed in one thread:
-    # the hashing, the line checks and the coding run in parallel too, and the cores spend
-    # no time handing blocks around (measured, interleaved: 4.2-5.0 s against 4.5-5.9 s for
-    # the benchmark's 84 files on 2 cores). With fewer files than threads, pyarrow splits
-    # each file instead.
-    workers = min(4, os.cpu_count() or 1)
-    threads = len(paths) < workers
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for path, part in zip(paths, pool.map(lambda p: read_file_columns(p, options, cache, threads), paths)):
-            parts.append(part)
-            if on_file is not None:
-                on_file(path)
-    if cache == "use":
-        prune_cache()
-    if not parts or any(p is None for p in parts):
-        return read_verdicts_reference(paths)
+    for path in paths:
+        parts.append(from_jsonl[path] if path in from_jsonl else store_columns(path))
+        if on_file is not None:
+            on_file(path)
     table = _table_from_parts(parts, [str(p) for p in paths])
-    repeats = repeated_keys(table)
-    if len(repeats):
-        table = newest_human_verdicts(table, repeats)
-        if table is None:
-            return read_verdicts_reference(paths)  # names each duplicate and its first line
+    # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
+    # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
+    if len(repeated_keys(table)):
+        read_verdicts_reference(paths)  # raises, naming each duplicate and its first line
     check_settings(table)
     return table

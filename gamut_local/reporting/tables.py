@@ -3,7 +3,7 @@
 cells are Python's shortest round-trip repr of each double); rounding is the Markdown's job.
 
 A scores or agreement file is *current* for a set of inputs when it names the same files
-(paths resolved) with the same content hashes (`data.verdict_files.current_record` rehashes
+(paths resolved) with the same content hashes (`data.verdict_table.current_record` rehashes
 only a file whose size or mtime changed) and the same bootstrap settings.
 """
 
@@ -32,7 +32,7 @@ from gamut_local.analysis.scoring import (
 from gamut_local.data import arrow
 from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
 from gamut_local.data.records import current_answer_hashes
-from gamut_local.data.verdict_files import current_record, file_record
+from gamut_local.data.verdict_table import current_record, file_record
 from gamut_local.data.verdict_table import VerdictTable, read_dataset_for_scores, read_verdicts, take_rows
 from gamut_local.errors import InputError
 from gamut_local.reporting.drawing import SLOWEST_FIRST

@@ -38,11 +38,3 @@ def is_human(judge: str) -> bool:
 def revises(record: dict) -> bool:
     """Whether a record with an already-seen key replaces the earlier one (human verdicts)."""
     return is_human(record.get("judge", ""))
-
-
-def newest_wins(records):
-    """The last record per verdict key, in first-seen key order (history dropped)."""
-    last: dict[tuple, dict] = {}
-    for r in records:
-        last[(r["question_id"], r["model"], r.get("variant", "multimodal"), r["judge"], r["check_id"])] = r
-    return list(last.values())

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir import verdict_store
 from gamut_local.vocab import NAME_PATTERN
 
 _SHARD = re.compile(r"(\d+)/(\d+)")
@@ -84,6 +85,12 @@ def verdicts_path(run_dir: Path, judge: str, model: str, variant: str, shard: Sh
     return Path(run_dir) / "verdicts" / judge / f"{model}.{variant}{shard.suffix}.jsonl"
 
 
+def store_path(run_dir: Path, judge: str, model: str, variant: str, shard: Shard = Shard()) -> Path:
+    """The verdict store unit a (judge, model, variant, shard) task writes (`rundir.verdict_store`)."""
+    _safe(judge=judge, model=model, variant=variant)
+    return Path(run_dir) / "verdicts" / judge / f"{model}.{variant}{shard.suffix}{verdict_store.SUFFIX}"
+
+
 def superseded_path(run_dir: Path, live: Path) -> Path:
     """Where stale records moved out of a live answers or verdicts file are kept: the same
     relative path under `superseded/`, a folder no stage reads results from."""
@@ -96,8 +103,8 @@ def scores_path(run_dir: Path) -> Path:
 
 def _siblings(path: Path) -> list[Path]:
     """The unsharded file and every shard file of the same (model, variant)."""
-    stem = path.name[: -len(".jsonl")]
-    found = [p for p in path.parent.glob(f"{stem}.shard-*-of-*.jsonl")]
+    stem, suffix = path.name[: -len(path.suffix)], path.suffix
+    found = [p for p in path.parent.glob(f"{stem}.shard-*-of-*{suffix}")]
     return sorted(([path] if path.exists() else []) + found)
 
 
@@ -111,14 +118,28 @@ def all_answer_files(run_dir: Path) -> list[Path]:
 
 
 def verdict_files(run_dir: Path, judge: str | None = None) -> list[Path]:
-    """Every verdict file in the run (of one judge, if given), shards included."""
+    """Every verdict store unit and JSONL verdict file (human verdicts; an old run's) in the run
+    (of one judge, if given), shards included. A task's verdicts in both forms (an old run
+    half converted by hand) are refused: read together they would count twice."""
     root = Path(run_dir) / "verdicts"
-    pattern = f"{judge}/*.jsonl" if judge else "*/*.jsonl"
-    return sorted(root.glob(pattern))
+    folder = root / judge if judge else root
+    units = verdict_store.units_in(folder) if folder.is_dir() else []
+    jsonl = sorted(root.glob(f"{judge}/*.jsonl" if judge else "*/*.jsonl"))
+    both = [p for p in jsonl if p.with_suffix(verdict_store.SUFFIX) in set(units)]
+    if both:
+        raise InputError([Problem(str(p), None, "", f"these verdicts are also in the store "
+                                  f"({p.with_suffix(verdict_store.SUFFIX).name}); keep one form: delete this "
+                                  "file if `gamut-local verdicts import` brought it in already") for p in both])
+    return sorted(units + jsonl)
 
 
 def verdict_siblings(run_dir: Path, judge: str, model: str, variant: str) -> list[Path]:
-    return _siblings(verdicts_path(run_dir, judge, model, variant))
+    """Every file of one (judge, model, variant) over all shard layouts: store units and JSONL."""
+    unit = store_path(run_dir, judge, model, variant)
+    units = {p for p in verdict_store.units_in(unit.parent) if p.name == unit.name
+             or (p.name.startswith(unit.stem + ".shard-") and p.suffix == verdict_store.SUFFIX)} \
+        if unit.parent.is_dir() else set()
+    return sorted(units | set(_siblings(verdicts_path(run_dir, judge, model, variant))))
 
 
 def check_seed(seed: int, source: str = "--seed") -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.identity import stale_fields
 from gamut_local.rundir.store import append_jsonl, dumps, read_jsonl, repair_tail, write_text_atomic
 
@@ -37,15 +38,18 @@ def scan_done(paths: list[Path], key, current, what: str, own: Path | None = Non
     identity the record must have now ({field: value}; a None value is not compared).
     A key twice in the files is an error: appending would double count it.
     """
-    if own is not None:
+    if own is not None and verdict_store.is_store(own):
+        verdict_store.compact(own)  # a killed task's parts: folded in, so row numbers are stable
+    elif own is not None:
         repair_tail(own)
     done, stale, problems, seen = set(), [], [], {}
-    for path in (p for p in paths if p.exists()):
+    for path in (p for p in paths if p.exists() or verdict_store.is_store(p)):
         # The same torn-tail rule as every reader (store.read_jsonl): another shard's task may
         # be appending right now, or was killed mid-write; its unfinished last line is not done
         # and not ours to repair. A whole record lacking only its newline is done, as score
         # and report count it, so no reader ever disagrees about what exists.
-        for no, rec in read_jsonl(path, allow_empty=True):
+        rows = verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path, allow_empty=True)
+        for no, rec in rows:
             try:
                 k = key(rec)
             except KeyError as e:
@@ -93,8 +97,14 @@ def retire_stale(stale: list[Stale], own: Path, superseded: Path, what: str) -> 
                                   "(or with the shard count that wrote it) to redo them") for p in elsewhere])
     if not stale:
         return 0
-    append_jsonl(superseded, [s.record for s in stale])
     drop = {s.line for s in stale}
+    if verdict_store.is_store(own):  # rows are numbered as `scan_done` read the compacted unit
+        superseded = superseded.with_suffix(verdict_store.SUFFIX)
+        verdict_store.write_part(superseded, [s.record for s in stale])
+        verdict_store.compact(superseded)
+        verdict_store.compact(own, keep=lambda t: [no not in drop for no in range(1, t.num_rows + 1)])
+        return len(stale)
+    append_jsonl(superseded, [s.record for s in stale])
     keep = [dumps(rec) + "\n" for no, rec in read_jsonl(own, allow_empty=True) if no not in drop]
     write_text_atomic(own, "".join(keep))
     return len(stale)

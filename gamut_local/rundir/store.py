@@ -251,15 +251,6 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
         JOURNAL.replaced.append(str(path))
 
 
-def cache_dir(name: str) -> Path:
-    """Where gamut-local keeps the cache called `name`: `$GAMUT_LOCAL_CACHE/name`, by default
-    `$XDG_CACHE_HOME/gamut-local/name` (`~/.cache/...`). Never inside a run directory: any
-    cache may be deleted at any time."""
-    root = os.environ.get("GAMUT_LOCAL_CACHE") or \
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gamut-local"
-    return Path(root) / name
-
-
 def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 

@@ -4,8 +4,9 @@ Requests are ordered response by response, each response's checks adjacent, and 
 prompt of a response is byte-identical up to the check (see `prompts.judge_conversations`),
 so the engine prefills instructions + question + response once per response. Each judge
 loads once; pending requests go through `classify` in chunks of about `chunk_size` (cut at
-response boundaries), and each chunk is appended atomically to
-`verdicts/<judge>/<model>.<variant>[.shard-i-of-n].jsonl`.
+response boundaries), and each chunk is written as one immutable part of the verdict store
+(`rundir.verdict_store`) unit `verdicts/<judge>/<model>.<variant>[.shard-i-of-n].parquet`;
+when the task ends its parts are compacted into that one file.
 
 Output that cannot be read (no label) is re-asked once by the engine with its other readout
 method (`classify`), then recorded as `invalid` with its raw output, never dropped.
@@ -28,7 +29,7 @@ from rich.console import Console
 from gamut_local.config import JudgeSpec, RunSpec, resolve_model_path
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
-from gamut_local.data.verdict_files import cache_files
+from gamut_local.data.verdict_io import adopt_jsonl
 from gamut_local.engines import judge_identity, load_and_close
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
@@ -41,6 +42,7 @@ from gamut_local.rundir.layout import (
     answers_path,
     check_chunk_size,
     check_name,
+    store_path,
     superseded_path,
     verdict_siblings,
     verdicts_path,
@@ -48,7 +50,7 @@ from gamut_local.rundir.layout import (
 from gamut_local.rundir.identity import answer_hash, check_hash, judge_settings_hash
 from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.rundir.resume import retire_stale, scan_done, stale_summary
-from gamut_local.rundir.store import append_jsonl
+from gamut_local.rundir.verdict_store import compact, write_part
 from gamut_local.vocab import JUDGE_LABELS, VARIANTS
 
 
@@ -187,7 +189,13 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
 
     done: set[tuple] = set()
     for m, v in sorted({(a["model"], a["variant"]) for a in answers}):
-        own = verdicts_path(out_dir, spec.name, m, v, shard)
+        own = store_path(out_dir, spec.name, m, v, shard)
+        old = verdicts_path(out_dir, spec.name, m, v, shard)
+        if old.exists():  # a run judged before the store: its verdicts move in, once
+            n = adopt_jsonl(old, own)
+            if console is not None:
+                console.print(f"{spec.name} on {m}.{v}: {n} verdicts of {old} converted to the verdict store "
+                              f"{own.name} (the JSONL kept as {old.name}.imported)")
         keys, stale = scan_done(sorted(set(verdict_siblings(out_dir, spec.name, m, v)) | {own}),
                                 verdict_key, current, "verdict", own=own)
         if stale and console is not None:
@@ -243,12 +251,14 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
                     by_file.setdefault((rec["model"], rec["variant"]), []).append(rec)
                     k += 1
             for (m, v), recs in by_file.items():
-                path = verdicts_path(out_dir, spec.name, m, v, shard)
-                written += append_jsonl(path, recs)
+                path = store_path(out_dir, spec.name, m, v, shard)
+                write_part(path, recs)  # one immutable part per chunk: a kill loses only the chunk in flight
+                written += len(recs)
                 files.add(path)
             if progress:
                 progress.advance(task, len(convs))
-    cache_files(sorted(files))  # so score, agree and report start from columns
+    for path in sorted(files):  # the task is done: its parts become one file
+        compact(path)
     return written, invalid
 
 

@@ -20,8 +20,9 @@ from gamut_local.analysis.jury import RULES, aggregate
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.layout import check_name, verdict_files, verdicts_path
-from gamut_local.rundir.store import write_json, write_jsonl
+from gamut_local.rundir.layout import check_name, store_path, verdict_files
+from gamut_local.rundir.store import write_json
+from gamut_local.rundir.verdict_store import replace_unit
 from gamut_local.vocab import JUDGE_LABELS, VERDICTS
 
 LABEL_CODE = {label: k for k, label in enumerate(JUDGE_LABELS)}
@@ -105,7 +106,7 @@ def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> dict:
             "tier": cell["tier"], "verdict": VERDICTS[result["codes"][c]], "raw": f"jury {rule}: {votes}",
             "probs": p, "method": f"jury-{rule}", "settings_hash": identity, "answer_hash": cell["answer_hash"]})
     for (model, variant), rows in out.items():
-        write_jsonl(verdicts_path(run_dir, name, model, variant), rows)
+        replace_unit(store_path(run_dir, name, model, variant), rows)
     confusion = None if result["confusion"] is None else \
         {m: c.tolist() for m, c in result["confusion"].items()}
     write_json(jury_path(run_dir, name), {

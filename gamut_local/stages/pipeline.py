@@ -22,9 +22,10 @@ from pathlib import Path
 from rich.console import Console
 
 from gamut_local.config import RunSpec, load_run_config, resolve_model_path
-from gamut_local.data.consistency import verdict_problems
+from gamut_local.data.consistency import table_problems
 from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import Verdict, load_answers, load_records, verdict_key
+from gamut_local.data.records import load_answers
+from gamut_local.data.verdict_table import read_verdicts
 from gamut_local.engines import load_engine, pick_backend
 from gamut_local.errors import InputError
 from gamut_local.reporting.progress import progress_bars
@@ -59,14 +60,13 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
     _collect(lambda: check_chunk_size(chunk_size), problems)
     questions = _collect(lambda: load_questions(spec.dataset), problems)
     answers = _collect(lambda: load_answers(spec.extra_answers), problems) if spec.extra_answers else []
-    verdicts = _collect(lambda: load_records(spec.extra_verdicts, Verdict, verdict_key),
-                        problems) if spec.extra_verdicts else []
+    verdicts = _collect(lambda: read_verdicts(spec.extra_verdicts), problems) if spec.extra_verdicts else None
     if questions is not None:
         by_id = {q.question_id: q for q in questions}
         if answers:
             problems += extra_answer_problems(spec, answers, by_id, extra_only=True)
-        if verdicts:
-            problems += verdict_problems(verdicts, spec.extra_verdicts, questions)
+        if verdicts is not None:
+            problems += table_problems(verdicts, questions)
     for m in [*spec.models, *spec.judges]:
         _, problem = resolve_model_path(m)
         if problem:

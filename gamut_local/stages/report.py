@@ -1,6 +1,7 @@
 """`gamut-local report RUN_DIR`: report.md, figures/*.png and tables/*.csv|json for a run.
 
-Needs only the verdict files (`verdicts/<judge>/*.jsonl`); answers are not read. This stage
+Needs only the verdicts (the store, `verdicts/<judge>/*.parquet`, and any JSONL: human
+verdicts, an old run's); answers are not read. This stage
 only reads inputs, calls the analysis and the reporting, and writes files:
 
 1. the run's verdict files (plus the manifest's `extra_verdicts`) and dataset;
@@ -51,7 +52,7 @@ from gamut_local.reporting.tables import (
     write_scores_files,
 )
 from gamut_local.data.consistency import describe_stale
-from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path
+from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX
 from gamut_local.rundir.store import write_text_atomic
 
@@ -134,17 +135,17 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
                allow_missing: bool = False) -> tuple[list[Path], Path | None, list[str]]:
     """The run's verdict files, its dataset (or None) and notes on what is absent.
 
-    Verdicts are `verdicts/<judge>/*.jsonl` (shards included) plus the run's
-    `extra_verdicts` that manifest.json records (e.g. the sample's gold verdicts). One of
-    those that is gone is an error: the report would leave its judge out. `allow_missing`
-    makes it a note (which the report puts first, and the command prints).
+    Verdicts are the run's (`layout.verdict_files`: store units and JSONL, shards included)
+    plus the run's `extra_verdicts` that manifest.json records (e.g. the sample's gold
+    verdicts). One of those that is gone is an error: the report would leave its judge out.
+    `allow_missing` makes it a note (which the report puts first, and the command prints).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
     notes = []
     manifest = _manifest(run_dir)
-    files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
+    files = verdict_files(run_dir)
     extra = _from_manifest(manifest, "extra_verdicts") if manifest else None
     gone = []
     for i, ref in enumerate(extra if isinstance(extra, list) else []):
@@ -162,7 +163,8 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
         raise InputError(gone)
     if not files:
         raise InputError([Problem(str(run_dir / "verdicts"), None, "",
-                                  "no verdict files: expected verdicts/<judge>/<model>.<variant>.jsonl")])
+                                  "no verdict files: expected verdicts/<judge>/<model>.<variant>.parquet "
+                                  "(run judge first)")])
     path, why = _dataset_for(run_dir, dataset, manifest)
     if path is None:
         notes.append(f"Per-domain table: {why}.")

@@ -285,7 +285,7 @@ def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read
 
     if annotator is not None:
         check_annotator(annotator)
-    index = open_run(run_dir, dataset, cache="read" if read_only else "use")
+    index = open_run(run_dir, dataset)
     app = create_app(index, annotator=annotator, read_only=read_only, debug=debug)
     mode = "read-only" if read_only or annotator is None else f"annotating as human-{annotator}"
     echo(f"{len(index.cells.key):,} (response, check) cells, {int(index.cells.disagree.sum()):,} with "

@@ -1,8 +1,8 @@
 """The run as the viewer holds it in memory.
 
-Model judges' verdicts are read column-wise by the project's one verdict reader
-(`data.verdict_table`: pyarrow, no Python dict per verdict, the record loader's FILE:LINE
-messages for any bad file), one judge folder per thread, into integer-coded arrays sorted by
+Model judges' verdicts are read column-wise from the verdict store by the project's one
+verdict reader (`data.verdict_table`: Arrow columns, no Python dict per verdict, no cache),
+one judge folder per thread, into integer-coded arrays sorted by
 (question, system, check, judge), so a question page is one slice and the adjudication queue
 one sort over (response, check) cells.
 Human verdicts (few, and rewritten while the app runs) stay records, newest per cell.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.data.arrow import read_jsonl
 from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
@@ -28,8 +26,8 @@ from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.data.verdict_table import take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.identity import answer_hash, stale_fields
-from gamut_local.rundir.layout import sample_files, scores_path
+from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
+from gamut_local.rundir.layout import sample_files, scores_path, verdict_files
 from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -202,13 +200,9 @@ def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
     return out
 
 
-def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") -> RunIndex:
-    """Read a run directory (and the dataset its manifest names) for the viewer.
-
-    `cache`: "use" reads the columns from the viewer's cache when current and writes them
-    after reading the files; "read" only reads it (nothing written: --read-only); "off"."""
-    from gamut_local.viewer import cache as columns_cache
-
+def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
+    """Read a run directory (and the dataset its manifest names) for the viewer: the verdicts
+    straight from the store's columns, every time (no cache)."""
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
@@ -219,32 +213,21 @@ def open_run(run_dir: Path, dataset: Path | None = None, *, cache: str = "off") 
             raise InputError([Problem(str(run_dir / "manifest.json"), None, "config.dataset",
                                       "no readable dataset named; pass --dataset")])
     answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
-    files = sorted((run_dir / "verdicts").glob("*/*.jsonl"))
+    files = verdict_files(run_dir)
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
     model_files = [p for p in files if not is_human(p.parent.name)]
-    # The readers parse in pyarrow, which lets go of the GIL: the judges' files, the answers
-    # and the dataset are read side by side.
+    # The readers let go of the GIL: the judges' units, the answers and the dataset are read
+    # side by side.
     small_pool_max = _compile_setting(cfg)
-    # Which model verdicts are stale depends on the answers too: they are part of the key.
-    key = (columns_cache.inputs_key([Path(dataset), *model_files, *answer_files], extra=str(small_pool_max))
-           if cache != "off" else None)
-    cached = columns_cache.load(run_dir, key) if key else None
     with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
-        groups = [] if cached else _groups(model_files, run_dir)
-        pending = [pool.submit(read_table, group, cache) for group in groups]
+        pending = [pool.submit(read_table, group) for group in _groups(model_files, run_dir)]
         pending_answers = pool.submit(read_answers, answer_files)
         questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
         answers = pending_answers.result()
         tables = [t for f in pending if len(t := f.result())]
-    if cached:
-        verdicts, question_ids = Verdicts(**cached[0]), cached[1]
-        notes += cached[2]
-    else:
-        tables, stale_notes = _without_stale(tables, questions, answers, small_pool_max)
-        notes += stale_notes
-        verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
-        if cache == "use":
-            columns_cache.save(run_dir, key, verdicts, question_ids, stale_notes)
+    tables, stale_notes = _without_stale(tables, questions, answers, small_pool_max)
+    notes += stale_notes
+    verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
     index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
@@ -310,53 +293,9 @@ def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
     return None
 
 
-# `records.Answer`'s typed fields as pyarrow reads them (tests/viewer/test_index.py keeps the
-# two alike); the required ones come first. A value of another JSON type is a reader error.
-ANSWER_COLUMNS = {"question_id": "string", "model": "string", "variant": "string", "response": "string",
-                  "finish_reason": "string", "settings_hash": "string", "prompt_hash": "string",
-                  "prompt_tokens": "int64", "completion_tokens": "int64"}
-REQUIRED = ("question_id", "model", "variant", "response")
-_SAFE = re.compile(NAME_PATTERN)
-
-
 def read_answers(files: list[Path]) -> dict[tuple, dict]:
-    """(question_id, model, variant) -> {"response": ...}, column-wise; the strict loader
-    (FILE:LINE messages) for any file the columns cannot vouch for, or a repeated key."""
-    out: dict[tuple, dict] = {}
-    for path in files:
-        columns = _answer_columns(Path(path))
-        if columns is not None:
-            rows = list(zip(*columns))
-        else:  # raises, naming the lines; or reads what the fast reader could not take
-            rows = [tuple(a[f] for f in REQUIRED) for a in load_records([path], Answer, answer_key)]
-        before = len(out)
-        for qid, model, variant, response in rows:
-            out[(qid, model, variant)] = {"response": response}
-        if len(out) - before != len(rows):
-            load_records(files, Answer, answer_key)  # raises on the repeated keys
-    return out
-
-
-def _answer_columns(path: Path) -> list[list] | None:
-    """The file's required columns if every record is one `records.Answer` accepts, else None.
-    As `data.verdict_files` reads verdicts: the typed fields in the schema, the others
-    inferred, so pyarrow still refuses a repeated key or a type that changes anywhere."""
-    import pyarrow as pa
-    import pyarrow.json as pj
-
-    schema = pa.schema([(name, getattr(pa, kind)()) for name, kind in ANSWER_COLUMNS.items()])
-    options = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
-    try:
-        table = read_jsonl(path.read_bytes(), options)
-    except (pa.ArrowException, OSError, ValueError):  # ValueError: bad UTF-8 found late
-        return None
-    if table is None or any(table[f].null_count for f in REQUIRED):
-        return None
-    columns = [table[f].to_pylist() for f in REQUIRED]
-    qids, models, variants, _ = columns
-    if "" in qids or not set(variants) <= set(VARIANTS) or not all(_SAFE.fullmatch(m) for m in set(models)):
-        return None
-    return columns
+    """(question_id, model, variant) -> {"response": ...}, through the strict answer reader."""
+    return {answer_key(a): {"response": a["response"]} for a in load_records(files, Answer, answer_key)}
 
 
 def read_humans(files: list[Path]) -> dict[str, dict]:
@@ -383,12 +322,11 @@ def _lookup(names: list[str], index: dict[str, int]) -> np.ndarray:
     return np.array([index[n] for n in names] + [-1], dtype=np.int32)
 
 
-def read_table(files: list[Path], cache: str = "off"):
-    """One group of verdict files through the project's verdict reader (`cache`: its columnar
-    cache's mode, as `open_run`'s)."""
+def read_table(files: list[Path]):
+    """One group of verdict files through the project's verdict reader."""
     from gamut_local.data.verdict_table import read_verdicts as read_table_files
 
-    return read_table_files(files, cache=cache)
+    return read_table_files(files, cache="off")
 
 
 def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path]) -> tuple[Verdicts, list[str]]:

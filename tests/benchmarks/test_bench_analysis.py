@@ -1,11 +1,13 @@
-"""scripts/bench_analysis.py measures what it says: its run directory holds verdict files the
-judge stage could have written, and its DuckDB SQL computes the very GAMUT scores `score`
-writes (else the ratios would compare different work). Not timed."""
+"""scripts/bench_analysis.py measures what it says: its run directory holds a verdict store the
+judge stage could have written and JSONL with the very same verdicts, and its DuckDB SQL
+computes the very GAMUT scores `score` writes, over either (else the ratios would compare
+different work). Not timed."""
 
 import importlib.util
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
@@ -26,49 +28,46 @@ def bench():
 def run(bench, tmp_path_factory):
     root = tmp_path_factory.mktemp("bench-run")
     built = bench.build_run(root, questions=23, checks=7, models=3, variants=2, judges=3, seed=4)
-    return root, built, sorted((root / "verdicts").glob("*/*.jsonl"))
+    return root, built
 
 
-def test_the_run_is_paper_shaped_and_valid(run):
-    root, built, files = run
-    assert built["verdicts"] == 23 * 7 * 3 * 2 * 3 and len(files) == 3 * 3 * 2
-    table = read_verdicts(files)
+def test_the_store_and_the_jsonl_hold_the_same_paper_shaped_verdicts(run):
+    root, built = run
+    units = sorted((root / "verdicts").glob("*/*.parquet"))
+    assert built["verdicts"] == 23 * 7 * 3 * 2 * 3 and len(units) == 3 * 3 * 2
+    table = read_verdicts([root / "verdicts"])
+    reference = read_verdicts_reference(sorted((root / "jsonl").glob("*/*.jsonl")))
     assert len(table) == built["verdicts"] and table.judges == ["gold", "judge-1", "judge-2"]
-    assert len(read_verdicts_reference(files)) == len(table)  # every record passes the reference
+    for name in ("judges", "models", "questions", "checks", "judge", "model", "variant", "question", "check",
+                 "tier", "verdict", "settings_hashes", "settings_hash", "check_hashes", "check_hash",
+                 "answer_hashes", "answer_hash"):
+        x, y = getattr(table, name), getattr(reference, name)
+        assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y), name
+    assert np.array_equal(table.probs, reference.probs, equal_nan=True)
     assert (table.verdict == 4).any() and not (table.verdict[table.judge == 0] == 4).any()
 
 
-@pytest.mark.parametrize("reader", ["duckdb_sql_score_auto", "duckdb_sql_score_columns"])
+@pytest.mark.parametrize("reader", ["duckdb_parquet", "duckdb_json_auto"])
 def test_duckdb_sql_computes_the_same_scores(bench, run, tmp_path, reader):
     duckdb = pytest.importorskip("duckdb")
-    root, _, files = run
-    doc = write_scores(tmp_path / "scores.json", files)
+    root, _ = run
+    doc = write_scores(tmp_path / "scores.json", [root / "verdicts"])
     ours = {(m.judge, m.model, m.variant): m.gamut_score for m in doc.models}
-    sql = bench.GAMUT_SQL.replace("READER", bench.DUCKDB_READERS[reader])
-    theirs = {r[:3]: r[3] for r in duckdb.connect().execute(sql, [[str(f) for f in files]]).fetchall()}
+    function, pattern = bench.DUCKDB_READERS[reader]
+    sql = bench.GAMUT_SQL.replace("READER", function)
+    files = sorted(str(p) for p in root.glob(pattern))
+    theirs = {r[:3]: r[3] for r in duckdb.connect().execute(sql, [files]).fetchall()}
     assert theirs == pytest.approx(ours, abs=1e-9)
     assert json.loads((tmp_path / "scores.json").read_text())["schema_version"] == 2
 
 
-@pytest.mark.parametrize("state", ["cold", "warm"])
-def test_the_timed_commands_run_as_a_user_runs_them(bench, run, state):
-    """Each command succeeds (timed_process raises otherwise); warm starts from the columns
-    the judge stage would have cached, cold from an empty cache."""
-    root, _, files = run
-    out = bench.time_commands(root, [str(f) for f in files], state)
-    assert set(out) == {"score", "agree", "report_fresh", "report_current"}
+def test_the_timed_commands_run_as_a_user_runs_them_and_cache_nothing(bench, run, tmp_path, monkeypatch):
+    """Each command succeeds (timed_process raises otherwise) and no cache folder appears."""
+    root, _ = run
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    out = bench.time_commands(root)
+    assert set(out) == {"score", "agree", "report_fresh", "report_current", "view_first_page"}
     assert all(r["seconds"] > 0 and r["peak_rss_mb"] > 0 for r in out.values())
-    cached = list((root / f"cache-{state}" / "verdict-tables").glob("v*/*.arrow"))
-    assert len(cached) == (len(files) if state == "warm" else 0)  # cold: emptied before each command
     assert (root / "report.md").is_file() and (root / "scores" / "agreement.json").is_file()
-
-
-def test_one_file_per_judge_holds_the_same_verdicts(bench, run, tmp_path):
-    _, built, files = run
-    bench.build_run(tmp_path, questions=23, checks=7, models=3, variants=2, judges=3, seed=4, one_file_per_judge=True)
-    merged = sorted((tmp_path / "verdicts").glob("*/*.jsonl"))
-    assert [p.relative_to(tmp_path).as_posix() for p in merged] == [
-        f"verdicts/{j}/all.jsonl" for j in ("gold", "judge-1", "judge-2")]
-    a, b = (read_verdicts(paths, cache="off") for paths in (files, merged))
-    rows = [sorted(zip(t.judge, t.model, t.variant, t.question, t.check, t.verdict)) for t in (a, b)]
-    assert len(b) == built["verdicts"] and rows[0] == rows[1]
+    assert not (tmp_path / "xdg" / "gamut-local").exists() and not (tmp_path / "home" / ".cache" / "gamut-local").exists()

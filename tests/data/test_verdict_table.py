@@ -1,6 +1,6 @@
-"""The columnar verdict reader against the record-by-record reference: same table, same scores,
-same agreement and the very same error messages, on the sample, on synthetic multi-judge
-data and on a corpus of bad verdict files."""
+"""The verdict reader: the store's columns against the record-by-record reference of the same
+verdicts as JSONL (same table, same scores, same agreement), and the very same error
+messages on a corpus of bad verdict files, read directly and brought in by `verdicts import`."""
 
 import json
 from pathlib import Path
@@ -11,7 +11,6 @@ import pytest
 import gamut_local
 from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.scoring import score_table
-from gamut_local.data import verdict_files
 from gamut_local.data import verdict_table as vt
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError
@@ -23,20 +22,6 @@ GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j"
         "tier": "answer_critical", "verdict": "meets", "raw": "'meets'=0.9000",
         "probs": {"meets": 0.9, "partially_meets": 0.05, "missing": 0.03, "contradicts": 0.02},
         "settings_hash": "abc", "attempts": 1}
-
-
-@pytest.fixture
-def fast_only(monkeypatch):
-    """Fail if the column path hands the files to the reference (it must not for good files)."""
-    def refuse(paths):
-        raise AssertionError(f"fell back to the reference for {paths}")
-    monkeypatch.setattr(vt, "read_verdicts_reference", refuse)
-
-
-def test_sample_gold_fast_equals_reference(fast_only):
-    fast = vt.read_verdicts([GOLD])
-    assert len(fast) == 537 and fast.judges == ["gold"]
-    assert fast.inputs[0]["sha256"] and fast.line[-1] == 537
 
 
 def test_sample_gold_tables_are_identical():
@@ -61,12 +46,17 @@ def _group(records):
     return out
 
 
-def test_synthetic_multi_judge_fast_equals_reference(tmp_path, monkeypatch):
+def test_the_store_reads_as_the_reference_reads_the_same_verdicts_as_jsonl(tmp_path, monkeypatch):
+    from gamut_local.data.verdict_io import import_files
+
     records = make_records(seed=3, models=("m1", "m2", "m3"), variants=("multimodal", "text_only"), questions=12)
     paths = _write_judges(tmp_path, records)
     reference = vt.read_verdicts_reference(paths)
-    monkeypatch.setattr(vt, "read_verdicts_reference", lambda p: pytest.fail("fell back"))
-    fast = vt.read_verdicts(paths)
+    import_files(paths, tmp_path / "run")
+    monkeypatch.setattr(vt, "read_verdicts_reference", lambda p: pytest.fail("read record by record"))
+    fast = vt.read_verdicts([tmp_path / "run"])
+    for f in ("files", "inputs", "file", "line"):  # where the rows are: other files, same order
+        setattr(fast, f, getattr(reference, f))
     assert_same_table(fast, reference)
     a, b = score_table(fast, seed=5), score_table(reference, seed=5)
     np.testing.assert_array_equal(a.score, b.score)
@@ -138,6 +128,35 @@ CASES = {
 }
 
 
+# Import: the whole corpus with its exact FILE:LINE: field messages, nothing bad written; what
+# import accepts, the store gives back as the strict reader read it.
+SAME = ("judges", "models", "questions", "checks", "judge", "model", "variant", "question", "check", "tier",
+        "verdict", "settings_hashes", "settings_hash", "check_hashes", "check_hash", "answer_hashes", "answer_hash")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_import_gives_the_corpus_messages_and_writes_nothing_bad(gamut, tmp_path, name):
+    content, expected = CASES[name]
+    path = tmp_path / f"{name}.jsonl"
+    path.write_bytes(content)
+    run = tmp_path / "run"
+    r = gamut("verdicts", "import", path, "--into", run)
+    if expected is not None:
+        assert r.exit_code == 1, r.output
+        for want in expected:
+            assert want.format(path=path) in r.output, r.output
+        assert "Traceback" not in r.output and not (run / "verdicts").exists()
+        return
+    assert r.exit_code == 0, r.output
+    reference = vt.read_verdicts_reference([path])
+    stored = vt.read_verdicts([run])
+    for f in SAME:
+        x, y = getattr(stored, f), getattr(reference, f)
+        assert (np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y), f
+    assert np.array_equal(stored.probs, reference.probs, equal_nan=True)
+
+
+
 def _read_or_error(path):
     try:
         return vt.read_verdicts([path])
@@ -145,83 +164,27 @@ def _read_or_error(path):
         return e
 
 
-@pytest.mark.parametrize("piece_bytes", [verdict_files.PIECE_BYTES, 320], ids=["whole", "in_pieces"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_bad_file_messages_are_the_references(tmp_path, name, piece_bytes, monkeypatch):
+def test_bad_file_messages_are_the_references(tmp_path, name):
     content, expected = CASES[name]
-    # 320 bytes: a file of two lines or more is read one line a piece (a file with a longer line
-    # goes to the reference)
-    monkeypatch.setattr(verdict_files, "PIECE_BYTES", piece_bytes)
     path = tmp_path / f"{name}.jsonl"
     path.write_bytes(content)
     try:
         reference = vt.read_verdicts_reference([path])
     except InputError as e:
         reference = e
-    fast = _read_or_error(path)
-    # Then, if the columns took the file: from the cache by its hash (now remembered, the
-    # file counting as settled), then by the remembered hash without reading the file.
-    monkeypatch.setattr(verdict_files, "RACY_NS", 0)
-    reads = [fast, *(_read_or_error(path) for _ in range(2))]
+    got = _read_or_error(path)
     if expected is None:
         assert not isinstance(reference, InputError), reference
-        for table in reads:
-            assert_same_table(table, reference)
+        assert_same_table(got, reference)
         return
-    assert isinstance(fast, InputError) and isinstance(reference, InputError)
-    for error in reads:
-        assert [str(p) for p in error.problems] == [str(p) for p in reference.problems]
-    text = str(fast)
+    assert isinstance(got, InputError) and isinstance(reference, InputError)
+    assert [str(p) for p in got.problems] == [str(p) for p in reference.problems]
     for want in expected:
-        assert want.format(path=path) in text, text
+        assert want.format(path=path) in str(got), str(got)
 
 
-def test_big_files_are_read_in_pieces_to_the_same_table(tmp_path, fast_only, monkeypatch):
-    """A file past PIECE_BYTES is hashed, then parsed piece by piece (each cut after a newline,
-    parsed and checked as a file of its own) and merged: the very table of reading it whole."""
-    records = make_records(seed=7, models=("m1", "m2"), variants=("multimodal", "text_only"), questions=9)
-    paths = _write_judges(tmp_path, records)
-    whole = vt.read_verdicts(paths, cache="off")
-    monkeypatch.setattr(verdict_files, "PIECE_BYTES", 4096)
-    parsed = []
-    real = verdict_files._parse
-    monkeypatch.setattr(verdict_files, "_parse", lambda raw, *a, **k: (parsed.append(len(raw)), real(raw, *a, **k))[1])
-    pieces = vt.read_verdicts(paths)
-    assert len(parsed) > 2 * len(paths) and max(parsed) <= 4096
-    assert_same_table(pieces, whole)
-    assert pieces.inputs == whole.inputs  # the same hashes, taken piece by piece
-    assert_same_table(vt.read_verdicts(paths), whole)  # then from the cache entries they made
-
-
-def test_a_file_changed_between_hashing_and_parsing_is_not_taken(tmp_path, monkeypatch):
-    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))  # a miss: hashed, then parsed
-    path = tmp_path / "v.jsonl"
-    path.write_bytes(lines(*(line(check_id=f"c{k}") for k in range(40))))
-    monkeypatch.setattr(verdict_files, "PIECE_BYTES", 2048)
-    real = verdict_files._hash_in_pieces
-
-    def then_change(p):
-        got = real(p)
-        p.write_bytes(lines(*(line(check_id=f"c{k}", verdict="missing") for k in range(40))))
-        return got
-    monkeypatch.setattr(verdict_files, "_hash_in_pieces", then_change)
-    assert verdict_files.read_file_columns(path, verdict_files.parse_options(), cache="read") is None
-
-
-def test_without_a_cache_a_big_file_is_read_once(tmp_path, monkeypatch):
-    """With no cache entry to look up, the parse pass hashes the bytes itself: no hashing pass."""
-    path = tmp_path / "v.jsonl"
-    path.write_bytes(lines(*(line(check_id=f"c{k}") for k in range(40))))
-    whole = vt.read_verdicts([path], cache="off")
-    monkeypatch.setattr(verdict_files, "PIECE_BYTES", 2048)
-    monkeypatch.setattr(verdict_files, "_hash_in_pieces", lambda p: pytest.fail("hashed before parsing"))
-    monkeypatch.setattr(vt, "read_verdicts_reference", lambda p: pytest.fail("fell back"))
-    pieces = vt.read_verdicts([path], cache="off")
-    assert_same_table(pieces, whole)
-    assert pieces.inputs == whole.inputs
-
-
-def test_human_revisions_take_the_column_path(tmp_path, fast_only):
+def test_human_revisions_newest_wins(tmp_path):
     path = tmp_path / "human-ann.jsonl"
     path.write_bytes(CASES["human_changes_their_mind"][0])
     table = vt.read_verdicts([path])
@@ -255,9 +218,9 @@ def test_record_level_messages_are_load_records_own(tmp_path):
 def test_input_records_say_when_a_file_changed(tmp_path):
     path = tmp_path / "v.jsonl"
     path.write_bytes(lines(line()))
-    rec = verdict_files.file_record(path)
-    assert verdict_files.current_record(rec) == rec
+    rec = vt.file_record(path)
+    assert vt.current_record(rec) == rec
     path.write_bytes(lines(line(verdict="missing")))
-    assert verdict_files.current_record(rec)["sha256"] != rec["sha256"]
+    assert vt.current_record(rec)["sha256"] != rec["sha256"]
     path.unlink()
-    assert verdict_files.current_record(rec) is None
+    assert vt.current_record(rec) is None

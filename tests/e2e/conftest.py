@@ -10,6 +10,7 @@ import pytest
 
 from gamut_local.config import load_run_config
 from gamut_local.rundir.layout import verdict_files
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.testing.small_run import write_config
 
@@ -37,4 +38,4 @@ def full_run(tmp_path_factory, open_smollm2):
     out = Path(spec.output_dir)
     return {"cfg": cfg, "spec": spec, "out": out, "stages": stages,
             "answers": [r for _, r in read_jsonl(out / "answers" / "smol.text_only.jsonl")],
-            "verdicts": [r for p in verdict_files(out) for _, r in read_jsonl(p)]}
+            "verdicts": [r for p in verdict_files(out) for _, r in verdict_store.records(p)]}

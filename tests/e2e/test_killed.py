@@ -14,7 +14,7 @@ import pytest
 from gamut_local.config import load_run_config
 from gamut_local.data.records import verdict_key
 from gamut_local.rundir.layout import verdict_files
-from gamut_local.rundir.store import read_jsonl
+from gamut_local.rundir import verdict_store
 from gamut_local.testing import processes
 from gamut_local.testing.small_run import copy_answers
 
@@ -39,10 +39,10 @@ def test_sigkilled_judge_leaves_no_engine_and_resumes_to_the_uninterrupted_verdi
     # short; its verdicts are a subset of the full run's, and are compared with them.
     cmd = [str(Path(sys.executable).parent / "gamut-local"), "judge", "--config", str(cfg), "--chunk-size", "16",
            "--limit", str(PILOT)]
-    target = out / "verdicts" / "smolj" / "reference-complete.multimodal.jsonl"
+    target = out / "verdicts" / "smolj" / "reference-complete.multimodal.parts"  # a part per chunk
     log = tmp_path / "judge-killed.log"
     with processes.child(cmd, log) as proc:
-        processes.wait_until(lambda: target.exists() and target.stat().st_size > 0, timeout=FIRST_CHUNK_S,
+        processes.wait_until(lambda: any(target.glob("part-*.parquet")), timeout=FIRST_CHUNK_S,
                              waiting_for="first chunk of verdicts", log=log, proc=proc)
         engines = [p for p in processes.session_members(proc.pid) if p != proc.pid]
         proc.send_signal(signal.SIGKILL)  # the main process only: its engine is left to the watchdog
@@ -50,7 +50,7 @@ def test_sigkilled_judge_leaves_no_engine_and_resumes_to_the_uninterrupted_verdi
         left = processes.gone_within(proc.pid, ORPHANS_GONE_S)
         assert len(engines) >= 2, engines  # EngineCore (and its Worker) and the watchdog were running
         assert left == [], f"still running {ORPHANS_GONE_S} s after the judge was killed: {left}"
-    partial = [r for p in verdict_files(out) for _, r in read_jsonl(p, allow_empty=True)]
+    partial = [r for p in verdict_files(out) for _, r in verdict_store.records(p)]
     pilot = sorted({v["question_id"] for v in full_run["verdicts"]})[:PILOT]  # --limit: first N by id
     want = {k: v for k, v in by_key(full_run["verdicts"]).items() if v["question_id"] in pilot}
     total = len(want)
@@ -58,7 +58,8 @@ def test_sigkilled_judge_leaves_no_engine_and_resumes_to_the_uninterrupted_verdi
     resumed = processes.run(cmd, timeout=RESUME_S, waiting_for="the resumed judge to finish")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"{len(partial)} already done" in " ".join(resumed.stdout.split())  # whatever the wrapping
-    final = [r for p in verdict_files(out) for _, r in read_jsonl(p)]
+    final = [r for p in verdict_files(out) for _, r in verdict_store.records(p)]
+    assert not target.exists()  # the resumed task compacted its parts into one file
     assert len(final) == len(by_key(final)) == total  # no duplicate keys
     got = by_key(final)
     assert set(got) == set(want)

@@ -15,6 +15,7 @@ from gamut_local.config import load_run_config
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, verdict_key
 from gamut_local.rundir.layout import Shard, verdict_files
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.testing.small_run import SMOLLM2, copy_answers, write_config
 from gamut_local.vocab import JUDGE_LABELS, VERDICTS
@@ -45,7 +46,7 @@ def test_bad_shard_and_missing_answers_are_clear(gamut, tmp_path):
 def test_run_writes_every_file(full_run):
     out = full_run["out"]
     for rel in ("manifest.json", "rubric.jsonl", "answers/smol.text_only.jsonl",
-                "verdicts/smolj/smol.text_only.jsonl", "verdicts/smolj/reference-complete.multimodal.jsonl",
+                "verdicts/smolj/smol.text_only.parquet", "verdicts/smolj/reference-complete.multimodal.parquet",
                 "scores/scores.json", "report.md"):
         assert (out / rel).is_file(), rel
     m = json.loads((out / "manifest.json").read_text())
@@ -100,7 +101,7 @@ def test_verdict_records_probabilities_and_prefix_cache(full_run):
 def test_rerun_resumes_and_writes_nothing_new(full_run, open_smollm2):
     from gamut_local.stages.pipeline import run
 
-    files = sorted((full_run["out"]).rglob("*.jsonl"))
+    files = sorted((full_run["out"]).rglob("*.jsonl")) + sorted((full_run["out"] / "verdicts").rglob("*.parquet"))
     before = {p: p.read_bytes() for p in files}
     stages = run(full_run["cfg"], open_engine=open_smollm2)
     assert stages["generate"]["result"][0]["written"] == 0
@@ -118,11 +119,11 @@ def test_shards_write_their_own_files_and_merge(gamut, full_run, open_smollm2, t
         judge(spec, shard=Shard(i, 3), open_engine=open_smollm2)
     out = Path(spec.output_dir)
     names = sorted(p.name for p in verdict_files(out))
-    assert names == sorted(f"{m}.shard-{i}-of-3.jsonl" for m in ("smol.text_only", "reference-complete.multimodal")
+    assert names == sorted(f"{m}.shard-{i}-of-3.parquet" for m in ("smol.text_only", "reference-complete.multimodal")
                            for i in range(3))
-    shard_keys = [set(by_key(r for _, r in read_jsonl(p))) for p in verdict_files(out)]
+    shard_keys = [set(by_key(r for _, r in verdict_store.records(p))) for p in verdict_files(out)]
     assert sum(map(len, shard_keys)) == len(set().union(*shard_keys))  # disjoint
-    merged = by_key(r for p in verdict_files(out) for _, r in read_jsonl(p))
+    merged = by_key(r for p in verdict_files(out) for _, r in verdict_store.records(p))
     full = by_key(full_run["verdicts"])
     assert set(merged) == set(full)
     assert {k: v["verdict"] for k, v in merged.items()} == {k: v["verdict"] for k, v in full.items()}

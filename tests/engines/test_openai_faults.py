@@ -20,6 +20,7 @@ from gamut_local.config import JudgeSpec, ModelSpec, Sampling, load_run_config
 from gamut_local.engines import STRUCTURED_CHOICE, load_engine
 from gamut_local.engines import openai_engine
 from gamut_local.errors import InputError
+from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
 from gamut_local.testing.openai_fault_server import MODEL, FaultServer
 from gamut_local.vocab import JUDGE_LABELS
@@ -209,10 +210,11 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
     with pytest.raises(InputError, match="stopped accepting connections.*rerun to resume"):
         judge(run_config(first))
     out = Path(run_config(first).output_dir) / "verdicts" / "served"
-    lines = [line for f in sorted(out.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    lines = [r for unit in verdict_store.units_in(out) for _, r in verdict_store.records(unit)]
     # 39 verdict requests were answered (the first request was the start-up probe): the whole
-    # chunks among them are on disk, the chunk in flight is not, and nothing is `invalid`.
-    assert 0 < len(lines) < 39 and '"invalid"' not in "".join(lines)
+    # chunks among them are on disk (parts of the store), the chunk in flight is not, and
+    # nothing is `invalid`.
+    assert 0 < len(lines) < 39 and all(r["verdict"] != "invalid" for r in lines)
     # The same server back on the same address: the rerun judges only what is left.
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]

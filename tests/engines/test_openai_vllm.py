@@ -14,6 +14,7 @@ import pytest
 from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.prompts.judge import judge_conversations
+from gamut_local.rundir import verdict_store
 from gamut_local.testing.vllm_server import vllm_server
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -93,7 +94,7 @@ def test_generate_and_judge_through_the_server(no_engine, served, gamut, tmp_pat
     run = tmp_path / "run"
     answers = [json.loads(line) for line in (run / "answers" / "smol.text_only.jsonl").read_text().splitlines()]
     assert len(answers) == 2 and all(a["response"] and a["completion_tokens"] > 0 for a in answers)
-    verdicts = [json.loads(line) for line in (run / "verdicts" / "smolj" / "smol.text_only.jsonl").read_text().splitlines()]
+    verdicts = [r for _, r in verdict_store.records(run / "verdicts" / "smolj" / "smol.text_only.parquet")]
     assert verdicts and all(v["method"] == FIRST_TOKEN and v["verdict"] in JUDGE_LABELS for v in verdicts)
     assert all(abs(sum(v["probs"].values()) - 1) < 1e-6 for v in verdicts)
     manifest = json.loads((run / "manifest.json").read_text())

@@ -22,6 +22,7 @@ from PIL import Image
 from gamut_local.config import PROJECT_ROOT, Sampling
 from gamut_local.engines import FIRST_TOKEN, load_engine
 from gamut_local.prompts.judge import judge_conversations
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -123,7 +124,7 @@ def test_a_pilot_run_with_auto_backend_sends_the_vision_model_to_vllm(no_engine,
                for v in ("multimodal", "text_only")}
     first4 = sorted(json.loads(line)["question_id"] for line in SAMPLE.read_text().splitlines())[:4]
     assert sorted(answers["multimodal"]) == sorted(answers["text_only"]) == first4
-    verdicts = [r for _, r in read_jsonl(out / "verdicts" / "tiny-vl-judge" / "tiny-vl.multimodal.jsonl")]
+    verdicts = [r for _, r in verdict_store.records(out / "verdicts" / "tiny-vl-judge" / "tiny-vl.multimodal.parquet")]
     assert {v["question_id"] for v in verdicts} == set(first4)
     methods = collections.Counter(v["method"] for v in verdicts)
     assert set(methods) == {FIRST_TOKEN}, methods

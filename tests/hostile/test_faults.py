@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from gamut_local.rundir import verdict_store
+from gamut_local.rundir.layout import verdict_files
 from gamut_local.testing import processes
 
 FAKE_CLI = Path(__file__).with_name("fake_cli.py")
@@ -67,8 +69,13 @@ def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen, timeout: float =
 
 
 def _keys(files) -> list[tuple]:
+    """The verdict (or answer) keys in JSONL files and verdict store units."""
     out = []
     for f in files:
+        if verdict_store.is_store(f):
+            out += [(r["question_id"], r["model"], r["variant"], r["judge"], r["check_id"])
+                    for _, r in verdict_store.records(f)]
+            continue
         for line in f.read_text().splitlines():
             if line.strip() and not f.read_text().endswith(line):  # a torn last line is not a record
                 r = json.loads(line)
@@ -76,58 +83,79 @@ def _keys(files) -> list[tuple]:
     return out
 
 
+def _wait_for_parts(unit: Path, n: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    """Until the judge task has written `n` parts (chunks) of the unit."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if len(list(verdict_store.parts_dir(unit).glob("part-*.parquet"))) >= n:
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"process ended first:\n{proc.stdout.read().decode()}")
+        time.sleep(0.02)
+    raise AssertionError(f"{unit} never reached {n} parts")
+
+
+IN_FLIGHT = ".part-000099.parquet.killed.tmp"  # a chunk whose writer was killed before the rename
+
+
+def _chunk_in_flight(unit: Path) -> Path:
+    tmp = verdict_store.parts_dir(unit) / IN_FLIGHT
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    tmp.write_bytes(b"PAR1 half a chunk")
+    return tmp
+
+
 def _complete(world) -> None:
     """The run finished: one answer per question, one verdict per answer and check, scores."""
     answers = _keys((world.run_dir / "answers").glob("*.jsonl"))
-    verdicts = _keys((world.run_dir / "verdicts").glob("*/*.jsonl"))
+    verdicts = _keys(verdict_files(world.run_dir))
     assert sorted(answers) == sorted(set(answers)) and len(answers) == 4
     assert sorted(verdicts) == sorted(set(verdicts)) and len(verdicts) == 4 * 3
     assert json.loads((world.run_dir / "scores" / "scores.json").read_text())["models"]
 
 
-def test_torn_shard_file_then_an_unsharded_run_completes(world, expect):
+def test_a_shards_chunk_in_flight_is_ignored_by_every_reader_and_left_alone(world, expect):
     cfg = world.config(chunk_size=3)
     expect(0, "generate", "--config", cfg, inputs_change=True)
     expect(0, "judge", "--config", cfg, "--shard", "0/2", inputs_change=True)
-    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.jsonl"
-    data = shard.read_bytes()
-    shard.write_bytes(data[: data.rfind(b"\n", 0, len(data) - 1) + 1] + TORN)  # last record torn
-    for _ in range(2):  # the torn line is ignored by every reader, every time, never repaired by others
-        out = expect(0, "run", "--config", cfg, named=["torn last line", "shard-0-of-2.jsonl"], inputs_change=True)
-        assert "not valid JSON" not in out
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.parquet"
+    tmp = _chunk_in_flight(shard)  # as a kill mid-write leaves it: never renamed, never read
+    for _ in range(2):  # ignored by every reader, every time, never removed by another task
+        out = expect(0, "run", "--config", cfg, inputs_change=True)
+        assert "Parquet" not in out and "PAR1" not in out
         _complete(world)
-    assert shard.read_bytes().endswith(TORN)  # not this process's file: left as it was
+    assert tmp.read_bytes() == b"PAR1 half a chunk"
 
 
 def test_sigkill_mid_judge_shard_then_unsharded_run_completes(world, expect):
     cfg = world.config(chunk_size=3)
     expect(0, "generate", "--config", cfg, inputs_change=True)
-    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.jsonl"
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.parquet"
     proc = _start(world, "judge", "--config", cfg, "--shard", "0/2")
-    _wait_for_lines(shard, 3, proc)
+    _wait_for_parts(shard, 1, proc)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(30) == -signal.SIGKILL
-    with open(shard, "ab") as f:
-        f.write(TORN)
-    expect(0, "run", "--config", cfg, named=["torn last line"], inputs_change=True)
+    _chunk_in_flight(shard)
+    expect(0, "run", "--config", cfg, inputs_change=True)
     _complete(world)
 
 
-def test_sigkill_mid_sharded_judge_then_the_same_shard_resumes_and_repairs(world, expect):
+def test_sigkill_mid_sharded_judge_then_the_same_shard_resumes_and_compacts(world, expect):
     cfg = world.config(chunk_size=3)
     expect(0, "generate", "--config", cfg, inputs_change=True)
-    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-1-of-2.jsonl"
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-1-of-2.parquet"
     proc = _start(world, "judge", "--config", cfg, "--shard", "1/2")
-    _wait_for_lines(shard, 3, proc)
+    _wait_for_parts(shard, 1, proc)
     proc.kill()
     proc.wait(30)
-    with open(shard, "ab") as f:
-        f.write(TORN)
-    expect(0, "judge", "--config", cfg, "--shard", "1/2", inputs_change=True)
-    assert shard.read_bytes().endswith(b"\n")  # its owner cut the torn line before appending
+    _chunk_in_flight(shard)
+    done = len(_keys([shard]))
+    out = expect(0, "judge", "--config", cfg, "--shard", "1/2", inputs_change=True)
+    assert f"{done} already done" in " ".join(out.split())
+    assert shard.is_file() and not verdict_store.parts_dir(shard).exists()  # its owner compacted its parts
     expect(0, "judge", "--config", cfg, "--shard", "0/2", inputs_change=True)
     expect(0, "score-run", "--config", cfg, inputs_change=True)
-    assert len(set(_keys((world.run_dir / "verdicts").glob("*/*.jsonl")))) == 12
+    assert len(set(_keys(verdict_files(world.run_dir)))) == 12
 
 
 def test_sigkill_mid_unsharded_generate_then_rerun_completes(world, expect):
@@ -318,18 +346,21 @@ def test_torn_last_line_of_an_extra_verdicts_file_is_skipped_with_a_note(world, 
     assert "GAMUT" in out
 
 
-def test_a_sibling_shards_whole_record_without_its_newline_counts_once(world, expect):
-    """A kill after the record but before its newline: resume and score agree that it exists."""
+def test_a_sibling_shards_parts_not_yet_compacted_count_once(world, expect):
+    """A shard task killed before compacting: its parts are verdicts to resume and to score
+    alike, read once, and not another task's to compact."""
     cfg = world.config(chunk_size=3)
     expect(0, "generate", "--config", cfg, inputs_change=True)
-    expect(0, "judge", "--config", cfg, "--shard", "0/2", inputs_change=True)
-    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.jsonl"
-    shard.write_bytes(shard.read_bytes().rstrip(b"\n"))
+    shard = world.run_dir / "verdicts" / "judge" / "cand.text_only.shard-0-of-2.parquet"
+    proc = _start(world, "judge", "--config", cfg, "--shard", "0/2")
+    _wait_for_parts(shard, 1, proc)
+    proc.kill()
+    proc.wait(30)
+    parts = sorted(p.name for p in verdict_store.parts_dir(shard).iterdir())
     expect(0, "run", "--config", cfg, inputs_change=True)
-    keys = _keys((world.run_dir / "verdicts").glob("*/*.jsonl")) + [tuple(json.loads(shard.read_text().splitlines()[-1])[k]
-                                                                        for k in ("question_id", "model", "variant",
-                                                                                  "judge", "check_id"))]
+    keys = _keys(verdict_files(world.run_dir))
     assert len(keys) == len(set(keys)) == 12
+    assert sorted(p.name for p in verdict_store.parts_dir(shard).iterdir()) == parts
 
 
 def test_sigterm_cleans_up_says_what_was_written_and_the_rerun_resumes(world, expect):

@@ -43,12 +43,19 @@ def test_limit_below_one_is_refused(world, expect):
     expect(1, "generate", "--config", world.config(), "--limit", "0", named=["--limit"], loads=0)
 
 
+def _human_file_with_a_torn_tail(world):
+    """A person's verdicts (append-only JSONL, the viewer's) with the last append cut short."""
+    f = world.verdicts(world.run_dir / "verdicts" / "human-ann" / "cand.text_only.jsonl", judge="human-ann",
+                       model="cand", qids=("q1",))
+    with open(f, "ab") as fh:
+        fh.write(b'{"question_id": "q2", "judge": "hu')
+    return f
+
+
 def test_report_reads_past_a_torn_verdict_line_with_a_note(world, expect):
     cfg = world.config(chunk_size=3)
     expect(0, "run", "--config", cfg, inputs_change=True)
-    f = world.run_dir / "verdicts" / "judge" / "cand.text_only.jsonl"
-    with open(f, "ab") as fh:
-        fh.write(b'{"question_id": "q1", "judge": "ju')
+    _human_file_with_a_torn_tail(world)
     expect(0, "report", world.run_dir, named=["note:", "torn last line"], inputs_change=True)
     expect(0, "score-run", "--config", cfg, named=["torn last line"], inputs_change=True)
 
@@ -75,9 +82,6 @@ def test_viewer_index_reads_past_a_torn_verdict_line(world, expect):
     from gamut_local.viewer.index import open_run
 
     expect(0, "run", "--config", world.config(chunk_size=3), inputs_change=True)
-    f = world.run_dir / "verdicts" / "judge" / "cand.text_only.jsonl"
-    whole = len(f.read_text().splitlines())
-    with open(f, "ab") as fh:
-        fh.write(b'{"question_id": "q1", "judge": "ju')
+    _human_file_with_a_torn_tail(world)
     index = open_run(world.run_dir)
-    assert whole == 12 and len(index.cells.key) == 12
+    assert len(index.cells.key) == 12 and len(index.humans["human-ann"]) == 3

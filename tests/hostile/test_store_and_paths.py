@@ -10,7 +10,6 @@ import os
 
 import pytest
 
-from gamut_local.data.arrow import MAX_DEPTH, jsonl_lines
 from gamut_local.errors import InputError
 from gamut_local.rundir import store
 from gamut_local.rundir.paths import check_outputs, inside, output_problems, run_dir_problems
@@ -110,16 +109,6 @@ def test_unreadable_file_is_a_problem_not_a_traceback(tmp_path):
     problems = []
     assert store.read_jsonl(tmp_path / "d", problems=problems) == []
     assert problems[0].message == "not a file"
-
-
-def test_pyarrow_reader_guard():
-    """Bytes pyarrow may not be given (it would crash, or pass bad UTF-8 on) count 0 lines."""
-    assert jsonl_lines(b'{"probs": {"meets": 1.0}, "x": [1, [2]]}\n' * 1000) == 1000
-    deep = MAX_DEPTH - 1  # the object itself is one more level
-    assert jsonl_lines(b'{"a": ' + b"[" * deep + b"]" * deep + b"}\n" + b"{}") == 2
-    assert not jsonl_lines(b"{}\n" + b'{"a": ' + b"[" * (deep + 1) + b"]" * (deep + 1) + b"}\n")
-    assert jsonl_lines(b'{"a": "' + b"[" * 5000 + b'"}\n') == 0  # brackets in strings count too
-    assert not jsonl_lines(b'{"a": "\xff"}\n') and not jsonl_lines(b"")
 
 
 def test_output_equal_to_an_input_by_any_name_is_refused(tmp_path):

@@ -198,11 +198,9 @@ def test_the_strict_loader_reads_what_the_safe_loader_reads():
 @pytest.mark.parametrize("escape", [r"\ud800", r"\udc80", r"\udfff", r"\ud800\ud800", r"\udc00\ud800",
                                     r"\ud83d\ude00", r"\\ud800"])
 @pytest.mark.parametrize("field", ["raw", "question_id", "check_id", "judge", "extra"])
-def test_both_verdict_readers_judge_a_surrogate_alike(tmp_path, monkeypatch, escape, field):
-    pytest.importorskip("pyarrow")
+def test_both_verdict_readers_judge_a_surrogate_alike(tmp_path, escape, field):
     from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
 
-    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
     rows = [{"question_id": f"q{i}", "model": "m", "variant": "text_only", "judge": "j", "check_id": f"c{k}",
              "tier": "valuable", "verdict": "meets", "raw": "x"} for i in range(3) for k in range(3)]
     rows[4][field] = "SPOT"
@@ -220,8 +218,7 @@ def test_both_verdict_readers_judge_a_surrogate_alike(tmp_path, monkeypatch, esc
     lone = escape not in (r"\ud83d\ude00", r"\\ud800")
     assert (reference == ["%s:5: <record>: a string holds a lone surrogate (an escape such as \\ud800 without its "
                           "pair), not text" % path]) == lone
-    for cache in ("off", "use", "use"):  # the second "use" would read a cache entry, if one were made
-        assert outcome(read_verdicts, cache=cache) == reference
+    assert outcome(read_verdicts) == reference
 
 
 # -- the viewer's read routes: more odd queries ---------------------------------------------
@@ -238,10 +235,8 @@ def viewer(tmp_path_factory):
     from gamut_local.viewer.index import open_run
 
     root = tmp_path_factory.mktemp("viewer")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GAMUT_LOCAL_CACHE", str(root / "cache"))
-        run = build_sample_run(root / "run", seed=0)
-        yield TestClient(create_app(open_run(run), annotator="ann"), base_url="http://127.0.0.1:8765")
+    run = build_sample_run(root / "run", seed=0)
+    yield TestClient(create_app(open_run(run), annotator="ann"), base_url="http://127.0.0.1:8765")
 
 
 ODD_READS = [

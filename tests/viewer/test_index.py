@@ -161,28 +161,6 @@ def test_answers_are_read_as_the_strict_loader_reads_them(tmp_path, name):
     assert _answers_or_error(lambda: read_answers([path])) == reference
 
 
-def test_good_answers_take_the_column_path(tmp_path, monkeypatch):
-    from gamut_local.viewer import index
-
-    path = tmp_path / "m.multimodal.jsonl"
-    path.write_bytes(ANSWER_CASES["good"] + ANSWER_CASES["optional_fields_null"].replace(b'"q1"', b'"q3"'))
-    monkeypatch.setattr(index, "load_records", lambda *a: pytest.fail("fell back to the strict loader"))
-    assert set(index.read_answers([path])) == {("q1", "m", "multimodal"), ("q2", "m", "multimodal"),
-                                               ("q3", "m", "multimodal")}
-
-
-def test_the_answer_columns_mirror_the_answer_record():
-    """ANSWER_COLUMNS types what `records.Answer` types, so the column path refuses what it refuses."""
-    from gamut_local.data.records import Answer
-    from gamut_local.viewer.index import ANSWER_COLUMNS, REQUIRED
-
-    fields = Answer.model_fields
-    assert set(ANSWER_COLUMNS) == set(fields)
-    assert set(REQUIRED) == {name for name, f in fields.items() if f.is_required()}
-    for name, kind in ANSWER_COLUMNS.items():
-        assert ("int" in str(fields[name].annotation)) == (kind == "int64"), name
-
-
 def test_is_stale_compiles_no_check_after_the_first_call(sample_run, monkeypatch):
     """The overview asks `is_stale` of every human verdict on every load: the checks' hashes
     are computed once per run, not per call."""

@@ -1,0 +1,84 @@
+"""Verdicts across the store's edges: JSON Lines in (`verdicts import`, an old run's files)
+through the strict record-by-record reader, and JSON Lines or Parquet out (`verdicts export`).
+
+Import reads every record with `load_records` (each problem as FILE:LINE: field, before
+anything is written), groups them by (judge, model, variant) and writes each group as a part
+of its store unit, then compacts it. A key the unit already holds is skipped, so importing the
+same file twice (or again after a kill) never counts a verdict twice. Human verdicts stay the
+append-only JSONL the viewer writes (`rundir.human`): they are appended there.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.errors import InputError, Problem
+from gamut_local.rundir import verdict_store
+from gamut_local.rundir.human import is_human
+from gamut_local.rundir.layout import Shard, store_path, verdicts_path
+from gamut_local.rundir.store import append_jsonl, write_text_atomic, dumps
+
+IMPORTED = ".imported"  # an old run's JSONL, once its verdicts are in the store
+
+
+def _keys(unit: Path) -> set[tuple]:
+    return {verdict_key(r) for _, r in verdict_store.records(unit)}
+
+
+def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -> dict[str, int]:
+    """Write validated verdict records into the run's store; {unit or file: verdicts added}."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["judge"], r["model"], r["variant"]), []).append(r)
+    added = {}
+    for (judge, model, variant), recs in sorted(groups.items()):
+        if is_human(judge):
+            path = verdicts_path(run_dir, judge, model, variant)
+            added[str(path)] = append_jsonl(path, recs)
+            continue
+        unit = store_path(run_dir, judge, model, variant, shard)
+        have = _keys(unit)
+        new = [r for r in recs if verdict_key(r) not in have]
+        verdict_store.write_part(unit, new, loose=True)
+        verdict_store.compact(unit)
+        added[str(unit)] = len(new)
+    return added
+
+
+def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
+    """`gamut-local verdicts import FILE.jsonl... --into RUN`."""
+    from gamut_local.data.verdict_table import read_verdicts_reference
+
+    bad = [Problem(str(f), None, "", "not a JSON Lines file (.jsonl)") for f in files if Path(f).suffix != ".jsonl"]
+    if bad:
+        raise InputError(bad)
+    files = [Path(f) for f in files]
+    read_verdicts_reference(files)  # every check, with its FILE:LINE message, before anything is written
+    return import_records(load_records(files, Verdict, verdict_key), Path(run_dir))
+
+
+def adopt_jsonl(path: Path, unit: Path) -> int:
+    """An old run's JSONL of one task into its store unit, once: imported, then renamed to
+    `<name>.jsonl.imported` (no reader lists it; the bytes are kept). A kill between the two
+    steps leaves both: the rerun imports again and adds nothing (keys already held)."""
+    records = load_records([path], Verdict, verdict_key)
+    have = _keys(unit)
+    new = [r for r in records if verdict_key(r) not in have]
+    verdict_store.write_part(unit, new, loose=True)
+    verdict_store.compact(unit)
+    os.replace(path, path.with_name(path.name + IMPORTED))
+    return len(records)
+
+
+def export(paths: list[Path], out: Path) -> int:
+    """Every verdict of the inputs (store units and JSONL files) to `out`: JSON Lines, or the
+    store's Parquet schema when `out` ends in .parquet. Returns the number written."""
+    records = load_records(verdict_store.inputs(paths), Verdict, verdict_key)
+    out = Path(out)
+    if out.suffix == verdict_store.SUFFIX:
+        verdict_store.replace_unit(out, records, loose=True)
+    else:
+        write_text_atomic(out, "".join(dumps(r) + "\n" for r in records))
+    return len(records)

@@ -1,0 +1,369 @@
+"""The verdict store: a run's verdicts as typed Parquet, written once and read as columns.
+
+One store *unit* holds the verdicts of one (judge, model, variant, shard) task:
+`verdicts/<judge>/<model>.<variant>[.shard-i-of-n].parquet`, the compacted file, and, while
+the task runs, `<same name>.parts/part-NNNNNN.parquet`, one immutable part per chunk. A task
+never shares its unit with another (array tasks differ by their shard suffix).
+
+- `write_part` writes a chunk to a temporary file, fsyncs it and renames it into place: a
+  killed job loses at most the chunk in flight and leaves no torn file (a leftover `.tmp`
+  is never read and is removed by the next write).
+- `compact` folds the parts into the compacted file (temporary file, fsync, rename), which
+  names in its metadata the last part it holds (`through_part`); only then are the parts
+  deleted. A kill before the rename leaves the old file and the parts; after it, the parts
+  it holds are ignored by every reader and deleted by the next compaction. Nothing is lost
+  and nothing is counted twice.
+- Every file carries `SCHEMA_VERSION` in its Parquet metadata; a reader refuses another.
+
+The writer validates every record (`validate`): our own stages write the store, so a bad
+record is a bug stopped at its source, not a reader's problem. Strings are dictionary
+encoded; the four label probabilities are the fixed columns `p_<label>` (null: no
+probabilities); fields outside the schema (a verdict imported from elsewhere may have them)
+go into `extra`, a JSON object, so an export gives them back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.store import JOURNAL
+from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+
+SCHEMA_VERSION = 1
+META_KEY = b"gamut_local.verdicts"
+SUFFIX = ".parquet"
+PARTS = ".parts"
+PROB_COLUMNS = tuple(f"p_{label}" for label in JUDGE_LABELS)
+# Fields every verdict has (strings), then the optional ones; the order of the columns.
+REQUIRED = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
+CODED_OPTIONAL = ("method", "settings_hash", "check_hash", "answer_hash")
+INTEGERS = ("prompt_tokens", "num_cached_tokens", "attempts")
+KNOWN = (*REQUIRED, "raw", "probs", *CODED_OPTIONAL, *INTEGERS)
+_FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
+_SAFE = re.compile(NAME_PATTERN)
+_PART = re.compile(r"part-(\d{6})\.parquet")
+
+
+def schema(meta: dict | None = None):
+    """The store's Arrow schema; `meta` goes into the file's metadata beside the version."""
+    import pyarrow as pa
+
+    coded = pa.dictionary(pa.int32(), pa.string())
+    fields = [pa.field(name, coded, nullable=False) for name in REQUIRED]
+    fields += [pa.field("raw", pa.string())]
+    fields += [pa.field(name, pa.float64()) for name in PROB_COLUMNS]
+    fields += [pa.field(name, coded) for name in CODED_OPTIONAL]
+    fields += [pa.field(name, pa.int64()) for name in INTEGERS]
+    fields += [pa.field("extra", pa.string())]
+    return pa.schema(fields, metadata={META_KEY: json.dumps({"schema_version": SCHEMA_VERSION, **(meta or {})})})
+
+
+# ---------------------------------------------------------------- records in
+
+def validate(rec: dict, where: str, no: int) -> list[Problem]:
+    """What is wrong with one verdict record for the store ([] if nothing)."""
+    out = []
+    for name in REQUIRED:
+        value = rec.get(name, DEFAULT_VARIANT if name == "variant" else None)
+        if not isinstance(value, str) or not value:
+            out.append(Problem(where, no, name, "must be a non-empty string"))
+        elif name in _FIXED and value not in _FIXED[name]:
+            out.append(Problem(where, no, name, f"{value!r} is not one of {', '.join(_FIXED[name])}"))
+        elif name in ("model", "judge") and not _SAFE.fullmatch(value):
+            out.append(Problem(where, no, name, f"{value!r} cannot be used in a file name"))
+    for name in ("raw", *CODED_OPTIONAL):
+        if rec.get(name) is not None and not isinstance(rec[name], str):
+            out.append(Problem(where, no, name, "must be a string or null"))
+    for name in INTEGERS:
+        if not _typed(name, rec.get(name)):
+            out.append(Problem(where, no, name, "must be a whole number (64-bit) or null"))
+    probs = rec.get("probs")
+    if probs is not None:
+        if not isinstance(probs, dict) or set(probs) - set(JUDGE_LABELS):
+            out.append(Problem(where, no, "probs", f"must be an object with keys from {', '.join(JUDGE_LABELS)}"))
+        elif not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p)
+                     for p in probs.values()):
+            out.append(Problem(where, no, "probs", "must hold finite numbers"))
+    return out
+
+
+def _whole(value) -> bool:
+    """A whole number an int64 column holds."""
+    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
+
+
+def _typed(name: str, value) -> bool:
+    if value is None:
+        return True
+    return _whole(value) if name in INTEGERS else isinstance(value, str)
+
+
+def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None = None, *, loose: bool = False):
+    """Validated verdict records as one Arrow table of the store's schema. `loose` (import:
+    records from elsewhere, already read by the strict reader, which lets these optional
+    fields be any JSON): an optional field of another type is kept in `extra`."""
+    import pyarrow as pa
+
+    if loose:
+        records = [_loosened(rec) for rec in records]
+    problems = [p for no, rec in enumerate(records, 1) for p in validate(rec, where, no)]
+    if problems:
+        raise InputError(problems[:20])
+    cols: dict[str, list] = {name: [] for name in schema().names}
+    for rec in records:
+        for name in REQUIRED:
+            cols[name].append(rec.get(name, DEFAULT_VARIANT) if name == "variant" else rec[name])
+        cols["raw"].append(rec.get("raw"))
+        probs = rec.get("probs") or {}
+        for label, name in zip(JUDGE_LABELS, PROB_COLUMNS):
+            cols[name].append(float(probs[label]) if label in probs else None)
+        for name in (*CODED_OPTIONAL, *INTEGERS):
+            cols[name].append(rec.get(name))
+        extra = {k: v for k, v in rec.items() if k not in KNOWN}
+        extra.update(rec.get(_MOVED) or {})
+        extra.pop(_MOVED, None)
+        cols["extra"].append(json.dumps(extra, ensure_ascii=False) if extra else None)
+    target = schema(meta)
+    arrays = [pa.array(cols[f.name], type=pa.string()).dictionary_encode() if pa.types.is_dictionary(f.type)
+              else pa.array(cols[f.name], type=f.type) for f in target]
+    return pa.Table.from_arrays(arrays, schema=target)
+
+
+_MOVED = "\0moved"  # fields `loose` moved out of their typed column (no JSON field has this name)
+
+
+def _loosened(rec: dict) -> dict:
+    moved = {k: rec[k] for k in ("method", *INTEGERS) if not _typed(k, rec.get(k))}
+    if not moved:
+        return rec
+    return {**{k: v for k, v in rec.items() if k not in moved}, _MOVED: moved}
+
+
+# ---------------------------------------------------------------- records out
+
+def to_records(table) -> list[dict]:
+    """The store's rows as verdict records (the JSONL form: `probs` an object, extras merged)."""
+    cols = {name: table.column(name).to_pylist() for name in table.column_names}
+    out = []
+    for i in range(table.num_rows):
+        rec = {name: cols[name][i] for name in (*REQUIRED, "raw")}
+        present = {label: cols[name][i] for label, name in zip(JUDGE_LABELS, PROB_COLUMNS) if cols[name][i] is not None}
+        rec["probs"] = present or None
+        for name in (*CODED_OPTIONAL, *INTEGERS):
+            rec[name] = cols[name][i]
+        if cols["extra"][i]:
+            rec.update(json.loads(cols["extra"][i]))
+        out.append(rec)
+    return out
+
+
+# ---------------------------------------------------------------- files
+
+def parts_dir(unit: Path) -> Path:
+    return unit.with_name(unit.name[: -len(SUFFIX)] + PARTS)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(table, path: Path) -> None:
+    """Temporary file in the same folder, fsync, rename, fsync the folder."""
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            pq.write_table(table, f, compression="zstd")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _meta(path: Path) -> dict:
+    """A store file's metadata; InputError if it is not a store file of this version."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        raw = (pq.read_schema(path).metadata or {}).get(META_KEY)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise InputError([Problem(str(path), None, "", f"not a readable Parquet file: {e}")]) from None
+    meta = json.loads(raw) if raw else {}
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION:
+        why = "has no verdict-store schema version" if version is None else \
+            f"has verdict-store schema version {version!r}; this gamut-local reads version {SCHEMA_VERSION}"
+        raise InputError([Problem(str(path), None, "schema_version", why)])
+    return meta
+
+
+def _part_numbers(unit: Path) -> dict[int, Path]:
+    folder = parts_dir(unit)
+    if not folder.is_dir():
+        return {}
+    return {int(m.group(1)): p for p in folder.iterdir() if (m := _PART.fullmatch(p.name))}
+
+
+def _through(unit: Path) -> int:
+    """The last part number the compacted file holds (0: none, or no compacted file)."""
+    return int(_meta(unit).get("through_part", 0)) if unit.exists() else 0
+
+
+def unit_files(unit: Path) -> list[Path]:
+    """The files that hold the unit's verdicts now: the compacted file and the parts it does
+    not hold yet, in order."""
+    through = _through(unit)
+    parts = [p for n, p in sorted(_part_numbers(unit).items()) if n > through]
+    return ([unit] if unit.exists() else []) + parts
+
+
+def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path | None:
+    """Write one chunk of verdicts as the unit's next part (atomic); returns its path.
+    `loose`: as `to_table`'s (import only)."""
+    if not records:
+        return None
+    table = to_table(records, str(unit), loose=loose)
+    folder = parts_dir(unit)
+    folder.mkdir(parents=True, exist_ok=True)
+    for stray in folder.glob(".*.tmp"):  # a chunk whose writer was killed: never renamed, never read
+        stray.unlink(missing_ok=True)
+    number = max([_through(unit), *_part_numbers(unit)], default=0) + 1
+    path = folder / f"part-{number:06d}.parquet"
+    _write_atomic(table, path)
+    JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + len(records)
+    return path
+
+
+def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
+    """Make the unit hold exactly these records (a stage that rewrites its output whole, as
+    `jury` does): one compacted file, written atomically, that holds every part there was."""
+    table = to_table(records, str(unit), loose=loose)
+    numbers = _part_numbers(unit)
+    last = max([_through(unit), *numbers], default=0)
+    _write_atomic(table.replace_schema_metadata(schema({"through_part": last}).metadata), unit)
+    JOURNAL.replaced.append(str(unit))
+    _remove_parts(unit, numbers)
+
+
+def read_files(paths: list[Path], columns: list[str] | None = None):
+    """One Arrow table of these store files (each checked for the schema version)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    tables = []
+    for p in paths:
+        _meta(p)
+        tables.append(pq.read_table(p, columns=columns))
+    if not tables:
+        return schema().empty_table() if columns is None else schema().empty_table().select(columns)
+    return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+def read_unit(unit: Path, columns: list[str] | None = None):
+    """The unit's verdicts now. Another task may compact it while this reads (resume reads
+    every shard's unit): a part deleted between the listing and the read means the compacted
+    file holds it now, so the unit is listed again."""
+    for _ in range(3):
+        try:
+            return read_files(unit_files(unit), columns)
+        except FileNotFoundError:
+            continue
+    return read_files(unit_files(unit), columns)
+
+
+def compact(unit: Path, keep=None) -> int:
+    """Fold the unit's parts into its compacted file, atomically; returns the rows it holds.
+
+    `keep(table) -> boolean mask` drops rows (resume moves stale verdicts out this way, after
+    writing them elsewhere). Crash-safe: see the module docstring."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    numbers = _part_numbers(unit)
+    through = _through(unit)
+    pending = {n: p for n, p in numbers.items() if n > through}
+    if not pending and keep is None:
+        _remove_parts(unit, numbers)
+        return pq.ParquetFile(unit).metadata.num_rows if unit.exists() else 0
+    table = read_files(([unit] if unit.exists() else []) + [pending[n] for n in sorted(pending)])
+    if keep is not None:
+        table = table.filter(pa.array(keep(table), type=pa.bool_()))
+    last = max([through, *numbers], default=0)
+    # One dictionary per column for the whole file (parts each have their own).
+    table = table.unify_dictionaries().combine_chunks().replace_schema_metadata(
+        schema({"through_part": last}).metadata)
+    _write_atomic(table, unit)
+    _remove_parts(unit, numbers)
+    return table.num_rows
+
+
+def _remove_parts(unit: Path, numbers: dict[int, Path]) -> None:
+    """Delete the parts the compacted file holds (and the folder, once empty)."""
+    through = _through(unit)
+    for n, p in numbers.items():
+        if n <= through:
+            p.unlink(missing_ok=True)
+    folder = parts_dir(unit)
+    if folder.is_dir():
+        for stray in folder.glob(".*.tmp"):
+            stray.unlink(missing_ok=True)
+        try:
+            folder.rmdir()
+        except OSError:
+            pass  # parts not yet compacted remain
+
+
+def units_in(folder: Path) -> list[Path]:
+    """Every store unit under a folder (a run's `verdicts/`, one judge's folder, or a run)."""
+    folder = Path(folder)
+    if (folder / "verdicts").is_dir():  # a run directory: its verdicts, not its scores
+        folder = folder / "verdicts"
+    found = {p for p in folder.rglob(f"*{SUFFIX}") if not p.name.startswith(".") and p.parent.suffix != PARTS}
+    found |= {p.with_name(p.name[: -len(PARTS)] + SUFFIX) for p in folder.rglob(f"*{PARTS}") if p.is_dir()}
+    return sorted(found)
+
+
+def is_store(path: Path) -> bool:
+    """A store unit (by name: it may not exist yet), not a JSONL file."""
+    return Path(path).suffix == SUFFIX
+
+
+def records(unit: Path):
+    """(row number, record) of a unit's verdicts, for record-by-record readers (resume, jury)."""
+    return enumerate(to_records(read_unit(Path(unit))), 1)
+
+
+def inputs(paths) -> list[Path]:
+    """Verdict inputs named on a command line as store units and JSONL files: a folder (a run,
+    its `verdicts/`, one judge's) gives every unit and JSONL file in it; a `.parts` folder or a
+    part file, its unit."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir() and p.suffix != PARTS:
+            root = p / "verdicts" if (p / "verdicts").is_dir() else p
+            out += sorted(set(units_in(root)) | set(root.rglob("*.jsonl")))
+        elif p.suffix == PARTS or p.parent.suffix == PARTS:
+            folder = p if p.suffix == PARTS else p.parent
+            out.append(folder.with_name(folder.name[: -len(PARTS)] + SUFFIX))
+        else:
+            out.append(p)
+    return out  # a path given twice stays twice: its verdicts are then duplicates, an error

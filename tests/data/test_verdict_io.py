@@ -1,0 +1,75 @@
+"""`gamut-local verdicts import|export`: JSON Lines only at the store's edges (the bad-verdict
+corpus through import: tests/data/test_verdict_table.py)."""
+
+import json
+
+import pytest
+
+from gamut_local.data import verdict_table as vt
+from gamut_local.errors import InputError
+from gamut_local.rundir.verdict_store import read_unit, to_records
+
+GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j", "check_id": "c1",
+        "tier": "answer_critical", "verdict": "meets", "raw": "'meets'=0.9000",
+        "probs": {"meets": 0.9, "partially_meets": 0.05, "missing": 0.03, "contradicts": 0.02},
+        "settings_hash": "abc", "attempts": 1}
+
+
+def line(**changes) -> str:
+    return json.dumps({k: v for k, v in {**GOOD, **changes}.items() if v is not ...})
+
+
+def lines(*rows) -> bytes:
+    return ("\n".join(rows) + "\n").encode()
+
+def test_import_twice_adds_nothing_and_export_gives_the_records_back(gamut, tmp_path):
+    path = tmp_path / "v.jsonl"
+    recs = [json.loads(line(check_id=f"c{k}", note={"k": k})) for k in range(5)]
+    path.write_bytes(lines(*(json.dumps(r) for r in recs)))
+    run = tmp_path / "run"
+    for added in (5, 0):
+        r = gamut("verdicts", "import", path, "--into", run)
+        assert r.exit_code == 0 and f"{added} verdicts imported" in r.output, r.output
+    unit = run / "verdicts" / "j" / "m.multimodal.parquet"
+    assert read_unit(unit).num_rows == 5 and unit.is_file()
+    for out in (tmp_path / "all.jsonl", tmp_path / "all.parquet"):
+        r = gamut("verdicts", "export", run, "--out", out)
+        assert r.exit_code == 0 and "5 verdicts" in r.output, r.output
+    back = [json.loads(x) for x in (tmp_path / "all.jsonl").read_text().splitlines()]
+    full = {"raw": None, "probs": None, "method": None, "prompt_tokens": None, "num_cached_tokens": None,
+            "attempts": None, "settings_hash": None, "check_hash": None, "answer_hash": None}
+    assert back == [{**full, **r} for r in recs]
+    assert to_records(read_unit(tmp_path / "all.parquet")) == back
+    # Export refuses to overwrite an input.
+    r = gamut("verdicts", "export", path, "--out", path)
+    assert r.exit_code == 1 and "is also an input" in r.output
+
+
+def test_commands_take_store_folders_and_jsonl_alike(gamut, tmp_path):
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(lines(line(), line(check_id="c2", verdict="missing")))
+    b = tmp_path / "b.jsonl"
+    b.write_bytes(lines(line(judge="k", settings_hash="k1"), line(judge="k", check_id="c2", settings_hash="k1")))
+    run = tmp_path / "run"
+    assert gamut("verdicts", "import", a, "--into", run).exit_code == 0
+    from_store = tmp_path / "s1.json"
+    from_files = tmp_path / "s2.json"
+    assert gamut("score", run / "verdicts", b, "--out", from_store).exit_code == 0
+    assert gamut("score", a, b, "--out", from_files).exit_code == 0
+    got = [{k: m[k] for k in ("judge", "model", "gamut_score", "verdict_counts")} for m in json.loads(from_store.read_text())["models"]]
+    want = [{k: m[k] for k in ("judge", "model", "gamut_score", "verdict_counts")} for m in json.loads(from_files.read_text())["models"]]
+    assert got == want and len(got) == 2
+
+
+def test_a_store_file_of_another_schema_version_is_refused_by_every_reader(tmp_path):
+    import pyarrow.parquet as pq
+
+    from gamut_local.rundir import verdict_store as vs
+
+    unit = tmp_path / "verdicts" / "j" / "m.multimodal.parquet"
+    table = vs.to_table([json.loads(line())])
+    unit.parent.mkdir(parents=True)
+    pq.write_table(table.replace_schema_metadata({vs.META_KEY: json.dumps({"schema_version": 2})}), unit)
+    with pytest.raises(InputError) as e:
+        vt.read_verdicts([tmp_path])
+    assert f"{unit}: schema_version: has verdict-store schema version 2" in str(e.value)
