@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from gamut_local.cluster.slurm import prepare
+from gamut_local.testing.slurm_cluster import render_slurm_conf
 
 pytestmark = pytest.mark.slurm
 
@@ -29,38 +30,6 @@ NODES = {"gn1": "10.77.0.11", "gn2": "10.77.0.12"}
 HOST_IP = "10.77.0.1"
 CTLD_PORT, SLURMD_PORT = 6917, 6918
 TOOLS = ("ip", "nsenter", "unshare")
-
-CONF = """ClusterName=twonode
-SlurmctldHost={host}({host_ip})
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
-SlurmUser=slurm
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MinJobAge=3600
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=256
-SchedulerParameters=batch_sched_delay=0,sched_interval=1,bf_interval=1
-KillWait=2
-ReturnToService=2
-SlurmdParameters=config_overrides
-GresTypes=gpu
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool-%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd-%n.pid
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd-%n.log
-NodeName=gn1 NodeAddr={gn1} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
-NodeName=gn2 NodeAddr={gn2} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
-PartitionName=two Nodes=gn[1-2] Default=YES MaxTime=INFINITE State=UP
-"""
 
 # Stand-ins where Ray is not installed: `ray start` records its arguments, the address the node
 # sees as its own and the node's name; the job's Ray check reads the node count from them.
@@ -135,13 +104,21 @@ def two_nodes(real_slurm, monkeypatch):
             for cmd in (["addr", "add", f"{addr}/24", "dev", ns_end], ["link", "set", ns_end, "up"],
                         ["link", "set", "lo", "up"]):
                 _run("ip", "netns", "exec", ns, "ip", *cmd)
-        (d / "state").mkdir()
-        shutil.chown(d / "state", "slurm", "slurm")
+        for sub in ("state", "log"):  # slurmctld runs as the slurm user
+            (d / sub).mkdir()
+            shutil.chown(d / sub, "slurm", "slurm")
         for node in NODES:
             (d / f"gpu-{node}").symlink_to("/dev/null")
         conf = d / "slurm.conf"
-        conf.write_text(CONF.format(host=_run("hostname", "-s").stdout.strip(), host_ip=HOST_IP, d=d,
-                                    ctld_port=CTLD_PORT, slurmd_port=SLURMD_PORT, **NODES))
+        # The one-node cluster's template, on other ports and paths; %n is the node's name.
+        conf.write_text(render_slurm_conf(
+            CLUSTER="twonode", CTLD_HOST=_run("hostname", "-s").stdout.strip(), CTLD_ADDR=HOST_IP,
+            CTLD_PORT=CTLD_PORT, SLURMD_PORT=SLURMD_PORT, DEPENDENCY_PARAMETERS="", LOG_DIR=d / "log",
+            STATE_DIR=d / "state", SPOOL_DIR=d / "spool-%n", CTLD_PID_FILE=d / "slurmctld.pid",
+            SLURMD_PID_FILE=d / "slurmd-%n.pid", SLURMD_LOG_FILE=d / "log" / "slurmd-%n.log", GRES_TYPES="GresTypes=gpu",
+            NODES="\n".join(f"NodeName={n} NodeAddr={a} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN"
+                             for n, a in NODES.items()),
+            PARTITION="two", NODE_LIST="gn[1-2]"))
         # gres.conf is read from slurm.conf's folder; each node's own line (Name=gpu, File=).
         (d / "gres.conf").write_text("".join(f"NodeName={n} Name=gpu File={d}/gpu-{n}\n" for n in NODES))
         # Each node resolves both names, as on a real cluster (Ray looks its own name up).
@@ -160,7 +137,7 @@ def two_nodes(real_slurm, monkeypatch):
             if state == "idle 2":
                 break
             time.sleep(0.2)
-        assert state == "idle 2", f"two nodes not idle: {state!r}; {(d / 'slurmctld.log').read_text()[-2000:]}"
+        assert state == "idle 2", f"two nodes not idle: {state!r}; {(d / 'log' / 'slurmctld.log').read_text()[-2000:]}"
         yield d
     finally:
         if (d / "slurmctld.pid").is_file():  # no job step may outlive its slurmd
