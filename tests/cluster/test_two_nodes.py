@@ -2,13 +2,15 @@
 namespace (its own host name and address on a private bridge this test makes and removes;
 no traffic leaves the machine), and a second slurmctld on other ports with its own config, so
 the one-node cluster of `real_slurm` keeps running. The job's `srun` steps really run on both
-nodes, and each node's `ray start` gets that node's own address. Ray itself is a stand-in
-where it is not installed (it is not a dependency of the project); vLLM across the two nodes
-is not run here (docs/slurm.md says why).
+nodes, and each node's `ray start` gets that node's own address. Where Ray is installed (this
+interpreter's, or a `ray` on PATH) it is real, and the job checks that one Ray cluster holds
+both nodes by their own addresses; elsewhere `ray` is a stand-in (Ray is not a dependency of
+the project). vLLM across the two nodes is not run here (docs/slurm.md says why).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -58,10 +60,17 @@ with open(os.environ["TWO_NODE_LOG"], "a") as f:
 """
 
 
-def real_ray() -> bool:
-    """Ray's own `ray` and a `python` that imports it, first on PATH (not a project dependency)."""
-    return shutil.which("ray") is not None and subprocess.run(
-        ["python", "-c", "import ray"], capture_output=True, timeout=120).returncode == 0
+def ray_bin() -> str | None:
+    """The folder of Ray's own `ray` and a `python` that imports it: this interpreter's, else the
+    first `ray` on PATH; None where Ray is not installed (it is not a project dependency)."""
+    here = Path(sys.executable).parent
+    if importlib.util.find_spec("ray") is not None and (here / "ray").exists():
+        return str(here)
+    ray = shutil.which("ray")
+    if ray and subprocess.run([str(Path(ray).parent / "python"), "-c", "import ray"],
+                              capture_output=True, timeout=120).returncode == 0:
+        return str(Path(ray).parent)
+    return None
 
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -157,7 +166,7 @@ def two_nodes(real_slurm, monkeypatch):
 def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    real = real_ray()
+    real = ray_bin()
     stand_ins = {"launcher": LAUNCHER} if real else {"ray": FAKE_RAY, "python": FAKE_PYTHON, "launcher": LAUNCHER}
     for name, text in stand_ins.items():
         (bin_dir / name).write_text(text if name != "launcher" or real else text.replace(
@@ -168,7 +177,7 @@ def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_p
     monkeypatch.setenv("GAMUT_RAY_HEAD_WAIT", "15" if real else "1")  # a real Ray head takes seconds
     log = tmp_path / "two-node.log"
     monkeypatch.setenv("TWO_NODE_LOG", str(log))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), *([real] if real else []), os.environ["PATH"]]))
     (tmp_path / "data.jsonl").write_text(json.dumps({
         "question_id": "q1", "domain": "d", "question": "What is this?",
         "checks": [{"check_id": "c1", "text": "It says cat.", "tier": "answer_critical"}]}) + "\n")
