@@ -28,9 +28,11 @@ from gamut_local.testing.slurm_cluster import render_slurm_conf
 
 pytestmark = pytest.mark.slurm
 
-NODES = {"gn1": "10.77.0.11", "gn2": "10.77.0.12"}
-HOST_IP = "10.77.0.1"
-CTLD_PORT, SLURMD_PORT = 6917, 6918
+# A subnet and ports of this process's own, so two test sessions on one machine do not meet.
+_N = os.getpid() % 200
+NODES = {"gn1": f"10.77.{_N}.11", "gn2": f"10.77.{_N}.12"}
+HOST_IP = f"10.77.{_N}.1"
+CTLD_PORT, SLURMD_PORT = 6917 + 2 * _N, 6918 + 2 * _N
 TOOLS = ("ip", "nsenter", "unshare")
 
 # Stand-ins where Ray is not installed: `ray start` records its arguments, the address the node
