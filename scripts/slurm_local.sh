@@ -35,6 +35,7 @@ TIMEOUT=${SLURM_LOCAL_TIMEOUT:-60}
 FORCE=${SLURM_LOCAL_FORCE:-0}
 
 CONF=/etc/slurm/slurm.conf
+TEMPLATE=$(dirname "$0")/slurm.conf.template   # shared with tests/cluster/test_two_nodes.py
 GRES_CONF=/etc/slurm/gres.conf
 MARK="# written by gamut_local scripts/slurm_local.sh"
 RUN_DIR=/run/gamut-slurm-local    # started.<daemon> holds the PID of each daemon `start` launched
@@ -106,6 +107,17 @@ start_munge() {
   munge -n | unmunge >/dev/null || die "munge credential round trip failed"
 }
 
+# render_conf: the template with each ${NAME} replaced by that variable of the environment
+render_conf() {
+  local text name
+  text=$(<"$TEMPLATE")
+  for name in $(grep -o '\${[A-Z_]*}' "$TEMPLATE" | tr -d '${}' | sort -u); do
+    [ -n "${!name+set}" ] || die "$TEMPLATE: \${$name} has no value"
+    text=${text//"\${$name}"/${!name}}
+  done
+  printf '%s\n' "$text"
+}
+
 write_config() {
   local n gres_types="" gres_node="" deps=""
   n=$(node)
@@ -127,46 +139,12 @@ write_config() {
     rm -f "$GRES_CONF"
   fi
   [ "$KILL_INVALID" = 1 ] && deps="DependencyParameters=kill_invalid_depend"
-  # Addresses are given (127.0.0.1), so a hostname missing from /etc/hosts does not matter.
-  # No cgroups, no accounting database: /proc scanning tracks processes; `scontrol show job`
-  # keeps finished jobs for MinJobAge seconds. EnforcePartLimits rejects a job that can never
-  # fit at submit instead of leaving it PENDING; DefMemPerCPU keeps a job without --mem from
-  # taking the whole node. The scheduler intervals make a job start ~1 s after submission.
-  cat > "$CONF" <<EOF
-$MARK
-ClusterName=local
-SlurmctldHost=$n(127.0.0.1)
-SlurmUser=slurm
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$LOG_DIR/jobcomp.log
-MinJobAge=3600
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=256
-EnforcePartLimits=ALL
-SchedulerType=sched/backfill
-SchedulerParameters=batch_sched_delay=0,sched_interval=1,bf_interval=1
-$deps
-KillWait=2
-ReturnToService=2
-SlurmdParameters=config_overrides
-StateSaveLocation=$STATE_DIR
-SlurmdSpoolDir=$SPOOL_DIR
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
-SlurmctldLogFile=$LOG_DIR/slurmctld.log
-SlurmdLogFile=$LOG_DIR/slurmd.log
-$gres_types
-NodeName=$n NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB $gres_node State=UNKNOWN
-PartitionName=$PARTITION Nodes=$n Default=YES MaxTime=INFINITE State=UP
-EOF
+  CLUSTER=local CTLD_HOST=$n CTLD_ADDR=127.0.0.1 CTLD_PORT=6817 SLURMD_PORT=6818 \
+  DEPENDENCY_PARAMETERS=$deps STATE_DIR=$STATE_DIR SPOOL_DIR=$SPOOL_DIR LOG_DIR=$LOG_DIR \
+  CTLD_PID_FILE=/run/slurmctld.pid SLURMD_PID_FILE=/run/slurmd.pid SLURMD_LOG_FILE=$LOG_DIR/slurmd.log \
+  GRES_TYPES=$gres_types PARTITION=$PARTITION NODE_LIST=$n \
+  NODES="NodeName=$n NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB $gres_node State=UNKNOWN" \
+    render_conf > "$CONF"
 }
 
 # start_daemon NAME PIDFN: launch /usr/sbin/NAME (it forks), record the PID it writes

@@ -6,11 +6,18 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import string
 import subprocess
 
 from gamut_local.config import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "slurm_local.sh"
+CONF_TEMPLATE = PROJECT_ROOT / "scripts" / "slurm.conf.template"  # the script renders it too
+
+
+def render_slurm_conf(**params: str | int) -> str:
+    """slurm.conf from the local cluster's template; a parameter left out is a KeyError."""
+    return string.Template(CONF_TEMPLATE.read_text()).substitute({k: str(v) for k, v in params.items()})
 
 
 def node_idle() -> bool:

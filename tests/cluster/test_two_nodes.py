@@ -2,13 +2,15 @@
 namespace (its own host name and address on a private bridge this test makes and removes;
 no traffic leaves the machine), and a second slurmctld on other ports with its own config, so
 the one-node cluster of `real_slurm` keeps running. The job's `srun` steps really run on both
-nodes, and each node's `ray start` gets that node's own address. Ray itself is a stand-in
-where it is not installed (it is not a dependency of the project); vLLM across the two nodes
-is not run here (docs/slurm.md says why).
+nodes, and each node's `ray start` gets that node's own address. Where Ray is installed (this
+interpreter's, or a `ray` on PATH) it is real, and the job checks that one Ray cluster holds
+both nodes by their own addresses; elsewhere `ray` is a stand-in (Ray is not a dependency of
+the project). vLLM across the two nodes is not run here (docs/slurm.md says why).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -22,45 +24,16 @@ import pytest
 import yaml
 
 from gamut_local.cluster.slurm import prepare
+from gamut_local.testing.slurm_cluster import render_slurm_conf
 
 pytestmark = pytest.mark.slurm
 
-NODES = {"gn1": "10.77.0.11", "gn2": "10.77.0.12"}
-HOST_IP = "10.77.0.1"
-CTLD_PORT, SLURMD_PORT = 6917, 6918
+# A subnet and ports of this process's own, so two test sessions on one machine do not meet.
+_N = os.getpid() % 200
+NODES = {"gn1": f"10.77.{_N}.11", "gn2": f"10.77.{_N}.12"}
+HOST_IP = f"10.77.{_N}.1"
+CTLD_PORT, SLURMD_PORT = 6917 + 2 * _N, 6918 + 2 * _N
 TOOLS = ("ip", "nsenter", "unshare")
-
-CONF = """ClusterName=twonode
-SlurmctldHost={host}({host_ip})
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
-SlurmUser=slurm
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-MinJobAge=3600
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=256
-SchedulerParameters=batch_sched_delay=0,sched_interval=1,bf_interval=1
-KillWait=2
-ReturnToService=2
-SlurmdParameters=config_overrides
-GresTypes=gpu
-StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool-%n
-SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd-%n.pid
-SlurmctldLogFile={d}/slurmctld.log
-SlurmdLogFile={d}/slurmd-%n.log
-NodeName=gn1 NodeAddr={gn1} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
-NodeName=gn2 NodeAddr={gn2} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN
-PartitionName=two Nodes=gn[1-2] Default=YES MaxTime=INFINITE State=UP
-"""
 
 # Stand-ins where Ray is not installed: `ray start` records its arguments, the address the node
 # sees as its own and the node's name; the job's Ray check reads the node count from them.
@@ -89,10 +62,17 @@ with open(os.environ["TWO_NODE_LOG"], "a") as f:
 """
 
 
-def real_ray() -> bool:
-    """Ray's own `ray` and a `python` that imports it, first on PATH (not a project dependency)."""
-    return shutil.which("ray") is not None and subprocess.run(
-        ["python", "-c", "import ray"], capture_output=True, timeout=120).returncode == 0
+def ray_bin() -> str | None:
+    """The folder of Ray's own `ray` and a `python` that imports it: this interpreter's, else the
+    first `ray` on PATH; None where Ray is not installed (it is not a project dependency)."""
+    here = Path(sys.executable).parent
+    if importlib.util.find_spec("ray") is not None and (here / "ray").exists():
+        return str(here)
+    ray = shutil.which("ray")
+    if ray and subprocess.run([str(Path(ray).parent / "python"), "-c", "import ray"],
+                              capture_output=True, timeout=120).returncode == 0:
+        return str(Path(ray).parent)
+    return None
 
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -135,13 +115,21 @@ def two_nodes(real_slurm, monkeypatch):
             for cmd in (["addr", "add", f"{addr}/24", "dev", ns_end], ["link", "set", ns_end, "up"],
                         ["link", "set", "lo", "up"]):
                 _run("ip", "netns", "exec", ns, "ip", *cmd)
-        (d / "state").mkdir()
-        shutil.chown(d / "state", "slurm", "slurm")
+        for sub in ("state", "log"):  # slurmctld runs as the slurm user
+            (d / sub).mkdir()
+            shutil.chown(d / sub, "slurm", "slurm")
         for node in NODES:
             (d / f"gpu-{node}").symlink_to("/dev/null")
         conf = d / "slurm.conf"
-        conf.write_text(CONF.format(host=_run("hostname", "-s").stdout.strip(), host_ip=HOST_IP, d=d,
-                                    ctld_port=CTLD_PORT, slurmd_port=SLURMD_PORT, **NODES))
+        # The one-node cluster's template, on other ports and paths; %n is the node's name.
+        conf.write_text(render_slurm_conf(
+            CLUSTER="twonode", CTLD_HOST=_run("hostname", "-s").stdout.strip(), CTLD_ADDR=HOST_IP,
+            CTLD_PORT=CTLD_PORT, SLURMD_PORT=SLURMD_PORT, DEPENDENCY_PARAMETERS="", LOG_DIR=d / "log",
+            STATE_DIR=d / "state", SPOOL_DIR=d / "spool-%n", CTLD_PID_FILE=d / "slurmctld.pid",
+            SLURMD_PID_FILE=d / "slurmd-%n.pid", SLURMD_LOG_FILE=d / "log" / "slurmd-%n.log", GRES_TYPES="GresTypes=gpu",
+            NODES="\n".join(f"NodeName={n} NodeAddr={a} CPUs=2 RealMemory=4000 Gres=gpu:1 State=UNKNOWN"
+                             for n, a in NODES.items()),
+            PARTITION="two", NODE_LIST="gn[1-2]"))
         # gres.conf is read from slurm.conf's folder; each node's own line (Name=gpu, File=).
         (d / "gres.conf").write_text("".join(f"NodeName={n} Name=gpu File={d}/gpu-{n}\n" for n in NODES))
         # Each node resolves both names, as on a real cluster (Ray looks its own name up).
@@ -160,7 +148,7 @@ def two_nodes(real_slurm, monkeypatch):
             if state == "idle 2":
                 break
             time.sleep(0.2)
-        assert state == "idle 2", f"two nodes not idle: {state!r}; {(d / 'slurmctld.log').read_text()[-2000:]}"
+        assert state == "idle 2", f"two nodes not idle: {state!r}; {(d / 'log' / 'slurmctld.log').read_text()[-2000:]}"
         yield d
     finally:
         if (d / "slurmctld.pid").is_file():  # no job step may outlive its slurmd
@@ -180,7 +168,7 @@ def two_nodes(real_slurm, monkeypatch):
 def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_path, monkeypatch):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    real = real_ray()
+    real = ray_bin()
     stand_ins = {"launcher": LAUNCHER} if real else {"ray": FAKE_RAY, "python": FAKE_PYTHON, "launcher": LAUNCHER}
     for name, text in stand_ins.items():
         (bin_dir / name).write_text(text if name != "launcher" or real else text.replace(
@@ -191,7 +179,7 @@ def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_p
     monkeypatch.setenv("GAMUT_RAY_HEAD_WAIT", "15" if real else "1")  # a real Ray head takes seconds
     log = tmp_path / "two-node.log"
     monkeypatch.setenv("TWO_NODE_LOG", str(log))
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), *([real] if real else []), os.environ["PATH"]]))
     (tmp_path / "data.jsonl").write_text(json.dumps({
         "question_id": "q1", "domain": "d", "question": "What is this?",
         "checks": [{"check_id": "c1", "text": "It says cat.", "tier": "answer_critical"}]}) + "\n")
