@@ -23,6 +23,7 @@ import pytest
 
 from gamut_local.config import load_run_config
 from gamut_local.data.records import answer_key, verdict_key
+from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import verdict_files
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.testing.slurm_cluster import ensure_local_slurm, on_ci
@@ -103,7 +104,7 @@ def test_a_pilot_through_real_slurm_equals_the_in_process_run(real_slurm, full_r
     answers = {answer_key(a): a["response"] for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")}
     want_answers = [a for a in full_run["answers"] if a["question_id"] in qids]
     assert answers == {answer_key(a): a["response"] for a in want_answers}
-    got = {verdict_key(v): v for p in verdict_files(run_dir) for _, v in read_jsonl(p)}
+    got = {verdict_key(v): v for p in verdict_files(run_dir) for _, v in verdict_store.records(p)}
     want = {verdict_key(v): v for v in full_run["verdicts"] if v["model"] == "smol" and v["question_id"] in qids}
     assert set(got) == set(want) and want
     assert {k: (v["verdict"], v["probs"]) for k, v in got.items()} == {k: (v["verdict"], v["probs"]) for k, v in want.items()}
@@ -111,10 +112,11 @@ def test_a_pilot_through_real_slurm_equals_the_in_process_run(real_slurm, full_r
     # And the same scores: the in-process run's records of these questions, scored.
     ref = _write(tmp_path / "ref", dataset)
     ref_dir = Path(load_run_config(ref).output_dir)
-    for sub, rows in (("answers/smol.text_only.jsonl", want_answers),
-                      ("verdicts/smolj/smol.text_only.jsonl", list(want.values()))):
-        (ref_dir / sub).parent.mkdir(parents=True, exist_ok=True)
-        (ref_dir / sub).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (ref_dir / "answers").mkdir(parents=True, exist_ok=True)
+    (ref_dir / "answers" / "smol.text_only.jsonl").write_text("".join(json.dumps(r) + "\n" for r in want_answers))
+    unit = ref_dir / "verdicts" / "smolj" / f"smol.text_only{verdict_store.SUFFIX}"
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    verdict_store.replace_unit(unit, list(want.values()))
     res = gamut("score-run", "--config", ref)
     assert res.exit_code == 0, res.output
     assert _scores(run_dir) == _scores(ref_dir)
