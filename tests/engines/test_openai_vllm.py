@@ -51,15 +51,18 @@ def served_spec(url: str, name: str = "smol-served", **over) -> ModelSpec:
     return ModelSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
 
 
-def test_label_probabilities_match_the_offline_engine(no_engine, served, offline):
+def test_label_probabilities_match_the_offline_engine(no_engine, served, offline, caplog):
     engine = load_engine(served_spec(served))
     try:
         assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
-        # The server reports processed log-probabilities: every counted spelling, up to the API's 20.
-        from gamut_local.engines.openai_engine import TOP_LOGPROBS, _spelled
+        # The server reports processed log-probabilities. SmolLM2 counts 24 label spellings,
+        # the API returns 20: the step is restricted to the likeliest 20, said in a warning.
+        from gamut_local.engines.openai_engine import TOP_LOGPROBS, _spelled, read_spellings
 
-        counted = _spelled(engine.label_readout(JUDGE_LABELS)).all_token_ids()
-        assert engine.top_logprobs == min(len(counted), TOP_LOGPROBS)
+        readout = engine.label_readout(JUDGE_LABELS)
+        assert len(_spelled(readout).all_token_ids()) == 24 and engine.processed
+        assert engine.top_logprobs == len(read_spellings(readout).all_token_ids()) == TOP_LOGPROBS
+        assert "4 of the labels' 24 counted first tokens are left out" in caplog.text
         got = engine.classify(CONVS, JUDGE_LABELS)
         for ours, ref in zip(got, offline):
             assert ours.method == ref.method == FIRST_TOKEN
