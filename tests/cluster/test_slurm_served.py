@@ -212,6 +212,20 @@ def test_served_weights_not_the_node_are_the_judges_identity(served, tmp_path, m
     assert served_url(api) == "https://api.example.org/v1"  # not a run-served judge: its own base_url
 
 
+def test_the_manifest_is_written_before_the_judges_server_is_up(served, tmp_path):
+    """The first generation task writes the manifest, while the judge's server job waits for
+    that generation: the served judge's hash is unknown then, not an error."""
+    from gamut_local.rundir.manifest import build_manifest
+    from gamut_local.testing.vllm_server import free_port
+
+    cfg = yaml.safe_load(served.read_text())
+    cfg["judges"][0]["server"]["base_url"] = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens
+    cfg["judges"] = cfg["judges"][:1]
+    served.write_text(yaml.safe_dump(cfg))
+    models = {m["name"]: m for m in build_manifest(load_run_config(served), served)["models"]}
+    assert models["big"]["settings_hash"] is None and models["small"]["settings_hash"]
+
+
 def test_a_candidate_cannot_be_served_by_the_graph(served):
     cfg = yaml.safe_load(served.read_text())
     cfg["models"].append({"name": "m2", "path": "x", "backend": "openai",
