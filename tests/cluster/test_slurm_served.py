@@ -88,15 +88,15 @@ def served(tmp_path, monkeypatch):
     (tmp_path / "data.jsonl").write_text(json.dumps({
         "question_id": "q1", "domain": "d", "question": "What is this?",
         "checks": [{"check_id": "c1", "text": "The response says it is a cat.", "tier": "answer_critical"}]}) + "\n")
-    for name in ("small", "qwen-vl-big"):
+    for name, config in (("small", {}), ("qwen-vl-big", {"model_type": "qwen3_vl", "vision_config": {"depth": 27}})):
         (tmp_path / "models" / name).mkdir(parents=True)
-        (tmp_path / "models" / name / "config.json").write_text("{}")
+        (tmp_path / "models" / name / "config.json").write_text(json.dumps(config))
     config = {
         "name": "t", "dataset": "data.jsonl", "output_dir": "run", "variants": ["multimodal", "text_only"],
         "models": [{"name": "small", "path": "models/small"}],
         "judges": [
             {"name": "big", "path": "Qwen/Qwen3-VL-235B-A22B-Instruct", "backend": "openai", "sees_image": False,
-             "engine": {"tensor_parallel_size": 4, "max_model_len": 16384},
+             "engine": {"tensor_parallel_size": 4, "max_model_len": 16384, "min_pixels": 262144, "max_pixels": 1310720},
              "server": {"base_url": "http://localhost:8000/v1", "serve": "models/qwen-vl-big", "max_concurrency": 64}},
             {"name": "api", "path": "frontier-judge", "backend": "openai",
              "server": {"base_url": "https://api.example.org/v1", "api_key_env": "JUDGE_KEY"}},
@@ -247,3 +247,4 @@ def test_the_server_command_parses_with_vllms_own_arguments(served):
     assert parsed.served_model_name == ["Qwen/Qwen3-VL-235B-A22B-Instruct"] and parsed.tensor_parallel_size == 4
     assert parsed.logprobs_mode == "processed_logprobs" and parsed.enable_prefix_caching is True
     assert parsed.limit_mm_per_prompt == {"image": 0, "video": 0}  # the judge does not see the image
+    assert parsed.mm_processor_kwargs == {"size": {"shortest_edge": 262144, "longest_edge": 1310720}}
