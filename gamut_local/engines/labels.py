@@ -5,9 +5,13 @@ with a different token *at the position it would take after the chat template's 
 prefix* (BPE merges depend on what comes before). Tokenizers differ: with SmolLM2's,
 `meets` is `me`+`ets` and `contradicts` starts with `cont`; with a leading space some labels
 become one token. So the readout is computed per tokenizer, for both spellings, never assumed.
-A label's probability sums its case and leading-space spellings (`meets`, ` meets`, `Meets`,
-` Meets`, ...) wherever they start with a token of their own, so no label loses the mass a
-model puts on another spelling of it (scripts/bench_label_spellings.py measures how much).
+A label's probability sums its lower-case and Capitalised spellings, with and without a
+leading space (`meets`, ` meets`, `Meets`, ` Meets`), wherever they start with a token of
+their own, so no label loses the mass a model puts on another spelling of it
+(scripts/bench_label_spellings.py measures how much). UPPER-case spellings are not counted:
+their first tokens are one- to three-letter capitals (`M`, `ME`, `PAR`, `CON` with SmolLM2's
+tokenizer) that begin countless other words, so they added mass the model put elsewhere
+and moved the top label on over half of SmolLM2's sample judge prompts.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ class LabelReadout:
 
 
 def spellings(label: str) -> list[str]:
-    """The ways a model may start writing `label` (case and leading space), the plain one first."""
-    cases = dict.fromkeys((label, label[:1].upper() + label[1:], label.upper()))
+    """The ways a model may start writing `label` (lower case or Capitalised, with or without a
+    leading space), the plain one first. Not UPPER case: see the module's docstring."""
+    cases = dict.fromkeys((label, label[:1].upper() + label[1:]))
     return [lead + c for lead in ("", " ") for c in cases]
 
 
