@@ -9,8 +9,8 @@ Start-up asks the server what it is (`/models`, `/version`) and how labels can b
   renormalised over the labels. Exact when the server runs with `--logprobs-mode
   processed_logprobs` (the top log-probabilities are then the restricted ones, as offline);
   with raw log-probabilities the labels are read from the top 20 and a warning says so.
-  The API returns at most 20 log-probabilities: where the labels have more counted spellings
-  (SmolLM2: 24), the step is restricted to 20 of them, the least likely spellings left out
+  The API returns at most 20 log-probabilities: where labels have more counted spellings
+  (the verdict labels have at most 16), the step is restricted to 20 of them, the least likely spellings left out
   (`read_spellings`), with a warning, and the tokens read are in the judge's identity.
 - **structured_choice** otherwise: the output is constrained to one label (vLLM's
   `structured_outputs: {choice}`, else a `response_format` JSON schema with an enum) and the

@@ -160,7 +160,8 @@ def test_server_identity_names_host_model_and_version():
 
 
 def test_more_counted_spellings_than_the_api_returns_are_cut_to_the_likeliest_20():
-    # SmolLM2's tokenizer counts 6 first tokens per verdict label (24); the API returns 20.
+    # Six counted first tokens for each of four labels (24; the verdict labels have at most 16,
+    # a custom label set may have more); the API returns 20.
     ids = tuple(tuple(range(10 * i, 10 * i + 6)) for i in range(4))
     readout = LabelReadout(JUDGE_LABELS, FIRST_TOKEN, "", tuple(t[0] for t in ids), 20, ids)
     read = openai_engine.read_spellings(readout)

@@ -55,14 +55,15 @@ def test_label_probabilities_match_the_offline_engine(no_engine, served, offline
     engine = load_engine(served_spec(served))
     try:
         assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
-        # The server reports processed log-probabilities. SmolLM2 counts 24 label spellings,
-        # the API returns 20: the step is restricted to the likeliest 20, said in a warning.
-        from gamut_local.engines.openai_engine import TOP_LOGPROBS, _spelled, read_spellings
+        # The server reports processed log-probabilities: every counted spelling (SmolLM2: 16,
+        # within the API's 20, so none is left out and no warning is given).
+        from gamut_local.engines.openai_engine import _spelled, read_spellings
 
         readout = engine.label_readout(JUDGE_LABELS)
-        assert len(_spelled(readout).all_token_ids()) == 24 and engine.processed
-        assert engine.top_logprobs == len(read_spellings(readout).all_token_ids()) == TOP_LOGPROBS
-        assert "4 of the labels' 24 counted first tokens are left out" in caplog.text
+        counted = _spelled(readout).all_token_ids()
+        assert len(counted) == 16 and engine.processed
+        assert engine.top_logprobs == len(read_spellings(readout).all_token_ids()) == len(counted)
+        assert "are left out" not in caplog.text
         got = engine.classify(CONVS, JUDGE_LABELS)
         for ours, ref in zip(got, offline):
             assert ours.method == ref.method == FIRST_TOKEN
