@@ -158,12 +158,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from gamut_local.config import JudgeSpec
-    from gamut_local.data.records import (
-        Answer,
-        answer_key,
-        load_questions,
-        load_records,
-    )
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.data.records import Answer, answer_key, load_records
     from gamut_local.rubric.compiler import checks_for
     from gamut_local.stages.judge import pending_verdicts
     from gamut_local.testing.smollm2 import default_smollm2_dir

@@ -30,7 +30,7 @@ AGREE = 3e-3
 
 
 @pytest.fixture(scope="module")
-def offline(no_engine, one_engine, tiny_vlm_vllm_spec):
+def offline(one_engine, tiny_vlm_vllm_spec):
     engine = one_engine.get(tiny_vlm_vllm_spec)
     try:
         return (engine.chat([QUESTION], Sampling(max_tokens=4))[0], engine.classify(CONVS, JUDGE_LABELS),
