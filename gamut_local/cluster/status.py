@@ -122,6 +122,8 @@ def _progress(spec, run_dir: Path, job: Job, questions) -> str:
         expected = sum(len(q.checks_for_variant(variant)) for q in questions if q.question_id in answered)
         got = _count(verdict_siblings(run_dir, judge, model, variant), verdict_key)
         return f"{got}/{expected} verdicts (of {len(answered)} answered questions)"
+    if job.stage == "serve":  # a judge's server: its work is its clients'
+        return f"serves {v['judge']} for {len(job.serves)} judging arrays"
     path = scores_path(run_dir) if job.stage == "score" else run_dir / "report.md"
     return f"{path.relative_to(run_dir)} {'written' if path.is_file() else 'not yet written'}"
 

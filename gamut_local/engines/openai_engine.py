@@ -9,6 +9,9 @@ Start-up asks the server what it is (`/models`, `/version`) and how labels can b
   renormalised over the labels. Exact when the server runs with `--logprobs-mode
   processed_logprobs` (the top log-probabilities are then the restricted ones, as offline);
   with raw log-probabilities the labels are read from the top 20 and a warning says so.
+  The API returns at most 20 log-probabilities: where labels have more counted spellings
+  (the verdict labels have at most 16), the step is restricted to 20 of them, the least likely spellings left out
+  (`read_spellings`), with a warning, and the tokens read are in the judge's identity.
 - **structured_choice** otherwise: the output is constrained to one label (vLLM's
   `structured_outputs: {choice}`, else a `response_format` JSON schema with an enum) and the
   distribution is one-hot.
@@ -43,6 +46,7 @@ from gamut_local.engines.labels import (
     cached_readout,
     format_top,
     label_logprobs,
+    label_readout_for,
     match_label,
     normalise,
 )
@@ -78,13 +82,51 @@ class _NoTokenizer:
 class ServerTokenizer:
     """The served model's tokenizer through vLLM's `/tokenize`, enough for `labels.first_tokens`."""
 
-    def __init__(self, engine: "OpenAIEngine"):
-        self.engine = engine
+    def __init__(self, endpoint: "Endpoint"):
+        self.endpoint = endpoint
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
-        body = self.engine.get_json("POST", self.engine.root + "/tokenize", {
-            "model": self.engine.model, "prompt": text, "add_special_tokens": add_special_tokens})
+        body = self.endpoint.get_json("POST", self.endpoint.root + "/tokenize", {
+            "model": self.endpoint.model, "prompt": text, "add_special_tokens": add_special_tokens})
         return list(body["tokens"])
+
+
+def server_tokenizer(endpoint: "Endpoint"):
+    """The server's tokenizer and its assistant prefix (the text after the chat template's
+    last user turn, as the chat endpoint renders it), or (no tokenizer, "")."""
+    try:
+        sent = endpoint.get_json("POST", endpoint.root + "/tokenize", {
+            "model": endpoint.model, "messages": PROBE, "add_generation_prompt": True})["tokens"]
+        prefix = endpoint.get_json("POST", endpoint.root + "/detokenize", {"model": endpoint.model, "tokens": sent})["prompt"]
+    except (_Failed, KeyError, TypeError):
+        return _NoTokenizer(), ""
+    return ServerTokenizer(endpoint), prefix
+
+
+def read_spellings(readout: LabelReadout, limit: int = TOP_LOGPROBS) -> LabelReadout:
+    """The first tokens one restricted step reads: every counted spelling (`_spelled`) where
+    they fit in the `limit` log-probabilities the API returns, else the first `limit` taken
+    rank by rank (every label's lead spelling, then every label's second, ...), so the least
+    likely spellings (e.g. ` MEETS`) are the ones left out. The step is restricted to exactly
+    these tokens, so the distribution read is complete over them, never silently short."""
+    spelled = _spelled(readout)
+    if len(spelled.all_token_ids()) <= limit:
+        return spelled
+    kept: list[list[int]] = [[] for _ in spelled.token_ids]
+    n = 0
+    for rank in range(max(map(len, spelled.token_ids))):
+        for i, ids in enumerate(spelled.token_ids):
+            if rank < len(ids) and n < limit:
+                kept[i].append(ids[rank])
+                n += 1
+    return dataclasses.replace(spelled, token_ids=tuple(map(tuple, kept)))
+
+
+def label_tokens(readout: LabelReadout) -> str:
+    """The first tokens counted per label, by id (the server's tokenizer), for the identity."""
+    if readout.method != FIRST_TOKEN:
+        return json.dumps({lab: [] for lab in readout.labels})
+    return json.dumps(dict(zip(readout.labels, map(list, read_spellings(readout).token_ids))))
 
 
 def api_key(spec: ModelSpec) -> str | None:
@@ -97,6 +139,17 @@ def api_key(spec: ModelSpec) -> str | None:
         raise InputError([spec.problem("server.api_key_env", f"environment variable {var} is not set "
                                                              "(it should hold the API key)")])
     return key
+
+
+SERVER_URL_ENV = "GAMUT_SERVER_URL"  # set by a SLURM client job: its judge's server job's address
+
+
+def served_url(spec: ModelSpec) -> str:
+    """Where requests go: for a judge whose server the run's SLURM graph starts (`server.serve`),
+    the address its job handed the client job (in GAMUT_SERVER_URL); else `base_url`."""
+    if spec.server.serve and os.environ.get(SERVER_URL_ENV):
+        return os.environ[SERVER_URL_ENV]
+    return spec.server.base_url
 
 
 def server_root(base_url: str) -> str:
@@ -139,7 +192,7 @@ class Endpoint:
         import httpx
 
         self.spec, self.model, self.server = spec, spec.path, spec.server
-        self.base = self.server.base_url.rstrip("/")
+        self.base = served_url(spec).rstrip("/")
         self.root = server_root(self.base)
         self._key = api_key(spec)
         self.headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
@@ -185,7 +238,10 @@ class Endpoint:
         except _Failed:
             version = "unknown"  # not every server reports one
         entry = entries[self.model]
-        return {"host": server_host(self.base), "model": self.model, "version": version,
+        # A server the run's SLURM job starts lands on any node: its host is no identity
+        # (its weights are, in the settings hash), so resubmissions resume.
+        host = "served by the run's server job" if self.server.serve else server_host(self.base)
+        return {"host": host, "model": self.model, "version": version,
                 "owned_by": str(entry.get("owned_by", ""))}
 
     def close(self) -> None:
@@ -194,10 +250,15 @@ class Endpoint:
 
 def server_identity(spec: ModelSpec) -> dict[str, str]:
     """What the endpoint says it is (host, served model name, server version), for the judge's
-    settings identity: verdicts from another server or version never mix with these."""
+    settings identity, with the label tokens it would count: verdicts from another server or
+    version, or read off other tokens, never mix with these."""
     endpoint = Endpoint(spec)
     try:
-        return endpoint.identify()
+        tokenizer, prefix = server_tokenizer(endpoint)
+        readout = label_readout_for(tokenizer, JUDGE_LABELS, prefix)
+        # As the offline engines' identity: which tokens a label's probability sums (at most
+        # the API's 20 in all, `read_spellings`), so a change in them never pools verdicts.
+        return {**endpoint.identify(), "label_tokens": label_tokens(readout)}
     finally:
         endpoint.close()
 
@@ -213,28 +274,18 @@ class OpenAIEngine:
         self.get_json = self.endpoint.get_json
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         self.label_names: dict[int, str] = {}
-        self.top_logprobs = TOP_LOGPROBS
+        self.top_logprobs = TOP_LOGPROBS  # asked per verdict step (the verdict labels')
+        self.processed = False  # whether the server reports the restricted step's log-probabilities
         self.structured = None  # how this server constrains a choice, found when first needed
         try:
             self.identity = self.endpoint.identify()
-            self.tokenizer, self.chat_prefix = self._server_tokenizer()
+            self.tokenizer, self.chat_prefix = server_tokenizer(self.endpoint)
             self._check_readout()
         except BaseException:
             self.close()
             raise
 
     # -- start-up --------------------------------------------------------------------------
-
-    def _server_tokenizer(self):
-        """The server's tokenizer and its assistant prefix (the text after the chat template's
-        last user turn, as the chat endpoint renders it), or (no tokenizer, "")."""
-        try:
-            sent = self.get_json("POST", self.root + "/tokenize", {
-                "model": self.model, "messages": PROBE, "add_generation_prompt": True})["tokens"]
-            prefix = self.get_json("POST", self.root + "/detokenize", {"model": self.model, "tokens": sent})["prompt"]
-        except (_Failed, KeyError, TypeError):
-            return _NoTokenizer(), ""
-        return ServerTokenizer(self), prefix
 
     def label_readout(self, labels: Sequence[str]) -> LabelReadout:
         return cached_readout(self._readouts, self.tokenizer, labels, self.chat_prefix)
@@ -252,8 +303,9 @@ class OpenAIEngine:
             except _Failed:  # the server refused allowed_token_ids or logprobs
                 top = {}
             if top and set(top) <= set(_spelled(readout).all_token_ids()):
-                # processed log-probabilities: exact, every counted spelling reported
-                self.top_logprobs = min(len(_spelled(readout).all_token_ids()), TOP_LOGPROBS)
+                # processed log-probabilities: exact, every spelling read reported
+                self.processed, self.top_logprobs = True, len(read_spellings(readout).all_token_ids())
+                self._warn_left_out(readout)
                 return
             if top and set(top) & set(readout.first_token_ids):
                 log.warning("%s: the server reports raw log-probabilities; labels are read from the top %d "
@@ -266,6 +318,19 @@ class OpenAIEngine:
             self._readouts.clear()
             readout = self.label_readout(JUDGE_LABELS)
         self.structured = self._structured_kind(readout)
+
+    def _warn_left_out(self, readout: LabelReadout) -> None:
+        """Say which counted spellings the API's cap of 20 log-probabilities leaves out."""
+        kept = set(read_spellings(readout).all_token_ids())
+        left = [t for t in _spelled(readout).all_token_ids() if t not in kept]
+        if left:
+            names = [self.get_json("POST", self.root + "/detokenize", {"model": self.model, "tokens": [t]})["prompt"]
+                     for t in left]
+            log.warning("%s: the API returns at most %d log-probabilities, so %d of the labels' %d counted "
+                        "first tokens are left out (%s) and each verdict is read over the other %d (the "
+                        "offline engines count all; the label tokens read are part of the judge's identity)",
+                        self.name, TOP_LOGPROBS, len(left), len(kept) + len(left),
+                        ", ".join(map(repr, names)), len(kept))
 
     def _structured_kind(self, readout: LabelReadout) -> str:
         hello = [{"role": "user", "content": "Say hello to me in a friendly sentence."}]
@@ -287,7 +352,7 @@ class OpenAIEngine:
 
     def _first_token_payload(self, conversation: list[dict], readout: LabelReadout, top: int) -> dict:
         return {"model": self.model, "messages": conversation, "max_tokens": 1, "temperature": 0.0,
-                "logprobs": True, "top_logprobs": top, "allowed_token_ids": _spelled(readout).all_token_ids(),
+                "logprobs": True, "top_logprobs": top, "allowed_token_ids": read_spellings(readout).all_token_ids(),
                 "return_tokens_as_token_ids": True}
 
     def _choice_payload(self, conversation: list[dict], readout: LabelReadout, kind: str) -> dict:
@@ -415,7 +480,10 @@ class OpenAIEngine:
         conversations = image_parts_as_urls(conversations)
         readout = self.label_readout(labels)
         if readout.method == FIRST_TOKEN:
-            payloads = [self._first_token_payload(c, readout, self.top_logprobs) for c in conversations]
+            # Processed log-probabilities: as many as the step may return (every token read);
+            # raw ones: the API's most, the labels among them.
+            top = len(read_spellings(readout).all_token_ids()) if self.processed else TOP_LOGPROBS
+            payloads = [self._first_token_payload(c, readout, top) for c in conversations]
         else:
             if self.structured is None:
                 self.structured = self._structured_kind(readout)
@@ -431,7 +499,7 @@ class OpenAIEngine:
         if readout.method == FIRST_TOKEN:
             # Each label's counted spellings summed, as the offline engines read them; a token
             # the step did not report had no probability left after the restriction.
-            probs = normalise(label_logprobs(_spelled(readout), self._top(body)))
+            probs = normalise(label_logprobs(read_spellings(readout), self._top(body)))
             raw = format_top(probs) if probs else _content(body)
             return Classification(probs=probs, label=argmax(probs, readout.labels), raw=raw,
                                   method=FIRST_TOKEN, **common)

@@ -215,6 +215,24 @@ def _data_url(image) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def serve_args(spec: ModelSpec, path: str) -> list[str]:
+    """`vllm serve` flags giving a server the settings `engine_kwargs` gives the offline `LLM`
+    (so a served judge reads labels as the offline one does), serving `path` under the name
+    `spec.path`, plus prompt-token details (cached tokens in each reply). Host and port are
+    the caller's."""
+    kw = engine_kwargs(spec.model_copy(update={"backend": "vllm", "server": None}), path, on_cpu=False)
+    args = ["--served-model-name", spec.path, "--enable-prompt-tokens-details"]
+    for key, value in kw.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, dict):
+            args += [flag, json.dumps(value, sort_keys=True)]
+        elif value is not None:
+            args += [flag, str(value)]
+    return args
+
+
 def image_parts_as_urls(conversations: list[list[dict]]) -> list[list[dict]]:
     """`image_pil` parts as `image_url` data URLs: vLLM's Mistral tokenizer mode (Pixtral)
     takes only those. Each distinct image is encoded once."""

@@ -15,6 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from gamut_local.config import RunSpec, is_hub_id, resolve_model_path
+from gamut_local.errors import InputError
 from gamut_local.engines import (  # light: they look vLLM up without importing it
     judge_identity,
     pick_backend,
@@ -61,6 +62,17 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def _judge_hash(m) -> str | None:
+    """The hash a judge's verdicts carry; None for a served judge whose server does not answer
+    yet (a SLURM judge server starts after generation, whose first task writes the manifest)."""
+    try:
+        return judge_settings_hash(m, judge_identity(m))
+    except InputError:
+        if m.backend != "openai":
+            raise
+        return None
+
+
 def build_manifest(spec: RunSpec, config_path: Path) -> dict:
 
     models = []
@@ -73,8 +85,7 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
                 "revision": Path(local).name if local and is_hub_id(m.path) else None,
                 "config_file": m.config_file, "backend": m.backend, "backend_used": pick_backend(m, local),
                 # The hash the records carry: answers the model's; verdicts also the prompt's.
-                "settings_hash": (judge_settings_hash(m, judge_identity(m)) if role == "judge"
-                                  else m.settings_hash()),
+                "settings_hash": _judge_hash(m) if role == "judge" else m.settings_hash(),
                 "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
             })
     return Manifest.model_validate({

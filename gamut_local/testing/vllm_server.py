@@ -9,6 +9,7 @@ is killed whole on leaving, however the caller leaves.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sys
@@ -30,9 +31,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_args(folder: str, name: str, port: int, engine: EngineArgs = VLLM_CPU_TEST_ENGINE) -> list[str]:
+def serve_args(folder: str, name: str, port: int, engine: EngineArgs = VLLM_CPU_TEST_ENGINE,
+               mm_processor_kwargs: dict | None = None) -> list[str]:
     """The command line of a server with the same settings as the offline engine `engine`
-    describes; processed log-probabilities, so a restricted step reports the restricted
+    describes (a vision model's image caps as `mm_processor_kwargs`, as the engine's
+    `pixel_kwargs` renders them for its processor); processed log-probabilities, so a restricted step reports the restricted
     distribution, and prompt-token details, so replies say how much came from the prefix cache."""
     args = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
             "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
@@ -44,6 +47,9 @@ def serve_args(folder: str, name: str, port: int, engine: EngineArgs = VLLM_CPU_
         args += ["--max-model-len", str(engine.max_model_len)]
     if engine.kv_cache_memory_bytes is not None:
         args += ["--kv-cache-memory-bytes", str(engine.kv_cache_memory_bytes)]
+    if mm_processor_kwargs:
+        args += ["--limit-mm-per-prompt", json.dumps(engine.limit_mm_per_prompt),
+                 "--mm-processor-kwargs", json.dumps(mm_processor_kwargs)]
     if not engine.enable_prefix_caching:
         args.append("--no-enable-prefix-caching")
     for key, value in engine.extra.items():
@@ -61,14 +67,14 @@ def _ready(url: str) -> bool:
 
 @contextmanager
 def vllm_server(folder: str, name: str, log: Path, engine: EngineArgs = VLLM_CPU_TEST_ENGINE,
-                timeout: float = START_TIMEOUT_S) -> Iterator[str]:
+                timeout: float = START_TIMEOUT_S, mm_processor_kwargs: dict | None = None) -> Iterator[str]:
     """Yield the base URL (`http://127.0.0.1:PORT/v1`) of a `vllm serve` of `folder` as `name`."""
     port = free_port()
     env = dict(os.environ)
     if len(os.sched_getaffinity(0)) <= 4:  # as the offline engine: every core for the model
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
     env.pop("VLLM_CPU_KVCACHE_SPACE", None)  # it would override --kv-cache-memory-bytes
-    with child(serve_args(folder, name, port, engine), log, env=env) as proc:
+    with child(serve_args(folder, name, port, engine, mm_processor_kwargs), log, env=env) as proc:
         wait_until(lambda: _ready(f"http://127.0.0.1:{port}/health"), timeout=timeout,
                    waiting_for="vllm serve to answer /health", log=log, proc=proc, poll=0.5)
         yield f"http://127.0.0.1:{port}/v1"

@@ -4,6 +4,7 @@ leaves 127.0.0.1. The real-server tests are in test_openai_vllm.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -17,7 +18,8 @@ import pytest
 from PIL import Image
 
 from gamut_local.config import JudgeSpec, ModelSpec, Sampling, load_run_config
-from gamut_local.engines import STRUCTURED_CHOICE, load_engine
+from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
+from gamut_local.engines.labels import LabelReadout
 from gamut_local.engines import openai_engine
 from gamut_local.errors import InputError
 from gamut_local.rundir import verdict_store
@@ -149,12 +151,37 @@ def test_server_identity_names_host_model_and_version():
     with FaultServer() as server:
         spec = spec_for(server)
         ident = openai_engine.server_identity(spec)
+        # No /tokenize here: no label token is read (structured choice).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
-                         "owned_by": "tests"}
+                         "owned_by": "tests", "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS})}
         # The config-side settings hash holds the endpoint's host and model, so a server at
         # another address never shares verdicts with this one.
         other = spec.model_copy(update={"server": spec.server.model_copy(update={"base_url": "http://10.0.0.1:9/v1"})})
         assert spec.settings_hash() != other.settings_hash()
+
+
+def test_more_counted_spellings_than_the_api_returns_are_cut_to_the_likeliest_20():
+    # Six counted first tokens for each of four labels (24; the verdict labels have at most 16,
+    # a custom label set may have more); the API returns 20.
+    ids = tuple(tuple(range(10 * i, 10 * i + 6)) for i in range(4))
+    readout = LabelReadout(JUDGE_LABELS, FIRST_TOKEN, "", tuple(t[0] for t in ids), 20, ids)
+    read = openai_engine.read_spellings(readout)
+    assert len(read.all_token_ids()) == openai_engine.TOP_LOGPROBS
+    # Rank by rank: every label keeps its first five spellings, only the sixth goes.
+    assert read.token_ids == tuple(t[:5] for t in ids)
+    # What fits is kept whole; the identity names the tokens read.
+    assert openai_engine.read_spellings(readout, 24) == readout
+    assert json.loads(openai_engine.label_tokens(readout)) == {lab: list(t[:5]) for lab, t in zip(JUDGE_LABELS, ids)}
+    # The restricted step asks for exactly the tokens it reads, and the labels' probabilities
+    # come from those alone: a reply with the left-out tokens does not count them.
+    engine = object.__new__(openai_engine.OpenAIEngine)
+    engine.model, engine.processed, engine.structured = MODEL, True, None
+    payload = engine._first_token_payload(conv("x"), readout, 20)
+    assert payload["allowed_token_ids"] == read.all_token_ids() and payload["top_logprobs"] == 20
+    reply = {"choices": [{"logprobs": {"content": [{"top_logprobs": [
+        {"token": f"token_id:{t}", "logprob": -1.0} for t in read.all_token_ids() + [5, 15]]}]}}]}
+    probs = engine._read(reply, readout).probs
+    assert all(abs(p - 0.25) < 1e-9 for p in probs.values())  # 5 of 5 each, the 6th ignored
 
 
 def test_the_api_key_comes_from_the_environment_and_is_never_shown(monkeypatch, caplog, tmp_path):

@@ -52,15 +52,19 @@ def served_spec(url: str, name: str = "smol-served", **over) -> ModelSpec:
     return ModelSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
 
 
-def test_label_probabilities_match_the_offline_engine(no_engine, served, offline):
+def test_label_probabilities_match_the_offline_engine(no_engine, served, offline, caplog):
     engine = load_engine(served_spec(served))
     try:
         assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
-        # The server reports processed log-probabilities: every counted spelling, up to the API's 20.
-        from gamut_local.engines.openai_engine import TOP_LOGPROBS, _spelled
+        # The server reports processed log-probabilities: every counted spelling (SmolLM2: 16,
+        # within the API's 20, so none is left out and no warning is given).
+        from gamut_local.engines.openai_engine import _spelled, read_spellings
 
-        counted = _spelled(engine.label_readout(JUDGE_LABELS)).all_token_ids()
-        assert engine.top_logprobs == min(len(counted), TOP_LOGPROBS)
+        readout = engine.label_readout(JUDGE_LABELS)
+        counted = _spelled(readout).all_token_ids()
+        assert len(counted) == 16 and engine.processed
+        assert engine.top_logprobs == len(read_spellings(readout).all_token_ids()) == len(counted)
+        assert "are left out" not in caplog.text
         got = engine.classify(CONVS, JUDGE_LABELS)
         for ours, ref in zip(got, offline):
             assert ours.method == ref.method == FIRST_TOKEN

@@ -1,0 +1,250 @@
+"""A judge behind a server in the SLURM job graph: `backend: openai` judges run their arrays on
+CPU, and a judge whose `server.serve` names weights gets a server job (`vllm serve` with the
+judge's engine settings) that hands its address to the arrays, which start once it has started.
+
+`sbatch` cannot run here: a stand-in records what it is given (as in test_slurm.py). The job
+scripts are real and run with bash; the server's `vllm serve` is replaced by a small HTTP
+server answering /health (the real one is started in tests/engines/test_openai_vllm.py), and
+the rendered `vllm serve` flags are parsed by the installed vLLM's own argument parser."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gamut_local.cluster.slurm import dry_run_text, prepare, serve_command, server_url_file, submit
+from gamut_local.config import load_run_config
+from gamut_local.testing import processes
+
+FAKE_SBATCH = f"""#!{sys.executable}
+import json, os, sys
+log = os.environ["FAKE_SBATCH_LOG"]
+calls = open(log).read().splitlines() if os.path.exists(log) else []
+with open(log, "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "script": open(sys.argv[-1]).read()}}) + "\\n")
+print(5000 + len(calls))
+"""
+
+# `gamut-local` in the client job: records the address it was handed.
+FAKE_LAUNCHER = f"""#!{sys.executable}
+import json, os, sys
+with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "url": os.environ.get("GAMUT_SERVER_URL")}}) + "\\n")
+"""
+
+# `python` in the server job: `-m vllm.entrypoints.openai.api_server ... --port N` becomes a
+# server answering /health on that port (after a moment, as a loading model would); anything
+# else is the real Python.
+FAKE_PYTHON = f"""#!{sys.executable}
+import os, sys
+args = sys.argv[1:]
+if args[:2] != ["-m", "vllm.entrypoints.openai.api_server"]:
+    os.execv({sys.executable!r}, [{sys.executable!r}, *args])
+with open(os.environ["FAKE_SERVE_LOG"], "w") as f:
+    f.write(" ".join(args))
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+time.sleep(1)
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), H).serve_forever()
+"""
+
+
+# A site's partitions as `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` prints them (the request check).
+FAKE_SINFO = """#!/bin/bash
+printf 'gpu-01|gpu*|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\n'
+"""
+
+
+def _exe(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """A run config with one candidate, a judge the run serves and one served elsewhere."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _exe(bin_dir / "sbatch", FAKE_SBATCH)
+    _exe(bin_dir / "sinfo", FAKE_SINFO)
+    launcher = _exe(bin_dir / "fake-gamut", FAKE_LAUNCHER)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
+    monkeypatch.setenv("FAKE_LAUNCHER_LOG", str(tmp_path / "launcher.log"))
+    (tmp_path / "data.jsonl").write_text(json.dumps({
+        "question_id": "q1", "domain": "d", "question": "What is this?",
+        "checks": [{"check_id": "c1", "text": "The response says it is a cat.", "tier": "answer_critical"}]}) + "\n")
+    for name, config in (("small", {}), ("qwen-vl-big", {"model_type": "qwen3_vl", "vision_config": {"depth": 27}})):
+        (tmp_path / "models" / name).mkdir(parents=True)
+        (tmp_path / "models" / name / "config.json").write_text(json.dumps(config))
+    config = {
+        "name": "t", "dataset": "data.jsonl", "output_dir": "run", "variants": ["multimodal", "text_only"],
+        "models": [{"name": "small", "path": "models/small"}],
+        "judges": [
+            {"name": "big", "path": "Qwen/Qwen3-VL-235B-A22B-Instruct", "backend": "openai", "sees_image": False,
+             "engine": {"tensor_parallel_size": 4, "max_model_len": 16384, "min_pixels": 262144, "max_pixels": 1310720},
+             "server": {"base_url": "http://localhost:8000/v1", "serve": "models/qwen-vl-big", "max_concurrency": 64}},
+            {"name": "api", "path": "frontier-judge", "backend": "openai",
+             "server": {"base_url": "https://api.example.org/v1", "api_key_env": "JUDGE_KEY"}},
+        ],
+        "slurm": {"partition": "gpu", "gpus_per_node": 4, "shards_judge": 2, "launcher": str(launcher)},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_graph_has_a_server_job_and_cpu_client_arrays_that_start_after_it(served, tmp_path):
+    sub = prepare(served)
+    jobs = {j.key: j for j in sub.jobs}
+    server = jobs["judge.big.server"]
+    # The server: one node, the judge's GPUs, `vllm serve` of the weights under the served name,
+    # with the offline engine's read-out settings; after the generation its clients need.
+    assert "#SBATCH --gres=gpu:4" in server.script and server.after == ["generate.small"]
+    cmd = serve_command(load_run_config(served).judges[0])
+    assert cmd in server.script and "--host 0.0.0.0 --port \"$PORT\"" in server.script
+    args = shlex.split(cmd)
+    assert args[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    flags = {a: (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True)
+             for i, a in enumerate(args) if a.startswith("--")}
+    assert flags["--model"] == str(tmp_path / "models" / "qwen-vl-big")
+    assert flags["--served-model-name"] == "Qwen/Qwen3-VL-235B-A22B-Instruct"
+    assert flags["--tensor-parallel-size"] == "4" and flags["--max-model-len"] == "16384"
+    assert flags["--logprobs-mode"] == "processed_logprobs" and flags["--enable-prompt-tokens-details"] is True
+    # Every client (2 systems x 2 shards) counts: the server stops only when all are done.
+    clients = [jobs[f"judge.big.{m}.{v}"] for m, v in (("small", "multimodal"), ("small", "text_only"))]
+    assert server.serves == [c.key for c in clients]
+    assert all(m in server.script for c in clients for m in c.markers)
+    url_file = server_url_file(Path(sub.spec.output_dir), "big")
+    for c in clients + [jobs["judge.api.small.text_only"]]:
+        assert "--gres" not in c.script and "#SBATCH --cpus-per-task=" in c.script
+    assert all(f"URL_FILE={url_file}" in c.script for c in clients)
+    assert "URL_FILE=''" in jobs["judge.api.small.text_only"].script  # served elsewhere: base_url
+    # The submission: clients wait for generation to succeed and for the server to have started.
+    text = dry_run_text(sub)
+    assert "--dependency=afterok:$JOB_generate_small,after:$JOB_judge_big_server" in text
+    assert "--dependency=afterok:$JOB_generate_small " in text.split("JOB_judge_api_small_multimodal=")[1]
+    score = text.split("JOB_score=")[1].splitlines()[0]
+    assert "JOB_judge_big_server" not in score and "$JOB_judge_big_small_text_only" in score
+    for j in sub.jobs:
+        assert processes.run(["bash", "-n"], input=j.script, timeout=30, waiting_for="bash -n").returncode == 0, j.key
+    records = {r["key"]: r for r in submit(sub, echo=lambda s: None)}
+    assert any(a == f"--dependency=afterok:{records['generate.small']['job_id']},"
+                    f"after:{records['judge.big.server']['job_id']}" for a in records["judge.big.small.multimodal"]["argv"])
+    # Resume: once every client task is done, the server is not submitted again.
+    done = tmp_path / "run" / "slurm" / "done"
+    done.mkdir(parents=True, exist_ok=True)
+    for c in clients:
+        for m in c.markers:
+            (done / m).touch()
+    again = {j.key for j in prepare(served).todo}
+    assert "judge.big.server" not in again and not any(k.startswith("judge.big.") for k in again)
+
+
+def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are_done(served, tmp_path, monkeypatch):
+    """The rendered scripts, run with bash: the server script starts the (stand-in) server,
+    writes its address once /health answers; a client task waits for it, runs the judge with
+    GAMUT_SERVER_URL set to it and marks its shard done; the server leaves when all are done."""
+    bin_dir = tmp_path / "bin"
+    _exe(bin_dir / "python", FAKE_PYTHON)
+    monkeypatch.setenv("FAKE_SERVE_LOG", str(tmp_path / "serve.log"))
+    sub = prepare(served)
+    jobs = {j.key: j for j in sub.jobs}
+    # Nothing leaves 127.0.0.1: the address handed over names it (a cluster's is the node's name).
+    env = {**os.environ, "SLURM_JOB_ID": "77", "TMPDIR": str(tmp_path / "tmp"), "GAMUT_SERVER_HOST": "127.0.0.1",
+           "GAMUT_SERVER_POLL_S": "1"}
+    (tmp_path / "tmp").mkdir()
+    url_file = server_url_file(Path(sub.spec.output_dir), "big")
+    log = tmp_path / "server-job.out"
+    with open(log, "w") as out, subprocess.Popen(["bash", "-c", jobs["judge.big.server"].script], env=env, cwd=tmp_path,
+                                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True) as server:
+        try:
+            processes.wait_until(url_file.exists, timeout=120, waiting_for="the server job to write its address",
+                                 log=log, proc=server)
+            clients = [k for k in jobs if k.startswith("judge.big.small.")]
+            for key in clients:
+                for shard in range(2):
+                    res = processes.run(["bash", "-c", jobs[key].script], env={**env, "SLURM_ARRAY_TASK_ID": str(shard)},
+                                        cwd=tmp_path, timeout=120, waiting_for="a client task")
+                    assert res.returncode == 0, res.stdout + res.stderr
+            calls = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+            url = url_file.read_text().strip()
+            assert url.startswith("http://") and url.endswith("/v1")
+            assert len(calls) == 4 and all(c["url"] == url and c["argv"][0] == "judge" for c in calls)
+            server.wait(timeout=120)
+        finally:
+            processes.kill_session(server.pid)  # the stand-in server, however the test ends
+    assert server.returncode == 0, log.read_text()
+    assert "every judging task of big is done" in log.read_text() and not url_file.exists()
+    served_args = (tmp_path / "serve.log").read_text()
+    assert "--served-model-name Qwen/Qwen3-VL-235B-A22B-Instruct" in served_args
+
+
+def test_served_weights_not_the_node_are_the_judges_identity(served, tmp_path, monkeypatch):
+    """A judge the run serves lands on any node: its settings hash follows the weights it
+    serves, not the host; requests go where the server job said (GAMUT_SERVER_URL)."""
+    from gamut_local.engines.openai_engine import SERVER_URL_ENV, served_url
+
+    judge = load_run_config(served).judges[0]
+    elsewhere = judge.model_copy(update={"server": judge.server.model_copy(update={"base_url": "http://n9:1/v1"})})
+    assert judge.settings_hash() == elsewhere.settings_hash()
+    (tmp_path / "models" / "other").mkdir()
+    (tmp_path / "models" / "other" / "config.json").write_text('{"changed": 1}')
+    other = judge.model_copy(update={"server": judge.server.model_copy(update={"serve": str(tmp_path / "models" / "other")})})
+    assert judge.settings_hash() != other.settings_hash()  # other weights: other verdicts
+    api = load_run_config(served).judges[1]
+    monkeypatch.setenv(SERVER_URL_ENV, "http://gpu-7:41234/v1")
+    assert served_url(judge) == "http://gpu-7:41234/v1"
+    assert served_url(api) == "https://api.example.org/v1"  # not a run-served judge: its own base_url
+
+
+def test_the_manifest_is_written_before_the_judges_server_is_up(served, tmp_path):
+    """The first generation task writes the manifest, while the judge's server job waits for
+    that generation: the served judge's hash is unknown then, not an error."""
+    from gamut_local.rundir.manifest import build_manifest
+    from gamut_local.testing.vllm_server import free_port
+
+    cfg = yaml.safe_load(served.read_text())
+    cfg["judges"][0]["server"]["base_url"] = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens
+    cfg["judges"] = cfg["judges"][:1]
+    served.write_text(yaml.safe_dump(cfg))
+    models = {m["name"]: m for m in build_manifest(load_run_config(served), served)["models"]}
+    assert models["big"]["settings_hash"] is None and models["small"]["settings_hash"]
+
+
+def test_a_candidate_cannot_be_served_by_the_graph(served):
+    cfg = yaml.safe_load(served.read_text())
+    cfg["models"].append({"name": "m2", "path": "x", "backend": "openai",
+                          "server": {"base_url": "http://h:1/v1", "serve": "models/small"}})
+    served.write_text(yaml.safe_dump(cfg))
+    from gamut_local.errors import InputError
+
+    with pytest.raises(InputError, match="models.m2.server.serve"):
+        prepare(served)
+
+
+@pytest.mark.vllm
+def test_the_server_command_parses_with_vllms_own_arguments(served):
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    args = shlex.split(serve_command(load_run_config(served).judges[0]))[3:]
+    parsed = make_arg_parser(FlexibleArgumentParser()).parse_args([*args, "--host", "0.0.0.0", "--port", "8000"])
+    assert parsed.served_model_name == ["Qwen/Qwen3-VL-235B-A22B-Instruct"] and parsed.tensor_parallel_size == 4
+    assert parsed.logprobs_mode == "processed_logprobs" and parsed.enable_prefix_caching is True
+    assert parsed.limit_mm_per_prompt == {"image": 0, "video": 0}  # the judge does not see the image
+    assert parsed.mm_processor_kwargs == {"size": {"shortest_edge": 262144, "longest_edge": 1310720}}
