@@ -269,10 +269,44 @@ def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL, o
                                   f"{', '.join(scores.judges) or 'none'})")])
     labels = labels_for(scores, design, gold_idx, outside)
     rows = corrected_rows(scores, labels, level)
+    differences = corrected_differences(scores, labels, rows, level)
+    flat = [{"judge": r["judge"], "model": scores.systems[s][0], "variant": scores.systems[s][1], "score": r["score"]}
+            for (_, s), r in rows.items()]
     block = {"gold": gold, "gold_judges": [scores.judges[j] for j in gold_idx], "sample_file": sample_file,
-             "sample_id": design.sample_id, "per": design.per, "level": level,
-             "differences": corrected_differences(scores, labels, rows, level), "notes": list(notes or [])}
+             "sample_id": design.sample_id, "per": design.per, "level": level, "differences": differences,
+             "ranking": rank_list(flat, differences), "notes": list(notes or [])}
     return rows, block
+
+
+def rank_intervals(flat: list[dict], differences: list[dict]) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(judge, model, variant) -> (best, worst) rank the corrected differences allow: a system
+    ranks below every system whose corrected difference over it has a 95% CI above 0, and above
+    every one it beats so; a difference without an interval separates nothing."""
+    better: dict[tuple, int] = {}
+    worse: dict[tuple, int] = {}
+    for d in differences:
+        if d["ci_low"] is None or d["ci_high"] is None:
+            continue
+        a, b = (d["judge"], *d["a"]), (d["judge"], *d["b"])
+        if d["ci_low"] > 0:
+            better[b], worse[a] = better.get(b, 0) + 1, worse.get(a, 0) + 1
+        elif d["ci_high"] < 0:
+            better[a], worse[b] = better.get(a, 0) + 1, worse.get(b, 0) + 1
+    shown = [r for r in flat if r["score"] is not None]
+    n = {j: sum(r["judge"] == j for r in shown) for j in {r["judge"] for r in shown}}
+    out = {}
+    for r in shown:
+        key = (r["judge"], r["model"], r["variant"])
+        out[key] = (1 + better.get(key, 0), n[r["judge"]] - worse.get(key, 0))
+    return out
+
+
+def rank_list(flat: list[dict], differences: list[dict]) -> list[dict]:
+    """`rank_intervals` as `scores.json`'s `correction.ranking[]`: per model judge and system
+    with a corrected score, `rank_best` and `rank_worst`, best first."""
+    ranks = rank_intervals(flat, differences)
+    return [{"judge": j, "model": m, "variant": v, "rank_best": lo, "rank_worst": hi}
+            for (j, m, v), (lo, hi) in sorted(ranks.items(), key=lambda kv: (kv[0][0], kv[1], kv[0][1:]))]
 
 
 def plan(y, yhat, n_total: int, half_width: float, level: float = LEVEL) -> dict:

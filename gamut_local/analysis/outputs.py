@@ -73,6 +73,14 @@ class CorrectedDifference(Estimate):
     b: list[str] = Field(min_length=2, max_length=2)
 
 
+class CorrectedRank(_Out):
+    judge: str
+    model: str
+    variant: str
+    rank_best: int = Field(ge=1)
+    rank_worst: int = Field(ge=1)
+
+
 class Correction(_Out):
     """What `--correct-with` used: the gold judges, the sample design, the CI level."""
 
@@ -83,6 +91,7 @@ class Correction(_Out):
     per: str
     level: float
     differences: list[CorrectedDifference]
+    ranking: list[CorrectedRank] = []  # the rank intervals the differences leave open (rank_intervals)
     notes: list[str] = []  # human verdicts made outside the sample, not used (analysis.design.sample_verdicts)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gamut_local.analysis.correction import rank_list
 from gamut_local.reporting.markdown import fmt, md_table
 from gamut_local.reporting.tables import write_csv
 from gamut_local.rundir.human import is_human
@@ -82,34 +83,12 @@ def section(doc: dict, run_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def rank_intervals(flat: list[dict], differences: list[dict]) -> dict[tuple[str, str, str], tuple[int, int]]:
-    """(judge, model, variant) -> (best, worst) rank the corrected differences allow: a system
-    ranks below every system whose corrected difference over it has a 95% CI above 0, and above
-    every one it beats so; a difference without an interval separates nothing."""
-    better: dict[tuple, int] = {}
-    worse: dict[tuple, int] = {}
-    for d in differences:
-        if d["ci_low"] is None or d["ci_high"] is None:
-            continue
-        a, b = (d["judge"], *d["a"]), (d["judge"], *d["b"])
-        if d["ci_low"] > 0:
-            better[b], worse[a] = better.get(b, 0) + 1, worse.get(a, 0) + 1
-        elif d["ci_high"] < 0:
-            better[a], worse[b] = better.get(a, 0) + 1, worse.get(b, 0) + 1
-    shown = [r for r in flat if r["score"] is not None]
-    n = {j: sum(r["judge"] == j for r in shown) for j in {r["judge"] for r in shown}}
-    out = {}
-    for r in shown:
-        key = (r["judge"], r["model"], r["variant"])
-        out[key] = (1 + better.get(key, 0), n[r["judge"]] - worse.get(key, 0))
-    return out
-
-
 def _ranking_lines(doc: dict, flat: list[dict], run_dir: Path) -> list[str]:
     """The ranking the corrected differences imply, with rank intervals, and every pair's
     corrected difference with its CI (table and figure)."""
     diffs = doc["correction"]["differences"]
-    ranks = rank_intervals(flat, diffs)
+    ranks = {(r["judge"], r["model"], r["variant"]): (r["rank_best"], r["rank_worst"])
+             for r in doc["correction"].get("ranking") or rank_list(flat, diffs)}
     if not ranks:
         return []
     shown = sorted((r for r in flat if r["score"] is not None), key=lambda r: (r["judge"], -r["score"]))

@@ -61,7 +61,7 @@ def _diff(judge, a, b, lo, hi):
 
 
 def test_rank_intervals_place_a_system_only_where_a_difference_excludes_zero():
-    from gamut_local.reporting.correction import rank_intervals
+    from gamut_local.analysis.correction import rank_intervals
 
     flat = [_row("j", "a", 80.0), _row("j", "b", 70.0), _row("j", "c", 65.0), _row("j", "d", None),
             _row("k", "a", 10.0), _row("k", "b", 20.0)]
@@ -77,9 +77,13 @@ def test_rank_intervals_place_a_system_only_where_a_difference_excludes_zero():
 
 def _ranking_shown(run, doc, text):
     """The corrected ranking with its rank intervals, and every difference, in the report."""
-    from gamut_local.reporting.correction import rank_intervals, rows
+    from gamut_local.analysis.correction import rank_intervals
+    from gamut_local.reporting.correction import rows
 
     ranks = rank_intervals(rows(doc), doc["correction"]["differences"])
+    # scores.json carries the same ranking the report shows
+    assert {(r["judge"], r["model"], r["variant"]): (r["rank_best"], r["rank_worst"])
+            for r in doc["correction"]["ranking"]} == ranks
     systems = {m["model"] for m in doc["models"]}
     assert "### Corrected ranking" in text and set(ranks) == {("lenient", m, "multimodal") for m in systems - {"sys-3"}}
     for (judge, model, variant), (lo, hi) in ranks.items():
