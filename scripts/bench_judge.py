@@ -106,8 +106,8 @@ def generate_answers(model_dir: Path, max_tokens: int, out: Path) -> Path:
 
 
 def one_run(name, spec, engine, items, shuffle_seed=None) -> dict:
+    from gamut_local.rundir import verdict_store
     from gamut_local.rundir.layout import Shard
-    from gamut_local.rundir.store import read_jsonl
     from gamut_local.stages.judge import judge_with
 
     timed = TimedEngine(engine, shuffle_seed)
@@ -123,7 +123,7 @@ def one_run(name, spec, engine, items, shuffle_seed=None) -> dict:
         judge_with(spec, items, SAMPLE / "questions.jsonl", Path(out), Shard(), chunk_size=n + 1,
                    open_engine=open_engine)
         wall = time.perf_counter() - t0
-        records = [r for p in sorted(Path(out).rglob("*.jsonl")) for _, r in read_jsonl(p)]
+        records = [r for unit in verdict_store.units_in(Path(out)) for _, r in verdict_store.records(unit)]
     assert len(records) == n, (len(records), n)
     prompt = sum(r["prompt_tokens"] for r in records)
     cached = sum(r["num_cached_tokens"] or 0 for r in records)

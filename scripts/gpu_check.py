@@ -79,13 +79,20 @@ def read_jsonl(folder: Path) -> list[dict]:
             if line.strip()]
 
 
+def read_verdicts(folder: Path) -> list[dict]:
+    """The judge's verdicts from the run's verdict store (one Parquet file per task)."""
+    from gamut_local.rundir import verdict_store
+
+    return [r for unit in verdict_store.units_in(folder) for _, r in verdict_store.records(unit)]
+
+
 def summarise(work: Path, wall: float, dev: dict) -> dict:
     """What the run directory says: backends, methods, counts, throughput, cache use."""
     out = work / "run"
     manifest = json.loads((out / "manifest.json").read_text())
     answers = read_jsonl(out / "answers")
     judge = manifest["config"]["judges"][0]["name"]
-    verdicts = read_jsonl(out / "verdicts" / judge)
+    verdicts = read_verdicts(out / "verdicts" / judge)
     seconds = {k: v["seconds"] for k, v in manifest.get("stages", {}).items()}
     prompt = sum(v["prompt_tokens"] for v in verdicts)
     cached = [v["num_cached_tokens"] for v in verdicts if v["num_cached_tokens"] is not None]
