@@ -261,7 +261,7 @@ def server_runs(offline, model_dir: Path, items, args, workdir: Path) -> dict:
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache between runs
     runs = {}
     with vllm_server(str(model_dir), "bench", workdir / "serve.log", engine=offline.engine) as url:
-        spec = JudgeSpec(name="bench", path="bench", backend="openai", vision=False, max_retries=0,
+        spec = JudgeSpec(name="bench", path="bench", backend="openai", vision=False,
                          server={"base_url": url, "max_concurrency": args.concurrency})
         engine = load_engine(spec)
         root = url.removesuffix("/v1")
