@@ -251,6 +251,15 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -
         JOURNAL.replaced.append(str(path))
 
 
+def fsync_path(path: str | Path) -> None:
+    """fsync a file or a folder by path (a folder: so the renames into it survive a crash)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 

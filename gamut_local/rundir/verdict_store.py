@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
-from gamut_local.rundir.store import JOURNAL
+from gamut_local.rundir.store import JOURNAL, fsync_path
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 SCHEMA_VERSION = 1
@@ -169,14 +169,6 @@ def parts_dir(unit: Path) -> Path:
     return unit.with_name(unit.name[: -len(SUFFIX)] + PARTS)
 
 
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(table, path: Path) -> None:
     """Temporary file in the same folder, fsync, rename, fsync the folder."""
     import pyarrow.parquet as pq
@@ -193,7 +185,7 @@ def _write_atomic(table, path: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
+    fsync_path(path.parent)
 
 
 def _meta(path: Path) -> dict:

@@ -32,7 +32,7 @@ from gamut_local.rubric.revision import (
     node_of,
     text_hash,
 )
-from gamut_local.rundir.store import JOURNAL, dumps, write_text_atomic
+from gamut_local.rundir.store import JOURNAL, dumps, fsync_path, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
@@ -95,14 +95,6 @@ def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
     return write_files(out_dir, zip(names, in_processes(_render, len(rows), [dataset.name, rows])))
 
 
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _write_temp(folder: Path, name: str, data: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     try:
@@ -139,12 +131,12 @@ def write_files(folder: Path, files) -> list[Path]:
                 wait(pending.values())
         temps = {path: f.result() for path, f in pending.items()}
         with ThreadPoolExecutor(max_workers=min(32, len(temps) or 1)) as pool:
-            list(pool.map(_fsync_path, temps.values()))
+            list(pool.map(fsync_path, temps.values()))
         for path, tmp in temps.items():
             os.replace(tmp, path)
             written.append(path)
         for d in (folder, folder.parent) if created else (folder,):
-            _fsync_path(d)
+            fsync_path(d)
     except BaseException:
         made = [f.result() for f in pending.values() if f.done() and not f.cancelled() and f.exception() is None]
         for tmp in [*made, *written]:
