@@ -254,12 +254,18 @@ def tier_balance(counts: dict[str, int], n_questions: int, file: str) -> list[Fi
     return out
 
 
+def lint_counted(question, file: str, line: int | None) -> tuple[list[Finding], Counter]:
+    """One question's findings and its checks per tier (for `tier_balance`), compiled once."""
+    checks = check_dicts_for(question)
+    return lint_question(question, file, line, checks), Counter(c["tier"] for c in checks)
+
+
 def lint_questions(entries, file: str) -> list[Finding]:
-    """`entries`: (question, line) pairs of one dataset file. Each question is compiled once."""
+    """`entries`: (question, line) pairs of one dataset file."""
     findings, counts, n = [], Counter(), 0
     for question, line in entries:
-        checks = check_dicts_for(question)
-        findings += lint_question(question, file, line, checks)
-        counts.update(c["tier"] for c in checks)
+        found, tiers = lint_counted(question, file, line)
+        findings += found
+        counts.update(tiers)
         n += 1
     return findings + tier_balance(counts, n, file)

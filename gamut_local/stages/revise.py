@@ -8,12 +8,10 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import re
 import tempfile
-from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from gamut_local.rubric.revision import (
     node_of,
     text_hash,
 )
+from gamut_local.rubric.workers import in_processes, shared
 from gamut_local.rundir.store import JOURNAL, dumps, fsync_path, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -41,46 +40,8 @@ def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
 
 
-# Below this many questions one process does it all: forking costs more than it saves.
-PARALLEL_FROM = 400
-_CHUNK = 100  # questions per task for a worker process
-_SHARED: list = []  # what forked workers read (set just before the fork): nothing is pickled to them
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def in_processes(fn, n: int, shared: list) -> Iterator:
-    """`fn(start, stop)` over `range(n)` in chunks, each chunk's results in order, in forked
-    worker processes (one per core) that see `shared` without its being pickled; in this
-    process where there is one core, no fork, or fewer than PARALLEL_FROM items. Export and
-    import are CPU-bound in Python (rendering and parsing YAML) and their files independent."""
-    cores = min(_cores(), 8)
-    chunks = [(a, min(a + _CHUNK, n)) for a in range(0, n, _CHUNK)]
-    if cores < 2 or n < PARALLEL_FROM or "fork" not in mp.get_all_start_methods():
-        _SHARED[:] = shared
-        try:
-            for a, b in chunks:
-                yield from fn(a, b)
-        finally:
-            _SHARED.clear()
-        return
-    _SHARED[:] = shared  # before the fork: the workers inherit it
-    pool = ProcessPoolExecutor(cores, mp_context=mp.get_context("fork"))
-    try:
-        for part in pool.map(fn, *zip(*chunks)):  # all workers forked here, before any thread
-            yield from part
-    finally:  # after a failure, the chunks not started are dropped, not rendered for nothing
-        pool.shutdown(wait=True, cancel_futures=True)
-        _SHARED.clear()
-
-
 def _render(start: int, stop: int) -> list[bytes]:
-    source, rows = _SHARED[0], _SHARED[1]
+    source, rows = shared()[0], shared()[1]
     return [export_text(rec, q, source).encode("utf-8") for q, _, rec in rows[start:stop]]
 
 
@@ -175,7 +136,7 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | Non
 def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
     out = []
     with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
-        for path in _SHARED[start:stop]:
+        for path in shared()[start:stop]:
             problems: list[Problem] = []
             out.append((path, _read_one(path, problems), problems))
     return out

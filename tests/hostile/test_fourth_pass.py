@@ -8,7 +8,9 @@ import json
 
 import pytest
 
+from gamut_local.data.records import Question
 from gamut_local.errors import InputError
+from gamut_local.rubric import workers as workers_module
 from gamut_local.stages import revise
 from tests.hostile.test_third_pass import ODD_TEXTS, _odd_record
 
@@ -23,9 +25,9 @@ def _source(tmp_path):
 @pytest.fixture
 def workers(monkeypatch):
     """Worker processes for a handful of questions, two at a time, even on one core."""
-    monkeypatch.setattr(revise, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(revise, "_CHUNK", 3)
-    monkeypatch.setattr(revise, "_cores", lambda: 2)
+    monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(workers_module, "CHUNK", 3)
+    monkeypatch.setattr(workers_module, "cores", lambda: 2)
 
 
 def _tree(folder):
@@ -36,12 +38,12 @@ def test_workers_export_and_import_the_bytes_one_process_does(tmp_path, monkeypa
     src = _source(tmp_path)
     revise.export_dataset(src, tmp_path / "one")
     revise.import_dir(tmp_path / "one", tmp_path / "one.jsonl")
-    monkeypatch.setattr(revise, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(revise, "_CHUNK", 3)
-    monkeypatch.setattr(revise, "_cores", lambda: 2)
+    monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(workers_module, "CHUNK", 3)
+    monkeypatch.setattr(workers_module, "cores", lambda: 2)
     forked = []
-    real = revise.ProcessPoolExecutor
-    monkeypatch.setattr(revise, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
+    real = workers_module.ProcessPoolExecutor
+    monkeypatch.setattr(workers_module, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
     revise.export_dataset(src, tmp_path / "many")
     revise.import_dir(tmp_path / "many", tmp_path / "many.jsonl")
     assert forked == [1, 1]  # both went through worker processes
@@ -75,3 +77,27 @@ def test_a_failure_in_a_worker_leaves_no_file(tmp_path, monkeypatch, workers):
     with pytest.raises(OSError, match="No space left"):
         revise.export_dataset(_source(tmp_path), tmp_path / "yaml")
     assert list((tmp_path / "yaml").iterdir()) == []
+
+
+def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
+    """The lint corpus written as one dataset: through worker processes, the same findings in
+    the same order (and the dataset's tier balance over all of them) as in this process."""
+    from gamut_local.rubric.lint import lint_questions
+    from gamut_local.stages.lint import lint_file
+    from tests.rubric.test_lint import CORPUS, _build
+
+    rows = [_build(change).model_dump(exclude_defaults=True) | {"question_id": f"q{k}"}
+            for k, (_, change, _) in enumerate(CORPUS * 2)]
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    one = lint_questions([(Question.model_validate(r), k) for k, r in enumerate(rows, start=1)], str(path))
+    monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(workers_module, "CHUNK", 5)
+    monkeypatch.setattr(workers_module, "cores", lambda: 2)
+    forked = []
+    real = workers_module.ProcessPoolExecutor
+    monkeypatch.setattr(workers_module, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
+    many = lint_file(path)
+    assert forked == [1]
+    assert {f.rule for f in one} >= {"duplicate_checks", "stranger_test", "tier_balance"}
+    assert many == one

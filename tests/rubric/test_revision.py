@@ -92,3 +92,43 @@ def test_export_refuses_a_folder_that_already_holds_yaml(tmp_path, gamut):
     assert gamut("export", src, "--out", tmp_path / "yaml").exit_code == 0
     result = gamut("export", src, "--out", tmp_path / "yaml")
     assert result.exit_code == 1 and "already holds YAML files" in result.output
+
+
+def test_diff_compiles_only_changed_items_and_finds_what_compiling_all_finds():
+    """Every kind of item edit on the sample (reworded, re-tiered, retyped, added, removed,
+    a question turned into given checks): the checks' changes equal those of compiling both
+    sides whole, which is what `diff` did before it compiled only the changed items."""
+    import copy
+
+    from gamut_local.data.records import Question
+    from gamut_local.rubric.revision import _changes, _checks, diff_records
+
+    records = [r for r in sample_records() if r.get("meta_rubric")]
+    before = {r["question_id"]: Question.model_validate(r) for r in records}
+    after_records = copy.deepcopy(records)
+    for k, rec in enumerate(after_records):
+        items = rec["meta_rubric"]["items"]
+        edit = k % 5
+        if edit == 0:
+            items[0]["tier"] = "context" if items[0]["tier"] != "context" else "valuable"
+        elif edit == 1:
+            items[-1] = {"id": items[-1]["id"], "type": "simple", "tier": "valuable", "fact": "a new fact",
+                         "subject": "the thing", "evidence": items[-1].get("evidence", [])}
+        elif edit == 2:
+            items.append({**copy.deepcopy(items[0]), "id": "added"})
+            del items[1]
+        elif edit == 3:
+            compiled = _checks(before[rec["question_id"]])  # given as checks now, one fewer
+            rec["checks"] = [{"check_id": cid, "text": text, "tier": tier}
+                             for cid, (tier, text) in list(compiled.items())[:-1]]
+            del rec["meta_rubric"]
+        else:
+            items[0]["subject"] = "another subject"
+    after = {r["question_id"]: Question.model_validate(r) for r in after_records}
+    got = diff_records(before, after)
+    assert len(before) >= 5 and len(got) == len(before)  # every question was edited
+    for qid, entry in got.items():
+        whole = _changes(_checks(before[qid]), _checks(after[qid]))
+        assert entry["checks"] == whole, qid
+    assert any(e["checks"]["retiered"] for e in got.values()) and any(e["checks"]["reworded"] for e in got.values())
+    assert any(e["checks"]["added"] for e in got.values()) and any(e["checks"]["removed"] for e in got.values())
