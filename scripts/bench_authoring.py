@@ -7,7 +7,8 @@ Two shapes of N items: `dataset`, N/10 questions of 10 items (what people build)
 through the four list and fact types; texts draw on a vocabulary that grows with N, as a
 real dataset's does. Beside them, the duplicate rule's near-duplicate search on the same
 checks as it was (every pair compared, `testing.authoring.all_pairs_near_duplicates`) and as
-it is (`rubric.lint.first_near_duplicates`), with a check that both find the same pairs.
+it is (`rubric.near_duplicates.first_near_duplicates`, words included), with a check that both
+find the same pairs.
 
 `diff` compares the dataset with a revised copy in which every tenth item is reworded and
 another tenth re-tiered (so no question is equal on both sides, the worst case for `diff`).
@@ -132,7 +133,8 @@ def bench_pairs(n: int) -> dict:
 
     from gamut_local.data.records import Question
     from gamut_local.rubric.compiler import checks_for
-    from gamut_local.rubric.lint import NEAR_DUPLICATE, _words, first_near_duplicates
+    from gamut_local.rubric.lint import NEAR_DUPLICATE
+    from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
     from gamut_local.testing.authoring import all_pairs_near_duplicates
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,15 +142,18 @@ def bench_pairs(n: int) -> dict:
         question = Question.model_validate(json.loads(path.read_text()))
     # every fifth item a rewording of an earlier one, so there are near pairs to find
     checks = checks_for(question)
-    words = [_words(c.text) for c in checks]
-    for k in range(5, len(words), 5):
-        words[k] = words[k - 3] | {f"extra{k}"}
+    texts = [c.text for c in checks]
+    for k in range(5, len(texts), 5):
+        texts[k] = f"{texts[k - 3]} extra{k}"
     groups = [c.source_item for c in checks]
     out = {"items": n, "checks": len(checks)}
-    for name, fn in (("all_pairs", all_pairs_near_duplicates), ("indexed", first_near_duplicates)):
+    # the old search was given the words; the new one splits the texts itself, in its time
+    ways = (("all_pairs", lambda: all_pairs_near_duplicates([content_words(t) for t in texts], groups, NEAR_DUPLICATE)),
+            ("indexed", lambda: first_near_duplicates(texts, groups, NEAR_DUPLICATE)))
+    for name, fn in ways:
         tracemalloc.start()
         t0 = time.perf_counter()
-        found = fn(words, groups, NEAR_DUPLICATE)
+        found = fn()
         out[f"{name}_s"] = time.perf_counter() - t0
         out[f"{name}_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()

@@ -1,7 +1,9 @@
 """Deterministic rubric checks, run before any judge compute is spent (`gamut-local lint`).
 
 Each rule is one function of a question (or of the whole dataset) that returns findings;
-`RULES` lists them. A finding prints as `FILE:LINE: field: severity: message [rule]`.
+`RULES` lists them. The duplicate rule's near-duplicate search runs over a whole batch of
+questions at once (`rubric.near_duplicates`), so `lint_batch` hands each question its share.
+A finding prints as `FILE:LINE: field: severity: message [rule]`.
 Errors make `lint` exit 1; warnings are the paper's guidance, worth a look.
 
 The numbers the balance rules compare with are the paper's: about 15.2 checks per question,
@@ -10,13 +12,13 @@ The numbers the balance rules compare with are the paper's: about 15.2 checks pe
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate
 
 from gamut_local.rubric.compiler import check_dicts_for
+from gamut_local.rubric.near_duplicates import first_near_duplicates
 from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
 from gamut_local.vocab import TIERS
 
@@ -26,14 +28,6 @@ FAR = 2.5  # a question's check count outside [mean / FAR, mean * FAR] is "far" 
 FAR_DATASET = 2.0  # the dataset's per-tier means, likewise
 NEAR_DUPLICATE = 0.85  # content-word Jaccard at or above which two checks say the same
 ERROR, WARNING = "error", "warning"
-_STOP = {
-    *(
-        "a an the of to in on at for by with and or as is are was were be been it its this that "
-        "these those their his her from into about one response mentions states following covers "
-        "least point"
-    ).split()
-}
-_WORD = re.compile(r"[a-z0-9]+")
 _PRONOUN_START = re.compile(r"^(it|this|that|they|these|those|he|she)\b", re.IGNORECASE)
 _SENTENCES = re.compile(r"[.!?]\s+[A-Z]")
 
@@ -52,16 +46,6 @@ class Finding:
         return f"{where}: {self.field or '<record>'}: {self.severity}: {self.message} [{self.rule}]"
 
 
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower())) - _STOP
-
-
-def _jaccard(a: set[str], b: set[str]) -> float:
-    both = len(a & b)
-    union = len(a) + len(b) - both
-    return both / union if union else 1.0
-
-
 def _check_fields(question, checks) -> dict[str, str]:
     """check_id -> the field a finding about it points at (its source item, or its place)."""
     if question.checks:
@@ -70,45 +54,12 @@ def _check_fields(question, checks) -> dict[str, str]:
     return {c["check_id"]: f"meta_rubric.items.{index[c['source_item']]}" for c in checks}
 
 
-def first_near_duplicates(words: list[set[str]], groups: list, threshold: float = NEAR_DUPLICATE) -> dict:
-    """j -> the first i < j whose word set has Jaccard >= `threshold` with j's, from another
-    group (`groups[i] is None` or differs): what comparing every pair finds, without doing so.
-
-    Prefix filtering: with the words of each set in one order (rarest first), two sets of
-    Jaccard >= t share a word among the first |x| - ceil(t|x|) + 1 of each, so only sets
-    indexed under one of j's first words are compared. Exact, not sampled: the candidates are
-    scored with the same `_jaccard` as before."""
-    freq = Counter(chain.from_iterable(words))
-    # rarest first, ties by the word: sorted by word, then (stable) by count; no Python per word
-    rank = {w: r for r, w in enumerate(sorted(sorted(freq), key=freq.__getitem__))}
-    index: dict[str, list[int]] = {}
-    empty: list[int] = []  # no content words: Jaccard 1 with each other, 0 with the rest
-    found = {}
-    for j, ws in enumerate(words):
-        ordered = sorted(ws, key=rank.__getitem__)
-        # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
-        prefix = ordered[:len(ordered) - math.ceil(threshold * len(ordered) - 1e-9) + 1] if ws else []
-        candidates = sorted({i for w in prefix for i in index.get(w, ())}) if ws else empty
-        # Jaccard >= t needs t|x| <= |y| <= |x|/t (the hair again: only ever more candidates)
-        low, high = threshold * len(ws) - 1e-9, len(ws) / threshold + 1e-9
-        for i in candidates:
-            if (groups[j] is None or groups[i] != groups[j]) and low <= len(words[i]) <= high \
-                    and _jaccard(words[i], ws) >= threshold:
-                found[j] = i
-                break
-        for w in prefix:
-            index.setdefault(w, []).append(j)
-        if not ws:
-            empty.append(j)
-    return found
-
-
-def duplicate_checks(question, checks):
-    """Two checks with the same text (error), or with nearly the same words (warning). Checks
-    compiled from one item are alike by design ("mentions X as one of ..."), so near-duplicates
-    are only sought between items."""
+def duplicate_checks(question, checks, near: dict[int, int]):
+    """Two checks with the same text (error), or with nearly the same words (warning): `near`,
+    check j -> the first earlier check i it nearly repeats (`near_duplicates`). Checks compiled
+    from one item are alike by design ("mentions X as one of ..."), so near-duplicates are only
+    sought between items."""
     fields, seen = _check_fields(question, checks), {}
-    near = first_near_duplicates([_words(c["text"]) for c in checks], [c["source_item"] for c in checks])
     for j, c in enumerate(checks):
         cid, norm = c["check_id"], " ".join(c["text"].lower().split())
         if norm in seen:
@@ -225,18 +176,44 @@ def check_count(question, checks):
 
 
 RULES = (duplicate_checks, no_subject, joined_facts, redundant_options, one_step_process, no_evidence,
-         stranger_test, check_count)
+         stranger_test, check_count)  # duplicate_checks also takes the batch's near-duplicates
 
 
-def lint_question(question, file: str, line: int | None, checks=None) -> list[Finding]:
-    """Every rule on one question; `checks`: its checks as `compiler.check_dicts_for` gives them
-    (plain dicts), when the caller has them. The rules take these dicts."""
-    checks = check_dicts_for(question) if checks is None else checks
-    out = []
-    for rule in RULES:
-        for field, severity, message in rule(question, checks):
-            out.append(Finding(file, line, field, severity, rule.__name__, message))
+def near_duplicates(checks_per_question: list[list[dict]]) -> list[dict[int, int]]:
+    """Per question, check j -> the first earlier check of another item it nearly repeats: one
+    search over all the questions' checks, each question its own scope."""
+    flat = [c for checks in checks_per_question for c in checks]
+    scopes = [q for q, checks in enumerate(checks_per_question) for _ in checks]
+    found = first_near_duplicates([c["text"] for c in flat], [c["source_item"] for c in flat],
+                                  NEAR_DUPLICATE, scopes)
+    starts = list(accumulate((len(c) for c in checks_per_question), initial=0))
+    out: list[dict[int, int]] = [{} for _ in checks_per_question]
+    for j, i in found.items():
+        q = scopes[j]
+        out[q][j - starts[q]] = i - starts[q]
     return out
+
+
+def lint_batch(entries, file: str) -> list[tuple[list[Finding], Counter]]:
+    """Per (question, line) of `entries`: its findings, rule by rule, and its checks per tier
+    (for `tier_balance`). Each question is compiled once; the rules take its checks as plain
+    dicts (`compiler.check_dicts_for`)."""
+    entries = list(entries)
+    checks_per_question = [check_dicts_for(q) for q, _ in entries]
+    out = []
+    for (question, line), checks, near in zip(entries, checks_per_question, near_duplicates(checks_per_question)):
+        found = []
+        for rule in RULES:
+            extra = (near,) if rule is duplicate_checks else ()
+            for field, severity, message in rule(question, checks, *extra):
+                found.append(Finding(file, line, field, severity, rule.__name__, message))
+        out.append((found, Counter(c["tier"] for c in checks)))
+    return out
+
+
+def lint_question(question, file: str, line: int | None) -> list[Finding]:
+    """Every rule on one question."""
+    return lint_batch([(question, line)], file)[0][0]
 
 
 def tier_balance(counts: dict[str, int], n_questions: int, file: str) -> list[Finding]:
@@ -254,17 +231,10 @@ def tier_balance(counts: dict[str, int], n_questions: int, file: str) -> list[Fi
     return out
 
 
-def lint_counted(question, file: str, line: int | None) -> tuple[list[Finding], Counter]:
-    """One question's findings and its checks per tier (for `tier_balance`), compiled once."""
-    checks = check_dicts_for(question)
-    return lint_question(question, file, line, checks), Counter(c["tier"] for c in checks)
-
-
 def lint_questions(entries, file: str) -> list[Finding]:
     """`entries`: (question, line) pairs of one dataset file."""
     findings, counts, n = [], Counter(), 0
-    for question, line in entries:
-        found, tiers = lint_counted(question, file, line)
+    for found, tiers in lint_batch(entries, file):
         findings += found
         counts.update(tiers)
         n += 1

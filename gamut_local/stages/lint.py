@@ -10,13 +10,13 @@ from collections import Counter
 from pathlib import Path
 
 from gamut_local.data.dataset import load_question_rows
-from gamut_local.rubric.lint import ERROR, Finding, lint_counted, tier_balance
+from gamut_local.rubric.lint import ERROR, Finding, lint_batch, tier_balance
 from gamut_local.rubric.workers import in_processes, shared
 
 
 def _lint_some(start: int, stop: int) -> list[tuple[list[Finding], Counter]]:
     file, rows = shared()
-    return [lint_counted(q, file, line) for q, line in rows[start:stop]]
+    return lint_batch(rows[start:stop], file)
 
 
 def lint_file(path: str | Path) -> list[Finding]:

@@ -67,7 +67,7 @@ max_chars: 40
 
 def all_pairs_near_duplicates(words: list[set[str]], groups: list, threshold: float) -> dict:
     """The duplicate rule's search as it was, every pair compared: j -> the first i < j of
-    another group with Jaccard >= threshold. The oracle for `rubric.lint.first_near_duplicates`
+    another group with Jaccard >= threshold. The oracle for `rubric.near_duplicates.first_near_duplicates`
     in its tests and scripts/bench_authoring.py (quadratic: keep it to a few thousand sets)."""
     found = {}
     for j in range(len(words)):

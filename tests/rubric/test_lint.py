@@ -152,10 +152,9 @@ def test_cli_lints_the_release_parquet(tmp_path, gamut):
 
 def _pairs_of(question):
     from gamut_local.rubric.compiler import checks_for
-    from gamut_local.rubric.lint import _words
 
     checks = checks_for(question)
-    return [_words(c.text) for c in checks], [c.source_item for c in checks]
+    return [c.text for c in checks], [c.source_item for c in checks]
 
 
 def test_the_indexed_near_duplicate_search_finds_what_all_pairs_find():
@@ -163,7 +162,8 @@ def test_the_indexed_near_duplicate_search_finds_what_all_pairs_find():
     across items), at the rule's threshold and others: the same pairs as comparing every one."""
     import random
 
-    from gamut_local.rubric.lint import NEAR_DUPLICATE, first_near_duplicates
+    from gamut_local.rubric.lint import NEAR_DUPLICATE
+    from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
     from gamut_local.testing.authoring import all_pairs_near_duplicates
 
     questions = [_build(change) for _, change, _ in CORPUS] + \
@@ -173,12 +173,68 @@ def test_the_indexed_near_duplicate_search_finds_what_all_pairs_find():
     random.Random(0).shuffle(pooled)
     cases.append(([w for w, _ in pooled], [g for _, g in pooled]))
     found = 0
-    for words, groups in cases:
+    for texts, groups in cases:
         for t in (NEAR_DUPLICATE, 0.5, 0.3, 1.0):
-            want = all_pairs_near_duplicates(words, groups, t)
-            assert first_near_duplicates(words, groups, t) == want
+            want = all_pairs_near_duplicates([content_words(x) for x in texts], groups, t)
+            assert first_near_duplicates(texts, groups, t) == want
             found += len(want)
     assert found > 50  # the corpus has near pairs to find, so the comparison means something
+
+
+ODD_TEXTS = ["alpha beta gamma", "alpha beta gamma delta", "", "the of and", "Ünïcode wörds here",
+             "x\x00y z", "alpha, beta!", "GAMMA beta alpha", "3 4 5", "3-4-5 6", "İstanbul KELVIN \u212a",
+             "tab\tand\nnew line", "ﬁne ligature", "  spaced   out  "]
+
+
+def test_the_words_split_in_c_are_the_words_split_in_python():
+    """pyarrow's split and numbering (ASCII texts) and the one-by-one path (any other text)
+    give each text exactly `content_words`, numbered consistently: compared by where each word
+    occurs (the texts that hold it), which is all the search uses of a word."""
+    import random
+    from collections import Counter
+
+    from gamut_local.rubric.near_duplicates import content_words, word_ids
+
+    def shape(per_text: list[set]) -> list[Counter]:
+        where: dict = {}
+        for k, ws in enumerate(per_text):
+            for w in ws:
+                where.setdefault(w, set()).add(k)
+        return [Counter(frozenset(where[w]) for w in ws) for ws in per_text]
+
+    rng = random.Random(1)
+    batches = [ODD_TEXTS, [t for t in ODD_TEXTS if t.isascii() and "\x00" not in t], [],
+               *([rng.choice(ODD_TEXTS) for _ in range(rng.randint(1, 9))] for _ in range(50))]
+    for texts in batches:
+        owner, ids = word_ids(texts)
+        assert list(zip(owner.tolist(), ids.tolist())) == sorted(set(zip(owner.tolist(), ids.tolist())))
+        got = [set() for _ in texts]
+        for k, i in zip(owner.tolist(), ids.tolist()):
+            got[k].add(i)
+        assert shape(got) == shape([content_words(t) for t in texts]), texts
+
+
+def test_a_search_over_many_questions_pairs_only_within_each():
+    """With scopes (a chunk of questions at once, as lint does), texts of different scopes are
+    never paired: the same as searching each question alone; and on random odd texts, the same
+    as comparing every pair."""
+    import random
+
+    from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
+    from gamut_local.testing.authoring import all_pairs_near_duplicates
+
+    rng = random.Random(0)
+    questions = [[rng.choice(ODD_TEXTS) for _ in range(rng.randint(0, 12))] for _ in range(60)]
+    groups = [[rng.choice(["a", "b", None]) for _ in q] for q in questions]
+    for t in (0.85, 0.5, 1.0):
+        alone = [all_pairs_near_duplicates([content_words(x) for x in q], g, t) for q, g in zip(questions, groups)]
+        assert [first_near_duplicates(q, g, t) for q, g in zip(questions, groups)] == alone
+        flat = [x for q in questions for x in q]
+        scopes = [k for k, q in enumerate(questions) for _ in q]
+        together = first_near_duplicates(flat, [g for gs in groups for g in gs], t, scopes)
+        starts = [sum(map(len, questions[:k])) for k in range(len(questions))]
+        assert together == {starts[k] + j: starts[k] + i for k, found in enumerate(alone) for j, i in found.items()}
+        assert sum(map(len, alone)) > 20
 
 
 def test_near_duplicates_of_many_items_are_found_and_named():

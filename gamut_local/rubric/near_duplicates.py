@@ -1,0 +1,155 @@
+"""The duplicate rule's search (`rubric.lint.duplicate_checks`): for each check, the first
+earlier check of another item whose content words have Jaccard similarity at or above a
+threshold, found without comparing every pair.
+
+Prefix filtering (Chaudhuri, Ganti and Kaushik 2006; Xiao et al. 2008): with the words of each
+set in one global order (rarest first), two sets of Jaccard >= t share a word among the first
+|x| - ceil(t|x|) + 1 of each, because J >= t needs |x & y| >= t * max(|x|, |y|). So only sets
+that share one of those prefix words are scored. Exact, not sampled: the same Jaccard, by the
+same float division, as comparing every pair (`testing.authoring.all_pairs_near_duplicates`,
+the tests' oracle).
+
+Everything after the words is numpy over (set, word) pairs, so one call over a whole rubric of
+100,000 items, or over a chunk of questions at once (`scopes`), costs no Python per word; the
+ASCII texts' words are split and numbered by pyarrow (C++), the others by `content_words`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+STOP = {
+    *(
+        "a an the of to in on at for by with and or as is are was were be been it its this that "
+        "these those their his her from into about one response mentions states following covers "
+        "least point"
+    ).split()
+}
+_WORD = re.compile(r"[a-z0-9]+")
+# every byte but a-z and 0-9 becomes a space: `_WORD`'s runs, for ASCII text, without a regex
+_SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for c in range(256))
+_PAIRS_AT_ONCE = 250_000  # candidate pairs scored in one block: bounds memory however many share a word
+
+
+def content_words(text: str) -> set[str]:
+    """A check's words for the rule: lower-case runs of letters and digits, less `STOP`."""
+    return set(_WORD.findall(text.lower())) - STOP
+
+
+def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    raw = joined.encode("ascii")
+    ends = np.flatnonzero(np.frombuffer(raw, np.uint8) == 0) + 1  # each separator closes a text
+    small = len(raw) < 2**31  # 32-bit offsets: pyarrow finds a list's parents 40x faster than with 64
+    offsets = np.concatenate([[0], ends, [len(raw)]]).astype(np.int32 if small else np.int64)
+    texts = (pa.StringArray if small else pa.LargeStringArray).from_buffers(
+        n, pa.py_buffer(offsets), pa.py_buffer(raw.translate(_SPACES)))
+    lists = pc.ascii_split_whitespace(texts)
+    encoded = pc.dictionary_encode(pc.list_flatten(lists))
+    words = encoded.dictionary
+    drop = pc.or_(pc.is_in(words, value_set=pa.array(sorted(STOP))), pc.equal(words, "")).to_numpy(zero_copy_only=False)
+    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    keep = ~drop[ids]
+    return owner[keep], ids[keep]
+
+
+def word_ids(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(text index, word id) for each distinct content word of each text (`content_words`),
+    sorted by text then word id."""
+    joined = "\x00".join(texts).lower()
+    if texts and joined.isascii() and joined.count("\x00") == len(texts) - 1:
+        owner, ids = _ascii_word_ids(joined, len(texts))
+    else:  # other scripts, or a text holding the separator: one by one
+        vocab: dict[str, int] = {}
+        pairs = [(k, vocab.setdefault(w, len(vocab))) for k, t in enumerate(texts) for w in content_words(t)]
+        owner = np.fromiter((k for k, _ in pairs), np.int64, len(pairs))
+        ids = np.fromiter((w for _, w in pairs), np.int64, len(pairs))
+    return _distinct(owner, ids)
+
+
+def _distinct(owner: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (owner, id) pairs sorted, each once (np.sort, not np.unique: numpy 2.3's unique
+    took 60x a sort on 4 million integers)."""
+    span = int(ids.max()) + 1 if len(ids) else 1
+    key = np.sort(owner * span + ids)
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key
+    return key // span, key % span
+
+
+def _dense(keys: np.ndarray) -> np.ndarray:
+    """Each key's rank among the distinct keys (0, 1, ...)."""
+    order = np.argsort(keys, kind="stable")
+    ranks = np.empty(len(keys), np.int64)
+    ranks[order] = np.cumsum(np.r_[False, keys[order][1:] != keys[order][:-1]]) if len(keys) else []
+    return ranks
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """range(s, s + n) for each (s, n), concatenated."""
+    return np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()))
+
+
+def _shared(words: np.ndarray, starts: np.ndarray, sizes: np.ndarray, i: np.ndarray, j: np.ndarray,
+            span: int) -> np.ndarray:
+    """|set i & set j| for each pair: each word of both sides keyed by its pair; a key seen twice is shared."""
+    keys = np.concatenate([np.repeat(np.arange(len(i)), sizes[s]) * span + words[_ranges(starts[s], sizes[s])]
+                           for s in (i, j)])
+    keys.sort()
+    return np.bincount(keys[1:][keys[1:] == keys[:-1]] // span, minlength=len(i))
+
+
+def _candidates(word: np.ndarray, member: np.ndarray):
+    """Blocks of (i, j), i < j, for every two members of a run of one word (`word` sorted,
+    then `member`): each member pairs with the earlier members of its run."""
+    run = np.flatnonzero(np.r_[True, word[1:] != word[:-1]]) if len(word) else np.zeros(0, np.int64)
+    first = np.repeat(run, np.diff(np.r_[run, len(word)]))
+    earlier = np.arange(len(word)) - first
+    block = np.cumsum(earlier) // _PAIRS_AT_ONCE
+    cuts = [0, *(np.flatnonzero(np.diff(block)) + 1).tolist(), len(word)]
+    for lo, hi in zip(cuts, cuts[1:]):
+        m = np.arange(lo, hi)
+        yield member[_ranges(first[m], earlier[m])], np.repeat(member[m], earlier[m])
+
+
+def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.85, scopes=None) -> dict[int, int]:
+    """j -> the first i < j whose content words have Jaccard >= `threshold` with j's, from
+    another group (`groups[i] is None` or differs); with `scopes`, of the same scope (a chunk
+    of questions searched at once, each question its own scope)."""
+    n = len(texts)
+    owner, word = word_ids(texts)
+    # a text without content words gets a word of its own kind: Jaccard 1 with another such
+    # text, as between two empty sets, and 0 with the rest
+    empty = np.flatnonzero(np.bincount(owner, minlength=n) == 0)
+    span = int(word.max()) + 2 if len(word) else 1
+    owner, word = np.concatenate([owner, empty]), np.concatenate([word, np.full(len(empty), span - 1)])
+    if scopes is not None:  # a word of another scope is another word
+        word = _dense(np.asarray(scopes, np.int64)[owner] * span + word)
+    vocab = int(word.max()) + 1 if len(word) else 1
+    rank = np.empty(vocab, np.int64)  # rarest first, ties by id
+    rank[np.argsort(np.bincount(word, minlength=vocab), kind="stable")] = np.arange(vocab)
+    key = np.sort(owner * vocab + rank[word])
+    owner, word = key // vocab, key % vocab  # each set's words, rarest first
+    sizes = np.bincount(owner, minlength=n)
+    starts = np.cumsum(sizes) - sizes
+    # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
+    prefix = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
+    in_prefix = np.arange(len(word)) - starts[owner] < prefix[owner]
+    ids: dict = {}  # None is another group than every text's, its own included
+    group = np.fromiter((-1 - k if g is None else ids.setdefault(g, len(ids)) for k, g in enumerate(groups)),
+                        np.int64, n)
+    order = np.lexsort((owner[in_prefix], word[in_prefix]))
+    near = [np.zeros(0, np.int64)]
+    for i, j in _candidates(word[in_prefix][order], owner[in_prefix][order]):
+        i, j = i[group[i] != group[j]], j[group[i] != group[j]]
+        both = _shared(word, starts, sizes, i, j, vocab)
+        hit = both / (sizes[i] + sizes[j] - both) >= threshold
+        near.append(j[hit] * n + i[hit])
+    pairs = np.sort(np.concatenate(near))  # by j, then i: the first of each j is its earliest i
+    j, i = pairs // n, pairs % n
+    first = np.r_[True, j[1:] != j[:-1]] if len(j) else np.zeros(0, bool)
+    return dict(zip(j[first].tolist(), i[first].tolist()))
