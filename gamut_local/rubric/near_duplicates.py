@@ -17,6 +17,7 @@ ASCII texts' words are split and numbered by pyarrow (C++), the others by `conte
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 import numpy as np
 
@@ -51,7 +52,8 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     lists = pc.ascii_split_whitespace(texts)
     encoded = pc.dictionary_encode(pc.list_flatten(lists))
     words = encoded.dictionary
-    drop = pc.or_(pc.is_in(words, value_set=pa.array(sorted(STOP))), pc.equal(words, "")).to_numpy(zero_copy_only=False)
+    drop = pc.or_(pc.is_in(words, value_set=pa.array(sorted(STOP))), pc.equal(words, ""))  # "": around spaces
+    drop = drop.to_numpy(zero_copy_only=False)
     ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
     keep = ~drop[ids]
@@ -96,7 +98,8 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 def _shared(words: np.ndarray, starts: np.ndarray, sizes: np.ndarray, i: np.ndarray, j: np.ndarray,
             span: int) -> np.ndarray:
-    """|set i & set j| for each pair: each word of both sides keyed by its pair; a key seen twice is shared."""
+    """|set i & set j| for each pair: each word of both sides keyed by its pair; a key seen
+    twice is shared."""
     keys = np.concatenate([np.repeat(np.arange(len(i)), sizes[s]) * span + words[_ranges(starts[s], sizes[s])]
                            for s in (i, j)])
     keys.sort()
@@ -111,12 +114,13 @@ def _candidates(word: np.ndarray, member: np.ndarray):
     earlier = np.arange(len(word)) - first
     block = np.cumsum(earlier) // _PAIRS_AT_ONCE
     cuts = [0, *(np.flatnonzero(np.diff(block)) + 1).tolist(), len(word)]
-    for lo, hi in zip(cuts, cuts[1:]):
+    for lo, hi in pairwise(cuts):
         m = np.arange(lo, hi)
         yield member[_ranges(first[m], earlier[m])], np.repeat(member[m], earlier[m])
 
 
-def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.85, scopes=None) -> dict[int, int]:
+def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.85,
+                          scopes=None) -> dict[int, int]:
     """j -> the first i < j whose content words have Jaccard >= `threshold` with j's, from
     another group (`groups[i] is None` or differs); with `scopes`, of the same scope (a chunk
     of questions searched at once, each question its own scope)."""
