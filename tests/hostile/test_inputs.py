@@ -224,6 +224,39 @@ def test_run_checks_the_judge_model_folder_before_the_candidate_loads(world, exp
     expect(1, "run", "--config", cfg, named=["run.yaml", "path", "model folder not found"], loads=0)
 
 
+def _heads(world, cand: int, judge: int) -> None:
+    """Model folders with these attention heads: the candidate's in its config.json, the judge's
+    in a vision-language model's `text_config`."""
+    (world.root / "models" / "cand" / "config.json").write_text(
+        json.dumps({"architectures": ["Fake"], "num_attention_heads": cand}))
+    (world.root / "models" / "judge" / "config.json").write_text(
+        json.dumps({"architectures": ["Fake"], "text_config": {"num_attention_heads": judge}}))
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["run", "--config", "{cfg}"], ["models.0.engine.tensor_parallel_size: 2 does not divide the model's 9 attention heads",
+                                    "judges.0.engine.tensor_parallel_size: 4 does not divide the model's 6 attention heads"]),
+    (["generate", "--config", "{cfg}"], ["models.0.engine.tensor_parallel_size: 2", "9 attention heads"]),
+    (["judge", "--config", "{cfg}"], ["judges.0.engine.tensor_parallel_size: 4", "6 attention heads"]),
+    (["slurm", "{cfg}", "--dry-run"], ["models.0.engine.tensor_parallel_size: 2", "judges.0.engine.tensor_parallel_size: 4"]),
+])
+def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused_before_anything_loads(world, expect, argv, named):
+    """vLLM refuses it only once the engine starts (an internal error, after the queue)."""
+    _heads(world, cand=9, judge=6)
+    cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False, "engine": {"tensor_parallel_size": 2}}],
+                       judges=[{"name": "judge", "path": "models/judge", "engine": {"tensor_parallel_size": 4}}])
+    out = expect(1, *[str(cfg) if a == "{cfg}" else a for a in argv], named=["run.yaml:", *named], loads=0)
+    assert "use one of 1, 3, 9" in out or "use one of 1, 2, 3, 6" in out
+    assert not (world.run_dir / "answers").exists()
+
+
+def test_a_tensor_parallel_size_that_divides_the_heads_is_accepted(world, expect):
+    _heads(world, cand=9, judge=6)
+    cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False, "engine": {"tensor_parallel_size": 3}}],
+                       judges=[{"name": "judge", "path": "models/judge", "engine": {"tensor_parallel_size": 2}}])
+    expect(0, "slurm", cfg, "--dry-run", named=["#SBATCH --gres=gpu:3", "#SBATCH --gres=gpu:2"])
+
+
 def test_judge_that_cannot_see_is_refused_before_generating(world, expect):
     cfg = world.config(judges=[{"name": "judge", "path": "models/judge", "vision": False, "sees_image": True}])
     expect(1, "run", "--config", cfg, named=["run.yaml:", "judges.0.sees_image: this judge has vision: false, "
