@@ -74,8 +74,9 @@ def _wait_until_gone(run_dir: Path, timeout: float) -> None:
     ids = {j["job_id"] for j in _submission(run_dir).values()}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        queued = subprocess.run(["squeue", "-h", "-o", "%F"], capture_output=True, text=True, timeout=30).stdout
-        if not ids & set(queued.split()):
+        # A busy slurmctld can time out a query: squeue then fails and prints no job at all.
+        res = subprocess.run(["squeue", "-h", "-o", "%F"], capture_output=True, text=True, timeout=60)
+        if res.returncode == 0 and not ids & set(res.stdout.split()):
             return
         time.sleep(0.5)
     raise AssertionError(f"jobs {sorted(ids)} still queued after {timeout} s\n{_logs(run_dir)}")
