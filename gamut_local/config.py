@@ -80,7 +80,8 @@ class EngineArgs(_Config):
     """Passed to the engine; None means the engine's default."""
 
     tensor_parallel_size: int = Field(default=1, ge=1, description=(
-        "GPUs one copy of the model is split over (vLLM tensor parallelism); a 235B model needs 8."))
+        "GPUs one copy of the model is split over (vLLM tensor parallelism); a 235B model needs 8. "
+        "Must divide the model's attention heads (checked before anything loads)."))
     max_model_len: int | None = Field(default=None, ge=1, examples=[16384], description=(
         "Longest prompt + output in tokens; lower it to fit a GPU's memory. Unset: the model's own."))
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description=(

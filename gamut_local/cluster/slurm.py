@@ -37,6 +37,7 @@ from pathlib import Path
 from gamut_local.cluster.fit import cluster_nodes, misfits, requests
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
 from gamut_local.data.records import answered_systems, load_answers
+from gamut_local.engines import model_problem, tensor_parallel_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.layout import check_name
 from gamut_local.rundir.paths import inside, run_dir_problems
@@ -368,12 +369,15 @@ def check_engine_inputs(spec: RunSpec, *, dataset: bool = True) -> list[Problem]
     every image of the dataset. A broken image or a missing folder fails here, not in the queue."""
     from gamut_local.data.dataset import load_questions
 
-    problems = [p for m in [*spec.models, *spec.judges] if (p := resolve_model_path(m)[1])]
+    problems = [p for m in [*spec.models, *spec.judges] if (p := model_problem(m))]
     for j in spec.judges:  # the weights a judge server job serves
         if j.server is not None and j.server.serve:
-            p = resolve_model_path(j.model_copy(update={"path": j.server.serve, "backend": "vllm", "server": None}))[1]
+            served = j.model_copy(update={"path": j.server.serve, "backend": "vllm", "server": None})
+            path, p = resolve_model_path(served)
             if p is not None:
                 problems.append(Problem(j.source, None, "server.serve", p.message))
+            elif path and (p := tensor_parallel_problem(served, path)) is not None:
+                problems.append(p)
     try:
         if dataset:
             load_questions(spec.dataset, check_images=True)

@@ -80,6 +80,45 @@ def is_multimodal(path: str) -> bool:
     return False
 
 
+def attention_heads(path: str) -> int | None:
+    """The model's attention heads as its config.json gives them (the language model's, in a
+    vision-language model's `text_config` or `llm_config`); None where it does not say."""
+    try:
+        config = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    for part in (config, config.get("text_config"), config.get("llm_config")):
+        heads = part.get("num_attention_heads") if isinstance(part, dict) else None
+        if isinstance(heads, int) and heads > 0:
+            return heads
+    return None
+
+
+def tensor_parallel_problem(spec: ModelSpec, path: str) -> Problem | None:
+    """vLLM splits a model's attention heads evenly over its tensor-parallel ranks and refuses
+    a size that does not divide them, but only once the engine starts (an internal error, after
+    a job has waited in the queue); read off config.json, it is an input error before anything loads."""
+    tp = spec.engine.tensor_parallel_size
+    heads = attention_heads(path) if tp > 1 and spec.backend in ("vllm", "auto") else None
+    if heads is None or heads % tp == 0:
+        return None
+    sizes = ", ".join(str(n) for n in range(1, heads + 1) if heads % n == 0 and n <= 16)
+    return spec.problem("engine.tensor_parallel_size", f"{tp} does not divide the model's {heads} attention heads "
+                        f"(num_attention_heads in {Path(path) / 'config.json'}); vLLM splits the heads evenly "
+                        f"over the tensor-parallel GPUs: use one of {sizes}")
+
+
+def model_problem(spec: ModelSpec) -> Problem | None:
+    """What would stop this model's engine, found before anything loads: a missing folder (or
+    an uncached hub id), or a tensor-parallel size its attention heads cannot be split by."""
+    path, problem = resolve_model_path(spec)
+    if problem is None and path is not None:
+        problem = tensor_parallel_problem(spec, path)
+    return problem
+
+
 def pick_backend(spec: ModelSpec, path: str | None = None) -> str:
     """`auto`: vLLM when installed, else transformers. vLLM's image path needs torchvision;
     scripts/setup_engines.sh installs one that imports on CPU and GPU alike, so a vision model
@@ -102,6 +141,9 @@ def load_engine(spec: ModelSpec) -> Engine:
 
         return OpenAIEngine(spec)
     path, problem = resolve_model_path(spec)
+    if problem is not None:
+        raise InputError([problem])
+    problem = tensor_parallel_problem(spec, path)
     if problem is not None:
         raise InputError([problem])
     backend = pick_backend(spec, path)
@@ -222,4 +264,5 @@ def load_and_close(spec):
 
 __all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
            "STRUCTURED_CHOICE", "engine_build", "image_capacity", "is_multimodal", "judge_identity",
-           "load_and_close", "load_engine", "pick_backend", "reasoning_problem", "vllm_available"]
+           "load_and_close", "load_engine", "model_problem", "pick_backend", "reasoning_problem",
+           "tensor_parallel_problem", "vllm_available"]

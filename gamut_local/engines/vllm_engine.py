@@ -58,6 +58,8 @@ THINKING_END_ROOM = 16
 
 
 SMALL_CPU_COUNT = 4  # at most this many cores: bind vLLM's threads to all of them
+_BIND_VAR = "VLLM_CPU_OMP_THREADS_BIND"
+_USER_BIND = os.environ.get(_BIND_VAR)  # as this process was started, before any engine set it
 
 
 def _cpus() -> list[int]:
@@ -65,6 +67,19 @@ def _cpus() -> list[int]:
         return sorted(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         return list(range(os.cpu_count() or 1))
+
+
+def _numa_nodes() -> int:
+    return len(list(Path("/sys/devices/system/node").glob("node[0-9]*"))) or 1
+
+
+def cpu_binding(cpus: list[int], ranks: int) -> str | None:
+    """VLLM_CPU_OMP_THREADS_BIND giving each of `ranks` tensor-parallel ranks an equal share of
+    `cpus` ("0,1" for one rank, "0|1" for two); None when there are fewer cores than ranks."""
+    share = len(cpus) // ranks
+    if share == 0:
+        return None
+    return "|".join(",".join(map(str, cpus[r * share:(r + 1) * share])) for r in range(ranks))
 
 
 def _folder_pixel_caps(path: str) -> tuple[int | None, int | None]:
@@ -268,11 +283,20 @@ class VllmEngine:
         on_cpu = current_platform.is_cpu()
         if on_cpu:
             # vLLM's automatic binding keeps a core for its scheduler, which on a 2-core
-            # machine halves throughput; there, bind the model's threads to every core we
-            # may use. Larger machines keep vLLM's NUMA/SMT-aware automatic binding.
-            cpus = _cpus()
-            if spec.engine.tensor_parallel_size == 1 and len(cpus) <= SMALL_CPU_COUNT:
-                os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, cpus)))
+            # machine halves throughput, and gives each tensor-parallel rank a NUMA node of
+            # its own, refusing to start where there are fewer; there, bind the model's
+            # threads to every core we may use, split evenly over the ranks. Other machines
+            # keep vLLM's NUMA/SMT-aware automatic binding.
+            # A binding the user set wins; ours is set per engine (the next one in this
+            # process may have another tensor-parallel size).
+            cpus, tp = _cpus(), spec.engine.tensor_parallel_size
+            if _USER_BIND is None:
+                small = len(cpus) <= SMALL_CPU_COUNT or _numa_nodes() < tp
+                bind = cpu_binding(cpus, tp) if small else None
+                if bind:
+                    os.environ[_BIND_VAR] = bind
+                else:
+                    os.environ.pop(_BIND_VAR, None)
             if spec.engine.kv_cache_memory_bytes is not None:
                 # vllm-cpu lets this legacy variable override the explicit setting.
                 os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)

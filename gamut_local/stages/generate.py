@@ -20,10 +20,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.config import ModelSpec, RunSpec, resolve_model_path
+from gamut_local.config import ModelSpec, RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, image_sha256, load_image
-from gamut_local.engines import load_and_close
+from gamut_local.engines import load_and_close, model_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.candidate import candidate_conversation
 from gamut_local.reporting.progress import progress_bars
@@ -76,7 +76,7 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
     problems = run_dir_problems(spec.output_dir, {"dataset": [spec.dataset]}, spec.source)
     for m in models:
         check_name(m.name, "models", m.source)
-        _, problem = resolve_model_path(m)
+        problem = model_problem(m)
         if problem:
             problems.append(problem)
     if problems:

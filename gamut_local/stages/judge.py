@@ -26,11 +26,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.config import JudgeSpec, RunSpec, resolve_model_path
+from gamut_local.config import JudgeSpec, RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
 from gamut_local.data.verdict_io import adopt_jsonl
-from gamut_local.engines import judge_identity, load_and_close
+from gamut_local.engines import judge_identity, load_and_close, model_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
 from gamut_local.reporting.progress import progress_bars
@@ -280,7 +280,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
                                 spec.source)
     for j in judges:
         check_name(j.name, "judges", j.source)
-        _, problem = resolve_model_path(j)
+        problem = model_problem(j)
         if problem:
             problems.append(problem)
     if problems:

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.config import RunSpec, load_run_config, resolve_model_path
+from gamut_local.config import RunSpec, load_run_config
 from gamut_local.data.consistency import table_problems
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import load_answers
 from gamut_local.data.verdict_table import read_verdicts
-from gamut_local.engines import load_engine, pick_backend
+from gamut_local.engines import load_engine, model_problem, pick_backend
 from gamut_local.errors import InputError
 from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.layout import check_chunk_size, parse_shard
@@ -68,7 +68,7 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
         if verdicts is not None:
             problems += table_problems(verdicts, questions)
     for m in [*spec.models, *spec.judges]:
-        _, problem = resolve_model_path(m)
+        problem = model_problem(m)
         if problem:
             problems.append(problem)
     if spec.calibration is not None and importlib.util.find_spec("ppi_py") is None:

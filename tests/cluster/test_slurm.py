@@ -1,6 +1,6 @@
 """The SLURM job graph: rendered scripts, a fake `sbatch` on PATH, dependencies and resume.
 
-`sbatch`/`squeue` cannot run here, so small stand-ins written into tmp_path record what they
+`sbatch`/`squeue` cannot run here, so small stand-ins (conftest.py's `fake_site`) record what they
 are given and print job ids the way `sbatch --parsable` does. The job scripts themselves are
 real: they pass `bash -n`, and one is executed with bash (with a stand-in launcher in place
 of `gamut-local`) to check the array index -> (variant, shard) mapping and the done marker.
@@ -26,61 +26,21 @@ from gamut_local.testing import processes
 ROOT = PROJECT_ROOT
 BASH = shutil.which("bash")
 
-FAKE_SBATCH = f"""#!{sys.executable}
-import json, os, sys
-log = os.environ["FAKE_SBATCH_LOG"]
-calls = open(log).read().splitlines() if os.path.exists(log) else []
-if os.environ.get("FAKE_SBATCH_FAIL_AT") == str(len(calls)):
-    sys.stderr.write("sbatch: error: Batch job submission failed: Invalid account\\n")
-    sys.exit(1)
-script = sys.argv[-1]
-with open(log, "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "script": open(script).read()}}) + "\\n")
-print(f"{{5000 + len(calls)}};cluster-a")
-"""
-
 FAKE_SQUEUE = f"""#!{sys.executable}
 import os
 print("\\n".join(os.environ.get("FAKE_SQUEUE_IDS", "").split()))
 """
 
-FAKE_LAUNCHER = f"""#!{sys.executable}
-import json, os, sys
-with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {{k: os.environ.get(k) for k in (
-        "HF_HUB_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD", "TMPDIR", "VLLM_CACHE_ROOT",
-        "GAMUT_TEST_SETUP", "CUDA_VISIBLE_DEVICES")}}}}) + "\\n")
-sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
-"""
-
-
-# A site's GPU partition as `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` prints it (the request check).
-FAKE_SINFO = """#!/bin/bash
-printf 'gpu-01|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\ngpu-02|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\n'
-printf 'cpu-01|short*|32|128000|(null)|4:00:00\\n'
-"""
-
-
-def _exe(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o755)
-    return path
+# The site's nodes (the request check): two GPU nodes, one CPU node in the default partition.
+NODES = ("gpu-01|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00", "gpu-02|gpu|64|512000|gpu:h100:4(S:0-1)|2-00:00:00",
+         "cpu-01|short*|32|128000|(null)|4:00:00")
 
 
 @pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """A fake sbatch/squeue on PATH and a run config with three models and two judges."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    _exe(bin_dir / "sbatch", FAKE_SBATCH)
-    _exe(bin_dir / "sinfo", FAKE_SINFO)
-    launcher = _exe(bin_dir / "fake-gamut", FAKE_LAUNCHER)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
-    monkeypatch.setenv("FAKE_LAUNCHER_LOG", str(tmp_path / "launcher.log"))
-    (tmp_path / "data.jsonl").write_text(json.dumps({
-        "question_id": "q1", "domain": "d", "question": "What is this?",
-        "checks": [{"check_id": "c1", "text": "The response says it is a cat.", "tier": "answer_critical"}]}) + "\n")
+def cluster(fake_site, tmp_path):
+    """A fake sbatch/sinfo on PATH and a run config with three models and two judges."""
+    fake_site.partitions(*NODES)
+    launcher = fake_site.launcher
     (tmp_path / "ref.jsonl").write_text(
         json.dumps({"question_id": "q1", "model": "reference", "variant": "multimodal", "response": "r"}) + "\n")
     # A submission checks every model folder first: empty ones with a config.json stand in.
@@ -233,7 +193,7 @@ def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
     assert _calls(tmp_path) == []
 
 
-def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
+def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, fake_site, tmp_path):
     if BASH is None:
         pytest.skip("bash not installed")
     job = next(j for j in prepare(cluster).jobs if j.key == "generate.big")
@@ -245,13 +205,13 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
     # 60 s here and below: a job script against stand-ins on PATH, no model.
     res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 0, res.stderr
-    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    (call,) = fake_site.launches()
     assert call["argv"] == ["generate", "--config", str(cluster.resolve()), "--model", "big",
                             "--variant", "text_only", "--shard", "1/3"]
     task_tmp = str(tmp_path / "scratch" / "gamut-77-4")
     assert call["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
                            "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes",
-                           "CUDA_VISIBLE_DEVICES": None}
+                           "CUDA_VISIBLE_DEVICES": None, "GAMUT_SERVER_URL": None}
     assert not Path(task_tmp).exists()  # per-task scratch is removed on exit
     done = tmp_path / "run" / "slurm" / "done"
     assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
@@ -264,9 +224,9 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, tmp_path):
     assert [j.pending for j in prepare(cluster).jobs if j.key == "generate.big"] == [[0, 1, 2, 3, 5]]
 
 
-def test_queued_jobs_block_a_second_submission(cluster, tmp_path, monkeypatch):
+def test_queued_jobs_block_a_second_submission(cluster, fake_site, tmp_path, monkeypatch):
     submit(prepare(cluster), echo=lambda s: None)
-    _exe(tmp_path / "bin" / "squeue", FAKE_SQUEUE)
+    fake_site.add("squeue", FAKE_SQUEUE)
     monkeypatch.setenv("FAKE_SQUEUE_IDS", "5003 99999")
     with pytest.raises(InputError) as e:
         submit(prepare(cluster), echo=lambda s: None)
@@ -343,7 +303,7 @@ def test_a_dry_run_checks_model_folders_as_a_submission_does(gamut, cluster, tmp
         assert "#!/bin/bash" not in res.output and _calls(tmp_path) == []
 
 
-def test_a_job_script_works_from_any_submission_directory(cluster, tmp_path, monkeypatch):
+def test_a_job_script_works_from_any_submission_directory(cluster, fake_site, tmp_path, monkeypatch):
     """Scripts cd to the folder they were rendered in, so a relative setup line (`source
     .venv/bin/activate`) means the same when sbatch runs somewhere else."""
     if BASH is None:
@@ -363,7 +323,7 @@ def test_a_job_script_works_from_any_submission_directory(cluster, tmp_path, mon
     env = {**os.environ, "SLURM_ARRAY_TASK_ID": "0", "TMPDIR": str(elsewhere)}
     res = processes.run([BASH, str(script)], cwd=elsewhere, env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 0, res.stderr
-    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    (call,) = fake_site.launches()
     assert call["cwd"] == str(project) and call["env"]["GAMUT_TEST_SETUP"] == "from-the-project"
 
 
@@ -415,7 +375,7 @@ with open(os.environ["FAKE_RAY_LOG"], "a") as f:
 """
 
 
-def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
+def test_the_ray_script_gives_each_node_its_own_address(cluster, fake_site, tmp_path):
     """judge-ray.sbatch run with stand-ins for scontrol, srun, hostname, ray and python: every
     node's `ray start` gets that node's address as --node-ip-address and VLLM_HOST_IP, Ray a
     short temp dir, and the judge (on the head) the head's address."""
@@ -424,12 +384,11 @@ def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
     job = next(j for j in prepare(cluster).jobs if "ray start" in j.script)
     script = tmp_path / "judge-ray.sh"
     script.write_text(job.script)
-    bin_dir = tmp_path / "bin"
-    _exe(bin_dir / "scontrol", "#!/bin/bash\nprintf 'node-a\\nnode-b\\n'\n")
-    _exe(bin_dir / "srun", FAKE_SRUN)
-    _exe(bin_dir / "hostname", FAKE_HOSTNAME)
-    _exe(bin_dir / "ray", FAKE_RAY)
-    _exe(bin_dir / "python", "#!/bin/bash\necho 2\n")  # the Ray cluster's live node count
+    fake_site.add("scontrol", "#!/bin/bash\nprintf 'node-a\\nnode-b\\n'\n")
+    fake_site.add("srun", FAKE_SRUN)
+    fake_site.add("hostname", FAKE_HOSTNAME)
+    fake_site.add("ray", FAKE_RAY)
+    fake_site.add("python", "#!/bin/bash\necho 2\n")  # the Ray cluster's live node count
     env = {**os.environ, "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "12345",
            "SLURM_JOB_NODELIST": "node-[a-b]", "TMPDIR": str(tmp_path), "GAMUT_RAY_HEAD_WAIT": "0",
            "FAKE_RAY_LOG": str(tmp_path / "ray.log"), "FAKE_NODE": "node-a"}
@@ -442,7 +401,7 @@ def test_the_ray_script_gives_each_node_its_own_address(cluster, tmp_path):
     assert "--head" in head["argv"] and "--node-ip-address=10.0.0.1" in head["argv"]
     assert "--address=10.0.0.1:32345" in worker["argv"] and "--node-ip-address=10.0.0.2" in worker["argv"]
     assert all(s["RAY_TMPDIR"] == "/tmp/ray-12345" for s in starts) and "--temp-dir=/tmp/ray-12345" in head["argv"]
-    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    (call,) = fake_site.launches()
     assert call["argv"][:1] == ["judge"] and call["argv"][-2:] == ["--shard", "1/2"]
 
 
@@ -497,13 +456,12 @@ def test_the_default_requests_fit_a_common_gpu_node(tmp_path):
     assert misfits(requests(build_graph(spec, cfg), spec.slurm), nodes, None) == []
 
 
-def test_dependants_that_can_never_start_are_cancelled_before_a_resubmission(cluster, tmp_path, monkeypatch):
+def test_dependants_that_can_never_start_are_cancelled_before_a_resubmission(cluster, fake_site, tmp_path, monkeypatch):
     """Without kill_invalid_depend (SLURM's default) the jobs after a failed task stay PENDING
     forever; a resubmission cancels them (it replaces them) but still refuses over live work."""
     submit(prepare(cluster), echo=lambda s: None)
-    bin_dir = tmp_path / "bin"
-    _exe(bin_dir / "squeue", f"#!/bin/sh\nprintf '5015|DependencyNeverSatisfied\\n5016|Dependency\\n5016|Dependency\\n'\n")
-    _exe(bin_dir / "scancel", f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.log\n")
+    fake_site.add("squeue", "#!/bin/sh\nprintf '5015|DependencyNeverSatisfied\\n5016|Dependency\\n5016|Dependency\\n'\n")
+    fake_site.add("scancel", f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.log\n")
     lines = []
     with pytest.raises(InputError) as e:
         submit(prepare(cluster), echo=lines.append)
@@ -540,7 +498,7 @@ def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypa
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
 
 
-def test_a_job_given_gpus_that_are_not_gpus_stops_unless_it_says_it_runs_on_cpu(cluster, tmp_path):
+def test_a_job_given_gpus_that_are_not_gpus_stops_unless_it_says_it_runs_on_cpu(cluster, fake_site, tmp_path):
     """Fake GPUs (a test cluster's gres on /dev/null) set CUDA_VISIBLE_DEVICES like real ones:
     the job stops with a message naming them, before any engine; GAMUT_FAKE_GPUS=1 clears them."""
     if BASH is None or Path("/dev/nvidia0").exists() or Path("/dev/kfd").exists():
@@ -552,9 +510,9 @@ def test_a_job_given_gpus_that_are_not_gpus_stops_unless_it_says_it_runs_on_cpu(
            "CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_GPUS": "0"}
     res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 2 and "was given GPUs (CUDA_VISIBLE_DEVICES=0)" in res.stderr
-    assert "export GAMUT_FAKE_GPUS=1" in res.stderr and not (tmp_path / "launcher.log").exists()
+    assert "export GAMUT_FAKE_GPUS=1" in res.stderr and not fake_site.launches()
     res = processes.run([BASH, str(script)], env={**env, "GAMUT_FAKE_GPUS": "1"}, timeout=60,
                         waiting_for="the job script")
     assert res.returncode == 0, res.stderr
-    (call,) = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+    (call,) = fake_site.launches()
     assert call["env"]["CUDA_VISIBLE_DEVICES"] is None

@@ -2,7 +2,7 @@
 CPU, and a judge whose `server.serve` names weights gets a server job (`vllm serve` with the
 judge's engine settings) that hands its address to the arrays, which start once it has started.
 
-`sbatch` cannot run here: a stand-in records what it is given (as in test_slurm.py). The job
+`sbatch` cannot run here: a stand-in records what it is given (conftest.py's `fake_site`). The job
 scripts are real and run with bash; the server's `vllm serve` is replaced by a small HTTP
 server answering /health (the real one is started in tests/engines/test_openai_vllm.py), and
 the rendered `vllm serve` flags are parsed by the installed vLLM's own argument parser."""
@@ -22,22 +22,6 @@ import yaml
 from gamut_local.cluster.slurm import dry_run_text, prepare, serve_command, server_url_file, submit
 from gamut_local.config import load_run_config
 from gamut_local.testing import processes
-
-FAKE_SBATCH = f"""#!{sys.executable}
-import json, os, sys
-log = os.environ["FAKE_SBATCH_LOG"]
-calls = open(log).read().splitlines() if os.path.exists(log) else []
-with open(log, "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "script": open(sys.argv[-1]).read()}}) + "\\n")
-print(5000 + len(calls))
-"""
-
-# `gamut-local` in the client job: records the address it was handed.
-FAKE_LAUNCHER = f"""#!{sys.executable}
-import json, os, sys
-with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "url": os.environ.get("GAMUT_SERVER_URL")}}) + "\\n")
-"""
 
 # `python` in the server job: `-m vllm.entrypoints.openai.api_server ... --port N` becomes a
 # server answering /health on that port (after a moment, as a loading model would); anything
@@ -62,32 +46,15 @@ HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), H).serve_forever(
 """
 
 
-# A site's partitions as `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` prints them (the request check).
-FAKE_SINFO = """#!/bin/bash
-printf 'gpu-01|gpu*|64|512000|gpu:h100:4(S:0-1)|2-00:00:00\\n'
-"""
-
-
-def _exe(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(0o755)
-    return path
+# The site's one GPU node, in the default partition (the request check).
+NODE = "gpu-01|gpu*|64|512000|gpu:h100:4(S:0-1)|2-00:00:00"
 
 
 @pytest.fixture
-def served(tmp_path, monkeypatch):
+def served(fake_site, tmp_path):
     """A run config with one candidate, a judge the run serves and one served elsewhere."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    _exe(bin_dir / "sbatch", FAKE_SBATCH)
-    _exe(bin_dir / "sinfo", FAKE_SINFO)
-    launcher = _exe(bin_dir / "fake-gamut", FAKE_LAUNCHER)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SBATCH_LOG", str(tmp_path / "sbatch.log"))
-    monkeypatch.setenv("FAKE_LAUNCHER_LOG", str(tmp_path / "launcher.log"))
-    (tmp_path / "data.jsonl").write_text(json.dumps({
-        "question_id": "q1", "domain": "d", "question": "What is this?",
-        "checks": [{"check_id": "c1", "text": "The response says it is a cat.", "tier": "answer_critical"}]}) + "\n")
+    fake_site.partitions(NODE)
+    launcher = fake_site.launcher
     for name, config in (("small", {}), ("qwen-vl-big", {"model_type": "qwen3_vl", "vision_config": {"depth": 27}})):
         (tmp_path / "models" / name).mkdir(parents=True)
         (tmp_path / "models" / name / "config.json").write_text(json.dumps(config))
@@ -155,12 +122,12 @@ def test_the_graph_has_a_server_job_and_cpu_client_arrays_that_start_after_it(se
     assert "judge.big.server" not in again and not any(k.startswith("judge.big.") for k in again)
 
 
-def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are_done(served, tmp_path, monkeypatch):
+def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are_done(served, fake_site, tmp_path,
+                                                                                       monkeypatch):
     """The rendered scripts, run with bash: the server script starts the (stand-in) server,
     writes its address once /health answers; a client task waits for it, runs the judge with
     GAMUT_SERVER_URL set to it and marks its shard done; the server leaves when all are done."""
-    bin_dir = tmp_path / "bin"
-    _exe(bin_dir / "python", FAKE_PYTHON)
+    fake_site.add("python", FAKE_PYTHON)
     monkeypatch.setenv("FAKE_SERVE_LOG", str(tmp_path / "serve.log"))
     sub = prepare(served)
     jobs = {j.key: j for j in sub.jobs}
@@ -181,10 +148,10 @@ def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are
                     res = processes.run(["bash", "-c", jobs[key].script], env={**env, "SLURM_ARRAY_TASK_ID": str(shard)},
                                         cwd=tmp_path, timeout=120, waiting_for="a client task")
                     assert res.returncode == 0, res.stdout + res.stderr
-            calls = [json.loads(x) for x in (tmp_path / "launcher.log").read_text().splitlines()]
+            calls = fake_site.launches()
             url = url_file.read_text().strip()
             assert url.startswith("http://") and url.endswith("/v1")
-            assert len(calls) == 4 and all(c["url"] == url and c["argv"][0] == "judge" for c in calls)
+            assert len(calls) == 4 and all(c["env"]["GAMUT_SERVER_URL"] == url and c["argv"][0] == "judge" for c in calls)
             server.wait(timeout=120)
         finally:
             processes.kill_session(server.pid)  # the stand-in server, however the test ends

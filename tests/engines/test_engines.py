@@ -117,6 +117,18 @@ def test_label_readout_on_smollm2_tokenizer(smollm2_dir):
         label_readout_for(tok, ["meets", "meets"])
 
 
+def test_tensor_parallel_ranks_each_get_their_share_of_a_small_machines_cores():
+    """vLLM's automatic CPU binding wants a NUMA node per rank (one-node machines refuse TP 2);
+    tests/engines/test_vllm_tensor_parallel.py runs two ranks on this binding."""
+    from gamut_local.engines.vllm_engine import cpu_binding
+
+    assert cpu_binding([0, 1], 1) == "0,1"
+    assert cpu_binding([0, 1], 2) == "0|1"
+    assert cpu_binding([0, 1, 2, 3], 2) == "0,1|2,3"
+    assert cpu_binding([4, 5, 6], 2) == "4|5"
+    assert cpu_binding([3], 2) is None  # fewer cores than ranks: vLLM decides (and says why)
+
+
 def test_vllm_engine_kwargs_from_config(smollm2_dir, tiny_qwen3_vl_dir):
     from gamut_local.engines.vllm_engine import (
         CPU_DEFAULT_KV_CACHE_BYTES,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import time
 
 import pytest
@@ -222,6 +223,46 @@ def test_run_checks_extra_verdicts_against_the_dataset_before_generating(world, 
 def test_run_checks_the_judge_model_folder_before_the_candidate_loads(world, expect):
     cfg = world.config(judges=[{"name": "judge", "path": "nothere"}])
     expect(1, "run", "--config", cfg, named=["run.yaml", "path", "model folder not found"], loads=0)
+
+
+def _heads(world, monkeypatch, cand: int, judge: int) -> None:
+    """Model folders with these attention heads: the candidate's in its config.json, the judge's
+    in a vision-language model's `text_config`. And no SLURM controller answering `sinfo`, so
+    `slurm` does not check the requests against a local cluster's nodes first."""
+    bin_dir = world.root.parent / f"{world.root.name}-bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text("#!/bin/sh\necho 'Unable to contact slurm controller' >&2\nexit 1\n")
+    (bin_dir / "sinfo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    (world.root / "models" / "cand" / "config.json").write_text(
+        json.dumps({"architectures": ["Fake"], "num_attention_heads": cand}))
+    (world.root / "models" / "judge" / "config.json").write_text(
+        json.dumps({"architectures": ["Fake"], "text_config": {"num_attention_heads": judge}}))
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["run", "--config", "{cfg}"], ["models.0.engine.tensor_parallel_size: 2 does not divide the model's 9 attention heads",
+                                    "judges.0.engine.tensor_parallel_size: 4 does not divide the model's 6 attention heads"]),
+    (["generate", "--config", "{cfg}"], ["models.0.engine.tensor_parallel_size: 2", "9 attention heads"]),
+    (["judge", "--config", "{cfg}"], ["judges.0.engine.tensor_parallel_size: 4", "6 attention heads"]),
+    (["slurm", "{cfg}", "--dry-run"], ["models.0.engine.tensor_parallel_size: 2", "judges.0.engine.tensor_parallel_size: 4"]),
+])
+def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused_before_anything_loads(world, expect, monkeypatch,
+                                                                                                argv, named):
+    """vLLM refuses it only once the engine starts (an internal error, after the queue)."""
+    _heads(world, monkeypatch, cand=9, judge=6)
+    cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False, "engine": {"tensor_parallel_size": 2}}],
+                       judges=[{"name": "judge", "path": "models/judge", "engine": {"tensor_parallel_size": 4}}])
+    out = expect(1, *[str(cfg) if a == "{cfg}" else a for a in argv], named=["run.yaml:", *named], loads=0)
+    assert "use one of 1, 3, 9" in out or "use one of 1, 2, 3, 6" in out
+    assert not (world.run_dir / "answers").exists()
+
+
+def test_a_tensor_parallel_size_that_divides_the_heads_is_accepted(world, expect, monkeypatch):
+    _heads(world, monkeypatch, cand=9, judge=6)
+    cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False, "engine": {"tensor_parallel_size": 3}}],
+                       judges=[{"name": "judge", "path": "models/judge", "engine": {"tensor_parallel_size": 2}}])
+    expect(0, "slurm", cfg, "--dry-run", named=["#SBATCH --gres=gpu:3", "#SBATCH --gres=gpu:2"])
 
 
 def test_judge_that_cannot_see_is_refused_before_generating(world, expect):
