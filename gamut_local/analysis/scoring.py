@@ -336,8 +336,12 @@ class Coded:
 
     @classmethod
     def of(cls, column) -> Coded:
+        """A column as Coded: as it is, from a (codes, values) pair (`data.arrow.codes`), or
+        coded from its strings."""
         if isinstance(column, Coded):
             return column
+        if isinstance(column, tuple) and len(column) == 2 and isinstance(column[0], np.ndarray):
+            return cls(*column)
         values, codes = np.unique(np.asarray(column, dtype=object), return_inverse=True)
         return cls(codes.ravel(), list(values))
 

@@ -30,7 +30,8 @@ def floats(array) -> np.ndarray:
     """A numeric pyarrow array as float64, NaN where null."""
     import pyarrow as pa
 
-    out = values(array.cast(pa.float64()), np.float64)
+    # A cast imports pyarrow.compute (0.1 s): only where the type is not float64 already.
+    out = values(array if array.type == pa.float64() else array.cast(pa.float64()), np.float64)
     return out if array.null_count == 0 else np.where(valid(array), out, np.nan)
 
 
@@ -38,7 +39,8 @@ def codes(array) -> tuple[np.ndarray, list[str]]:
     """(codes, dictionary) of a pyarrow dictionary array of strings, code -1 where null."""
     import pyarrow as pa
 
-    got = np.where(valid(array), values(array.indices.cast(pa.int32()), np.int32), -1)
+    indices = array.indices if array.indices.type == pa.int32() else array.indices.cast(pa.int32())
+    got = np.where(valid(array), values(indices, np.int32), -1)
     return got.astype(np.int32), array.dictionary.to_pylist()
 
 
@@ -78,3 +80,30 @@ def dictionary(indices: np.ndarray, items: list[str]):
     return pa.DictionaryArray.from_buffers(pa.dictionary(pa.int32(), pa.string()), len(indices),
                                            [bitmap, pa.py_buffer(np.maximum(indices, 0))],
                                            dictionary=strings(items))
+
+
+def read_columns(path) -> dict:
+    """A Parquet file's columns as numpy, without pandas or pyarrow.compute (0.1 s to import):
+    strings as (codes, dictionary) pairs (`codes`), floats as float64 with NaN for null,
+    booleans as bool, other integers as int64."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as f:
+        strings = [field.name for field in f.schema_arrow if pa.types.is_string(field.type)]
+    # Strings decoded straight into dictionary arrays (Parquet stores them so): no re-encoding.
+    with pq.ParquetFile(path, read_dictionary=strings) as f:
+        table = f.read()
+    cols = {}
+    for name in table.column_names:
+        column = table.column(name).combine_chunks()
+        if pa.types.is_dictionary(column.type):
+            cols[name] = codes(column)
+        elif pa.types.is_floating(column.type):
+            cols[name] = floats(column)
+        elif pa.types.is_boolean(column.type):
+            bits = np.unpackbits(np.frombuffer(column.buffers()[1], dtype=np.uint8), bitorder="little")
+            cols[name] = bits[column.offset:column.offset + len(column)].astype(bool)
+        else:
+            cols[name] = values(column if column.type == pa.int64() else column.cast(pa.int64()), np.int64)
+    return cols

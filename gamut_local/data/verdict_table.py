@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,17 +99,6 @@ def current_record(old: dict) -> dict | None:
     if stat.st_size == old.get("bytes") and stat.st_mtime_ns == old.get("mtime_ns"):
         return dict(old)
     return file_record(path)
-
-
-def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
-    """A dataset file's questions, question_id -> domain, and its input record (all empty or
-    None without a dataset)."""
-    if dataset is None:
-        return [], None, None
-    from gamut_local.data.dataset import load_questions
-
-    questions = load_questions(Path(dataset), check_images=False)
-    return questions, {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
 
 
 # ---------------------------------------------------------------- the reference path
@@ -290,7 +280,8 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     at = 0
     for codes, values in pairs:
         lookup = np.array([index[v] for v in values] + [-1], dtype=dtype)
-        np.take(lookup, codes, out=out[at:at + len(codes)])  # code -1 picks the appended -1
+        # Code -1 wraps to the appended -1. (mode "raise", the default, copies `out` first.)
+        np.take(lookup, codes, out=out[at:at + len(codes)], mode="wrap")
         at += len(codes)
     return out, dictionary
 
@@ -333,21 +324,22 @@ def store_files(paths) -> list[Path]:
     return out
 
 
-def store_columns(path: Path) -> FileColumns:
+def store_columns(path: Path, probs: bool = True) -> FileColumns:
     """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
-    when written; only the schema version is checked (`rundir.verdict_store`)."""
+    when written; only the schema version is checked (`rundir.verdict_store`). Without
+    `probs` the four probability columns (a third of the decoding) are not read: NaN."""
     from gamut_local.data import arrow
 
     names = [*STRING_FIELDS, *IDENTITY_FIELDS]
-    table = verdict_store.read_files([path], [*names, *verdict_store.PROB_COLUMNS])
+    table = verdict_store.read_files([path], [*names, *(verdict_store.PROB_COLUMNS if probs else ())])
     table = table.unify_dictionaries().combine_chunks()
-    probs = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
+    out = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
     if not table.num_rows:
-        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, probs, file_record(path))
+        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, out, file_record(path))
     codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
-    for k, name in enumerate(verdict_store.PROB_COLUMNS):
-        probs[:, k] = arrow.floats(table.column(name).chunk(0))
-    return FileColumns(codes, probs, file_record(path))
+    for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
+        out[:, k] = arrow.floats(table.column(name).chunk(0))
+    return FileColumns(codes, out, file_record(path))
 
 
 def _jsonl_columns(paths: list[Path]) -> list[FileColumns]:
@@ -369,20 +361,20 @@ def _jsonl_columns(paths: list[Path]) -> list[FileColumns]:
     return out
 
 
-def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "off") -> VerdictTable:
+def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
-    (see the module docstring). `on_file(path)` is called after each file (a progress bar);
-    `cache` is accepted and ignored (there is none). Raises InputError with the strict
-    reader's own FILE:LINE messages."""
+    (see the module docstring); `probs=False`: the store's probability columns are not read
+    (NaN), for readers that never look at them. Store files are read side by side (pyarrow
+    lets go of the GIL). Raises InputError with the strict reader's own FILE:LINE messages."""
+    from concurrent.futures import ThreadPoolExecutor
+
     paths = store_files(paths)
     jsonl = [p for p in paths if not verdict_store.is_store(p)]
-    from_jsonl = dict(zip(jsonl, _jsonl_columns(jsonl))) if jsonl else {}
-    parts = []
-    for path in paths:
-        parts.append(from_jsonl[path] if path in from_jsonl else store_columns(path))
-        if on_file is not None:
-            on_file(path)
-    table = _table_from_parts(parts, [str(p) for p in paths])
+    columns = dict(zip(jsonl, _jsonl_columns(jsonl))) if jsonl else {}
+    stored = [p for p in paths if p not in columns]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        columns.update(zip(stored, pool.map(lambda p: store_columns(p, probs), stored)))
+    table = _table_from_parts([columns[p] for p in paths], [str(p) for p in paths])
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if len(repeated_keys(table)):

@@ -38,12 +38,11 @@ from gamut_local.reporting.correction import section as correction_section
 from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
+from gamut_local.data.reading import expected_checks, read_verdicts_and_dataset
 from gamut_local.reporting.tables import (
     current_figures,
-    expected_checks,
     read_current_agreement,
     read_current_scores,
-    read_verdicts_and_dataset,
     record_figures,
     tables_digest,
     write_model,

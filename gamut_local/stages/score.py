@@ -29,12 +29,8 @@ from gamut_local.data.verdict_table import (
     table_from_records,
 )
 from gamut_local.errors import InputError, Problem
-from gamut_local.reporting.tables import (
-    expected_checks,
-    read_verdicts_and_dataset,
-    scores_document,
-    write_scores_files,
-)
+from gamut_local.data.reading import expected_checks, read_verdicts_and_dataset
+from gamut_local.reporting.tables import scores_document, write_scores_files
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS
 

@@ -326,7 +326,7 @@ def read_table(files: list[Path]):
     """One group of verdict files through the project's verdict reader."""
     from gamut_local.data.verdict_table import read_verdicts as read_table_files
 
-    return read_table_files(files, cache="off")
+    return read_table_files(files)
 
 
 def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path]) -> tuple[Verdicts, list[str]]:
