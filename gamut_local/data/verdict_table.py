@@ -180,10 +180,11 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
 
 # ---------------------------------------------------------------- checks on the whole table
 
-def check_settings(table: VerdictTable) -> None:
+def check_settings(table: VerdictTable, held: dict[str, tuple[str, str]] | None = None) -> None:
     """One settings hash per judge: verdicts made under two configurations (another prompt,
     other sampling) must not be scored as one judge. The judge stage refuses to append such
-    a mix; this catches files put together by hand."""
+    a mix; this catches files put together by hand. `held`: {judge: (settings hash, where)}
+    of the verdicts a run already holds, which the table's must match (`verdicts import`)."""
     if table.settings_hash is None or not len(table):
         return
     problems = []
@@ -193,17 +194,17 @@ def check_settings(table: VerdictTable) -> None:
         if not len(rows):
             continue
         codes, first = np.unique(table.settings_hash[rows], return_index=True)
-        if len(codes) < 2:
-            continue
         order = np.argsort(first)
-        base = rows[first[order[0]]]
-        for k in order[1:]:
+        base = (held or {}).get(judge) or (table.settings_hashes[codes[order[0]]], _where(table, rows[first[order[0]]]))
+        for k in order:
+            if table.settings_hashes[codes[k]] == base[0]:
+                continue
             row = rows[first[k]]
             problems.append(Problem(
                 table.files[table.file[row]], int(table.line[row]) or None, "settings_hash",
                 f"judge {judge!r} has verdicts made under other settings: "
-                f"{table.settings_hashes[codes[k]]!r} here, {table.settings_hashes[table.settings_hash[base]]!r} "
-                f"at {_where(table, base)}; score one configuration of a judge at a time"))
+                f"{table.settings_hashes[codes[k]]!r} here, {base[0]!r} at {base[1]}; "
+                "score one configuration of a judge at a time"))
     if problems:
         raise InputError(problems)
 
