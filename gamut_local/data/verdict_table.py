@@ -4,9 +4,12 @@
 validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
 (human verdicts, an old run's, a file named on the command line) record by record with the
 strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
-It merges them into one table and makes the checks that span files: no duplicate (question,
+Each file becomes its columns (`FileColumns`: codes into the file's own dictionaries); they
+are merged into one table, and the checks that span files are made: no duplicate (question,
 model, variant, judge, check) key (a human annotator's later verdict replaced the earlier as
 the JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
+`read_verdicts_reference` reads every file, the store's too, record by record: the tests'
+yardstick for the column path, and the source of the duplicate messages.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import numpy as np
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
-from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -101,81 +103,78 @@ def current_record(old: dict) -> dict | None:
     return file_record(path)
 
 
-# ---------------------------------------------------------------- the reference path
+# ---------------------------------------------------------------- one file's columns
 
-def _codes(values: list, dictionary: list[str] | tuple) -> np.ndarray:
-    index = {v: i for i, v in enumerate(dictionary)}
-    return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
+@dataclass
+class FileColumns:
+    """One file's verdicts: per coded field, (codes, dictionary) with code -1 for an absent
+    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent; `input` the file's
+    record (`file_record`; None: not from a file); `line` where each row is (None: row k is
+    line k + 1)."""
 
+    codes: dict[str, tuple[np.ndarray, list[str]]]
+    probs: np.ndarray
+    input: dict | None
+    line: np.ndarray | None = None
 
-def _probs_matrix(rows: list) -> np.ndarray:
-    out = np.full((len(rows), len(JUDGE_LABELS)), np.nan)
-    for i, p in enumerate(rows):
-        if p:
-            for k, label in enumerate(JUDGE_LABELS):
-                if label in p:
-                    out[i, k] = p[label]
-    return out
-
-
-def _hash_text(value) -> str | None:
-    # settings_hash is an extra field: any JSON value; a non-string one is compared as text.
-    return value if value is None or isinstance(value, str) else repr(value)
+    @property
+    def n(self) -> int:
+        return len(self.probs)
 
 
-def _hash_codes(values: list[str | None]) -> tuple[list[str], np.ndarray]:
-    names = sorted({v for v in values if v is not None})
-    code = {v: i for i, v in enumerate(names)}
-    return names, np.array([-1 if v is None else code[v] for v in values], dtype=np.int32)
+def store_columns(path: Path, probs: bool = True) -> FileColumns:
+    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
+    when written; only the schema version is checked (`rundir.verdict_store`). Without
+    `probs` the four probability columns (a third of the decoding) are not read: NaN."""
+    from gamut_local.data import arrow
+
+    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
+    table = verdict_store.read_files([path], [*names, *(verdict_store.PROB_COLUMNS if probs else ())])
+    table = table.unify_dictionaries().combine_chunks()
+    out = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
+    if not table.num_rows:
+        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, out, file_record(path))
+    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
+    for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
+        out[:, k] = arrow.floats(table.column(name).chunk(0))
+    return FileColumns(codes, out, file_record(path))
 
 
-def table_from_records(records: list[dict], files: list[str] | None = None, file=None, line=None,
-                       inputs: list[dict] | None = None) -> VerdictTable:
-    """Code validated verdict dicts (the judge stage's records) into a VerdictTable.
-
-    `file`/`line`: where each record came from (indices into `files`); default: nowhere.
-    """
-    n = len(records)
-    col = {f: [r.get(f, DEFAULT_VARIANT) if f == "variant" else r[f] for r in records] for f in STRING_FIELDS}
-    names = {f: sorted(set(col[f])) for f in ("judge", "model", "question_id", "check_id")}
-    identity = {f: _hash_codes([_hash_text(r.get(f)) for r in records]) for f in IDENTITY_FIELDS}
-    where = (np.zeros(n), np.zeros(n)) if file is None else (file, line)
-    return VerdictTable(
-        judges=names["judge"], models=names["model"], questions=names["question_id"],
-        checks=names["check_id"], files=list(files or ["<verdicts>"]),
-        judge=_codes(col["judge"], names["judge"]), model=_codes(col["model"], names["model"]),
-        variant=_codes(col["variant"], VARIANTS).astype(np.int8),
-        question=_codes(col["question_id"], names["question_id"]),
-        check=_codes(col["check_id"], names["check_id"]),
-        tier=_codes(col["tier"], TIERS).astype(np.int8),
-        verdict=_codes(col["verdict"], VERDICTS).astype(np.int8),
-        probs=_probs_matrix([r.get("probs") for r in records]),
-        file=np.asarray(where[0], dtype=np.int32), line=np.asarray(where[1], dtype=np.int32),
-        **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
-        inputs=list(inputs or []))
+def _value(record: dict, name: str):
+    if name == "variant":
+        return record.get(name, DEFAULT_VARIANT)
+    if name in IDENTITY_FIELDS:  # any JSON value in a caller's dict; a non-string one compared as text
+        value = record.get(name)
+        return value if value is None or isinstance(value, str) else repr(value)
+    return record[name]
 
 
-def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
-    """The record-by-record path: `load_records` validates (every problem as FILE:LINE), then
-    the records are coded. The fast path must give the same table and the same errors."""
-    paths = store_files(paths)
-    records = load_records(paths, Verdict, verdict_key)
-    # Where each record came from, replaying load_records' own order: a human's later verdict
-    # on the same key takes the place of the earlier one (rundir.human).
-    file, line, at = [], [], {}
-    for k, path in enumerate(paths):
-        for no, obj in (verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path)):
-            key = verdict_key(obj)
-            if key in at:
-                file[at[key]], line[at[key]] = k, no
-                continue
-            at[key] = len(file)
-            file.append(k)
-            line.append(no)
-    table = table_from_records(records, [str(p) for p in paths], file, line,
-                               [file_record(p) for p in paths])
-    check_settings(table)
-    return table
+def record_columns(records: list[dict], input: dict | None = None, line=None) -> FileColumns:
+    """Verdict dicts (validated by the strict reader, or a caller's own) as one file's columns."""
+    codes = {}
+    for name in (*STRING_FIELDS, *IDENTITY_FIELDS):
+        values = [_value(r, name) for r in records]
+        names = sorted({v for v in values if v is not None})
+        index = {v: i for i, v in enumerate(names)}
+        codes[name] = (np.fromiter((index.get(v, -1) for v in values), dtype=np.int32, count=len(values)), names)
+    probs = np.full((len(records), len(JUDGE_LABELS)), np.nan)
+    for i, p in enumerate(r.get("probs") for r in records):
+        for k, label in enumerate(JUDGE_LABELS):
+            if p and label in p:
+                probs[i, k] = p[label]
+    return FileColumns(codes, probs, input, None if line is None else np.asarray(line, dtype=np.int32))
+
+
+def _strict_columns(paths: list[Path]) -> list[FileColumns]:
+    """Files through the strict record-by-record reader, together (every problem of every
+    file at once), one FileColumns per file."""
+    where: list[tuple[int, int]] = []
+    records = load_records(paths, Verdict, verdict_key, where=where)
+    rows: list[list[int]] = [[] for _ in paths]
+    for i, (k, _) in enumerate(where):
+        rows[k].append(i)
+    return [record_columns([records[i] for i in r], file_record(p), [where[i][1] for i in r])
+            for p, r in zip(paths, rows)]
 
 
 # ---------------------------------------------------------------- checks on the whole table
@@ -254,23 +253,7 @@ def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
     return out
 
 
-# ---------------------------------------------------------------- the column path
-
-@dataclass
-class FileColumns:
-    """One file's verdicts: per coded field, (codes, dictionary) with code -1 for an absent
-    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent; `input` the file's
-    record (`file_record`); `line` where each row is (None: row k is line k + 1)."""
-
-    codes: dict[str, tuple[np.ndarray, list[str]]]
-    probs: np.ndarray
-    input: dict
-    line: np.ndarray | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.probs)
-
+# ---------------------------------------------------------------- files merged into one table
 
 def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
@@ -287,30 +270,31 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     return out, dictionary
 
 
-def _merge(parts: list[FileColumns], name: str, fixed=None, dtype=np.int32) -> tuple[list, np.ndarray]:
-    codes, dictionary = merge_codes([p.codes[name] for p in parts], fixed, dtype)
-    return dictionary, codes
-
-
-def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:
-    judges, judge = _merge(parts, "judge")
-    models, model = _merge(parts, "model")
-    questions, question = _merge(parts, "question_id")
-    checks, check = _merge(parts, "check_id")
-    identity = {f: _merge(parts, f) for f in IDENTITY_FIELDS}
+def table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:
+    """One table of the files' columns, in order (`files[k]` names `parts[k]`)."""
+    merged = {name: merge_codes([p.codes[name] for p in parts], fixed, dtype)
+              for name, fixed, dtype in (*((f, None, np.int32) for f in ("judge", "model", "question_id", "check_id",
+                                                                           *IDENTITY_FIELDS)),
+                                         ("variant", VARIANTS, np.int8), ("tier", TIERS, np.int8),
+                                         ("verdict", VERDICTS, np.int8))}
     sizes = np.array([p.n for p in parts], dtype=np.int64)
-    file = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
-    line = np.concatenate([p.line if p.line is not None else np.arange(1, p.n + 1) for p in parts] or [[]])
+    line = [p.line if p.line is not None else np.arange(1, p.n + 1, dtype=np.int32) for p in parts]
     return VerdictTable(
-        judges=judges, models=models, questions=questions, checks=checks, files=files,
-        judge=judge, model=model, question=question, check=check,
-        variant=_merge(parts, "variant", VARIANTS, np.int8)[1],
-        tier=_merge(parts, "tier", TIERS, np.int8)[1],
-        verdict=_merge(parts, "verdict", VERDICTS, np.int8)[1],
+        judges=merged["judge"][1], models=merged["model"][1], questions=merged["question_id"][1],
+        checks=merged["check_id"][1], files=files,
+        judge=merged["judge"][0], model=merged["model"][0], question=merged["question_id"][0],
+        check=merged["check_id"][0], variant=merged["variant"][0], tier=merged["tier"][0],
+        verdict=merged["verdict"][0],
         probs=np.concatenate([p.probs for p in parts]) if parts else np.zeros((0, len(JUDGE_LABELS))),
-        file=file, line=line.astype(np.int32),
-        **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
-        inputs=[p.input for p in parts])
+        file=np.repeat(np.arange(len(parts), dtype=np.int32), sizes),
+        line=np.concatenate(line).astype(np.int32) if parts else np.zeros(0, dtype=np.int32),
+        **{f"{f}es": merged[f][1] for f in IDENTITY_FIELDS}, **{f: merged[f][0] for f in IDENTITY_FIELDS},
+        inputs=[p.input for p in parts if p.input is not None])
+
+
+def table_from_records(records: list[dict]) -> VerdictTable:
+    """Verdict dicts (a caller's, not from a file) as a VerdictTable."""
+    return table_from_parts([record_columns(records, line=np.zeros(len(records)))], ["<verdicts>"])
 
 
 def store_files(paths) -> list[Path]:
@@ -325,41 +309,12 @@ def store_files(paths) -> list[Path]:
     return out
 
 
-def store_columns(path: Path, probs: bool = True) -> FileColumns:
-    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
-    when written; only the schema version is checked (`rundir.verdict_store`). Without
-    `probs` the four probability columns (a third of the decoding) are not read: NaN."""
-    from gamut_local.data import arrow
-
-    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
-    table = verdict_store.read_files([path], [*names, *(verdict_store.PROB_COLUMNS if probs else ())])
-    table = table.unify_dictionaries().combine_chunks()
-    out = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
-    if not table.num_rows:
-        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, out, file_record(path))
-    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
-    for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
-        out[:, k] = arrow.floats(table.column(name).chunk(0))
-    return FileColumns(codes, out, file_record(path))
-
-
-def _jsonl_columns(paths: list[Path]) -> list[FileColumns]:
-    """JSONL files through the strict reader, together (every problem of every file), one
-    FileColumns per file."""
-    table = read_verdicts_reference(paths)
-    fixed = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
-    out = []
-    for k, path in enumerate(paths):
-        rows = table.file == k
-        codes = {name: (getattr(table, attr)[rows].astype(np.int32), list(names))
-                 for name, attr, names in (("question_id", "question", table.questions), ("model", "model", table.models),
-                                           ("judge", "judge", table.judges), ("check_id", "check", table.checks),
-                                           *((f, f[:-len("_id")] if f.endswith("_id") else f, fixed[f])
-                                             for f in ("variant", "tier", "verdict")))}
-        for f in IDENTITY_FIELDS:
-            codes[f] = (getattr(table, f)[rows], getattr(table, f"{f}es"))
-        out.append(FileColumns(codes, table.probs[rows], table.inputs[k], table.line[rows]))
-    return out
+def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
+    """Every file, store files too, through the strict record-by-record reader."""
+    paths = store_files(paths)
+    table = table_from_parts(_strict_columns(paths), [str(p) for p in paths])
+    check_settings(table)
+    return table
 
 
 def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTable:
@@ -371,11 +326,11 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTabl
 
     paths = store_files(paths)
     jsonl = [p for p in paths if not verdict_store.is_store(p)]
-    columns = dict(zip(jsonl, _jsonl_columns(jsonl))) if jsonl else {}
+    columns = dict(zip(jsonl, _strict_columns(jsonl))) if jsonl else {}
     stored = [p for p in paths if p not in columns]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
         columns.update(zip(stored, pool.map(lambda p: store_columns(p, probs), stored)))
-    table = _table_from_parts([columns[p] for p in paths], [str(p) for p in paths])
+    table = table_from_parts([columns[p] for p in paths], [str(p) for p in paths])
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if len(repeated_keys(table)):
