@@ -44,12 +44,6 @@ def codes(array) -> tuple[np.ndarray, list[str]]:
     return got.astype(np.int32), array.dictionary.to_pylist()
 
 
-def encoded(column) -> tuple[np.ndarray, list[str]]:
-    """(codes, dictionary) of a string column, chunked or not."""
-    column = column.dictionary_encode()
-    return codes(column.combine_chunks() if hasattr(column, "chunks") else column)
-
-
 def from_numpy(data: np.ndarray):
     """A 1-d numeric numpy array as a pyarrow array (NaN stays NaN, not null)."""
     import pyarrow as pa
@@ -60,14 +54,26 @@ def from_numpy(data: np.ndarray):
     return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [None, pa.py_buffer(data)])
 
 
-def strings(items: list[str]):
-    """A pyarrow string array of `items`."""
+def strings(indices: np.ndarray, items: list[str]):
+    """A pyarrow string array of `items[indices[i]]`, null where the index is -1, its bytes
+    gathered by numpy (a dictionary array's `cast` to strings would import pyarrow.compute)."""
     import pyarrow as pa
 
+    indices = np.asarray(indices, dtype=np.int64)
     raw = [s.encode("utf-8") for s in items]
-    offsets = np.zeros(len(raw) + 1, dtype=np.int32)
-    np.cumsum([len(b) for b in raw], out=offsets[1:])
-    return pa.Array.from_buffers(pa.string(), len(raw), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(raw))])
+    lengths = np.array([len(b) for b in raw] + [0], dtype=np.int64)  # index -1: the empty last
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    size = lengths[indices]
+    offsets = np.zeros(len(indices) + 1, dtype=np.int64)
+    np.cumsum(size, out=offsets[1:])
+    # Output byte i of row r is item byte starts[indices[r]] + (i - offsets[r]).
+    data = np.frombuffer(b"".join(raw) or b"\0", dtype=np.uint8)[
+        np.repeat(starts[indices] - offsets[:-1], size) + np.arange(offsets[-1])]
+    present = indices >= 0
+    bitmap = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), len(indices),
+                                 [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
 
 
 def dictionary(indices: np.ndarray, items: list[str]):
@@ -79,7 +85,7 @@ def dictionary(indices: np.ndarray, items: list[str]):
     bitmap = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
     return pa.DictionaryArray.from_buffers(pa.dictionary(pa.int32(), pa.string()), len(indices),
                                            [bitmap, pa.py_buffer(np.maximum(indices, 0))],
-                                           dictionary=strings(items))
+                                           dictionary=strings(np.arange(len(items)), items))
 
 
 def read_columns(path) -> dict:

@@ -104,7 +104,7 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
         import pyarrow.parquet as pq
 
         # Strings leave as plain string columns (any reader), built from codes in C++.
-        arrays = [arrow.dictionary(v.codes, v.values).cast(pa.string()) if isinstance(v, Coded)
+        arrays = [arrow.strings(v.codes, v.values) if isinstance(v, Coded)
                   else _bools(np.asarray(v)) if np.asarray(v).dtype == bool else arrow.from_numpy(np.asarray(v))
                   for v in cols.values()]
         buf = pa.BufferOutputStream()  # then one atomic write: fsynced, no temp file left on failure
