@@ -381,7 +381,9 @@ def scores_from_columns(cols: dict, judges: list[str], *, seed: int, n_boot: int
                         from_dataset: bool = False) -> Scores:
     """Rebuild Scores from `response_columns` (as read back from the per-response file)."""
     model, variant, question = (Coded.of(cols[k]) for k in ("model", "variant", "question_id"))
-    pairs = sorted({(model.values[m], variant.values[v]) for m, v in zip(model.codes, variant.codes)},
+    nv = max(len(variant.values), 1)  # each (model, variant) once, column-wise (a row per response)
+    used = np.unique(model.codes.astype(np.int64) * nv + variant.codes).tolist()
+    pairs = sorted({(model.values[k // nv], variant.values[k % nv]) for k in used},
                    key=lambda mv: (mv[0], VARIANTS.index(mv[1])))
     questions = sorted(set(question.values[i] for i in np.unique(question.codes)))
     J, S, Q = len(judges), len(pairs), len(questions)

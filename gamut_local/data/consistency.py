@@ -101,12 +101,14 @@ def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dic
     from gamut_local.rundir.identity import check_hash
     from gamut_local.vocab import VARIANTS
 
-    out = {}
+    out, hashes = {}, {}
     for q in questions:
         compiled = checks_for(q, small_pool_max)
         for variant in VARIANTS:
             for c in q.checks_for_variant(variant, compiled):
-                out[q.question_id, variant, c.check_id] = check_hash(c.text, c.tier, c.kind)
+                # Variants mostly share their checks: each wording is hashed once.
+                what = (c.text, c.tier, c.kind)
+                out[q.question_id, variant, c.check_id] = hashes.get(what) or hashes.setdefault(what, check_hash(*what))
     return out
 
 
@@ -114,22 +116,32 @@ def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, 
               name_of) -> np.ndarray:
     """Rows whose hash (`codes` into `names`) differs from `want[key]`; rows of a key `want`
     lacks are not judged here (another check names them); rows without a hash neither.
-    `keys`: (codes, dictionary size) per key part; each distinct key is looked up once."""
-    key = np.zeros(len(codes), dtype=np.int64)
-    for part, size in keys:
-        key = key * max(size, 1) + part
-    combos, inverse = np.unique(key, return_inverse=True)
+    `keys`: (codes, dictionary size) per key part; each distinct key is looked up once, and
+    the rows take their key's expected hash by one index (keys are dense: questions x checks)."""
     sizes = [max(size, 1) for _, size in keys]
+    key = np.zeros(len(codes), dtype=np.int64)
+    for (part, _), size in zip(keys, sizes):
+        key = key * size + part
+    total = int(np.prod(sizes, dtype=np.int64))
+    dense = total <= 8 * len(key) + 1024
+    if dense:  # a full grid of verdicts: the distinct keys without sorting every row
+        present = np.zeros(total, dtype=bool)
+        present[key] = True
+        combos = np.flatnonzero(present)
+    else:
+        combos, key = np.unique(key, return_inverse=True)
+        key = key.ravel()
     index = {h: i for i, h in enumerate(names)}
-    expected = np.empty(len(combos), dtype=np.int64)
-    for i, k in enumerate(combos.tolist()):
-        parts = []
-        for size in reversed(sizes):
-            k, r = divmod(k, size)
-            parts.append(r)
-        name = name_of(parts[::-1])
-        expected[i] = index.get(want[name], -2) if name in want else -3
-    expected = expected[inverse.ravel()]
+    parts = zip(*(p.tolist() for p in np.unravel_index(combos, sizes)))
+    # -3: a key `want` lacks; -2: a hash no row carries.
+    found = np.fromiter((index.get(want[n], -2) if (n := name_of(c)) in want else -3 for c in parts),
+                        dtype=np.int64, count=len(combos))
+    if dense:
+        lookup = np.full(total, -3, dtype=np.int64)
+        lookup[combos] = found
+    else:
+        lookup = found
+    expected = lookup[key]
     return (codes >= 0) & (expected != -3) & (codes != expected)
 
 
