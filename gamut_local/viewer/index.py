@@ -337,8 +337,9 @@ def build_cells(v: Verdicts, n_questions: int) -> Cells:
     lo = np.minimum.reduceat(np.where(valid, v.code, 99), first)
     hi = np.maximum.reduceat(np.where(valid, v.code, -1), first)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = v.probs.astype(np.float64)
-        h = -np.nansum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
+        p = np.asarray(v.probs, dtype=np.float64)
+        # NaN (no probabilities) fails p > 0 and counts 0: a plain sum, no nansum copy.
+        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
     h = np.where(np.isnan(p).all(axis=1), -1.0, h).astype(np.float32)
     entropy = np.maximum.reduceat(h, first)
     disagree = (lo < 99) & (hi >= 0) & (lo != hi)
