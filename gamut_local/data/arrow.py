@@ -40,8 +40,10 @@ def codes(array) -> tuple[np.ndarray, list[str]]:
     import pyarrow as pa
 
     indices = array.indices if array.indices.type == pa.int32() else array.indices.cast(pa.int32())
-    got = np.where(valid(array), values(indices, np.int32), -1)
-    return got.astype(np.int32), array.dictionary.to_pylist()
+    got = values(indices, np.int32)  # no copy (read-only) where there is no null
+    if array.null_count:
+        got = np.where(valid(array), got, np.int32(-1))
+    return got, array.dictionary.to_pylist()
 
 
 def from_numpy(data: np.ndarray):

@@ -107,19 +107,16 @@ def current_record(old: dict) -> dict | None:
 
 @dataclass
 class FileColumns:
-    """One file's verdicts: per coded field, (codes, dictionary) with code -1 for an absent
-    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent; `input` the file's
-    record (`file_record`; None: not from a file); `line` where each row is (None: row k is
-    line k + 1)."""
+    """One file's `n` verdicts: per coded field, (codes, dictionary) with code -1 for an absent
+    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent (None: not read);
+    `input` the file's record (`file_record`; None: not from a file); `line` where each row is
+    (None: row k is line k + 1)."""
 
+    n: int
     codes: dict[str, tuple[np.ndarray, list[str]]]
-    probs: np.ndarray
+    probs: np.ndarray | None
     input: dict | None
     line: np.ndarray | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.probs)
 
 
 def store_columns(path: Path, probs: bool = True) -> FileColumns:
@@ -131,13 +128,14 @@ def store_columns(path: Path, probs: bool = True) -> FileColumns:
     names = [*STRING_FIELDS, *IDENTITY_FIELDS]
     table = verdict_store.read_files([path], [*names, *(verdict_store.PROB_COLUMNS if probs else ())])
     table = table.unify_dictionaries().combine_chunks()
-    out = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
-    if not table.num_rows:
-        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, out, file_record(path))
+    n = table.num_rows
+    if not n:
+        return FileColumns(0, {name: (np.zeros(0, dtype=np.int32), []) for name in names}, None, file_record(path))
     codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
+    out = np.empty((n, len(JUDGE_LABELS))) if probs else None
     for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
         out[:, k] = arrow.floats(table.column(name).chunk(0))
-    return FileColumns(codes, out, file_record(path))
+    return FileColumns(n, codes, out, file_record(path))
 
 
 def _value(record: dict, name: str):
@@ -162,7 +160,7 @@ def record_columns(records: list[dict], input: dict | None = None, line=None) ->
         for k, label in enumerate(JUDGE_LABELS):
             if p and label in p:
                 probs[i, k] = p[label]
-    return FileColumns(codes, probs, input, None if line is None else np.asarray(line, dtype=np.int32))
+    return FileColumns(len(records), codes, probs, input, None if line is None else np.asarray(line, dtype=np.int32))
 
 
 def _strict_columns(paths: list[Path]) -> list[FileColumns]:
@@ -285,11 +283,21 @@ def table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable
         judge=merged["judge"][0], model=merged["model"][0], question=merged["question_id"][0],
         check=merged["check_id"][0], variant=merged["variant"][0], tier=merged["tier"][0],
         verdict=merged["verdict"][0],
-        probs=np.concatenate([p.probs for p in parts]) if parts else np.zeros((0, len(JUDGE_LABELS))),
+        probs=_probs(parts),
         file=np.repeat(np.arange(len(parts), dtype=np.int32), sizes),
         line=np.concatenate(line).astype(np.int32) if parts else np.zeros(0, dtype=np.int32),
         **{f"{f}es": merged[f][1] for f in IDENTITY_FIELDS}, **{f: merged[f][0] for f in IDENTITY_FIELDS},
         inputs=[p.input for p in parts if p.input is not None])
+
+
+def _probs(parts: list[FileColumns]) -> np.ndarray:
+    """The parts' probabilities as one (n, 4) array; where none were read, a read-only NaN
+    view that takes no memory (73 MB at paper scale)."""
+    n = sum(p.n for p in parts)
+    if all(p.probs is None for p in parts):
+        return np.broadcast_to(np.float64(np.nan), (n, len(JUDGE_LABELS)))
+    return np.concatenate([np.full((p.n, len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs
+                           for p in parts])
 
 
 def table_from_records(records: list[dict]) -> VerdictTable:

@@ -275,8 +275,8 @@ def read_files(paths: list[Path], columns: list[str] | None = None):
     tables = []
     for p in paths:
         f, _ = _open(p)
-        with f:
-            tables.append(f.read(columns=columns))
+        with f:  # one thread per file: callers read files side by side
+            tables.append(f.read(columns=columns, use_threads=False))
     if not tables:
         return schema().empty_table() if columns is None else schema().empty_table().select(columns)
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
