@@ -30,21 +30,23 @@ def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] 
     return questions, {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
 
 
-def expected_checks(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple[str, str], int] | None:
+def expected_checks(checks: dict[tuple, str] | None) -> dict[tuple[str, str], int] | None:
     """{(question_id, variant): number of checks} the dataset expects a response to be graded
-    on (the checks the judge stage grades, compiled with the run's settings), for scoring's
-    expected grid; None without a dataset (the grid then comes from the verdicts)."""
-    if not questions:
+    on (`checks`: `current_check_hashes`, the checks the judge stage grades, compiled with
+    the run's settings), for scoring's expected grid; None without a dataset (the grid then
+    comes from the verdicts)."""
+    if not checks:
         return None
-    return dict(Counter((qid, variant) for qid, variant, _ in current_check_hashes(questions, small_pool_max)))
+    return dict(Counter((qid, variant) for qid, variant, _ in checks))
 
 
 def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
                               small_pool_max: int = SMALL_POOL_MAX, probs: bool = False) -> tuple[VerdictTable, tuple]:
-    """The verdict table and `read_dataset_for_scores(dataset)`, read at the same time: the
-    dataset's validation runs while pyarrow decodes the verdicts (it releases the GIL). A bad
-    dataset is reported first, as when it was read first. `probs`: read the label
-    probabilities too (only calibration looks at them; scores and agreement never do).
+    """The verdict table and (questions, domains, dataset input: `read_dataset_for_scores`,
+    then `expected_checks`), read at the same time: the dataset's validation runs while
+    pyarrow decodes the verdicts (it releases the GIL). A bad dataset is reported first, as
+    when it was read first. `probs`: read the label probabilities too (only calibration
+    looks at them; scores and agreement never do).
 
     Stale verdicts are left out of the table and counted (`without_stale`): those whose check
     is worded otherwise in the dataset now, and (given the run's `answers` files) those that
@@ -60,7 +62,7 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     checks = current_check_hashes(read[0], small_pool_max) if dataset is not None else None
     table = without_stale(table, checks, answers, console)
     table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
-    return table, read
+    return table, (*read, expected_checks(checks))
 
 
 def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
