@@ -78,18 +78,6 @@ def strings(indices: np.ndarray, items: list[str]):
                                  [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
 
 
-def dictionary(indices: np.ndarray, items: list[str]):
-    """A pyarrow dictionary array of strings: `items[indices[i]]`, null where the index is -1."""
-    import pyarrow as pa
-
-    indices = np.asarray(indices, dtype=np.int32)
-    present = indices >= 0
-    bitmap = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
-    return pa.DictionaryArray.from_buffers(pa.dictionary(pa.int32(), pa.string()), len(indices),
-                                           [bitmap, pa.py_buffer(np.maximum(indices, 0))],
-                                           dictionary=strings(np.arange(len(items)), items))
-
-
 def read_columns(path) -> dict:
     """A Parquet file's columns as numpy, without pandas or pyarrow.compute (0.1 s to import):
     strings as (codes, dictionary) pairs (`codes`), floats as float64 with NaN for null,

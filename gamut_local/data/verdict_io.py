@@ -25,8 +25,13 @@ from gamut_local.rundir.store import append_jsonl, write_text_atomic, dumps
 IMPORTED = ".imported"  # an old run's JSONL, once its verdicts are in the store
 
 
-def _keys(unit: Path) -> set[tuple]:
-    return {verdict_key(r) for _, r in verdict_store.records(unit)}
+def _add(unit: Path, records: list[dict]) -> int:
+    """The records whose key the unit does not hold yet, written as its next part, compacted."""
+    have = {verdict_key(r) for _, r in verdict_store.records(unit)}
+    new = [r for r in records if verdict_key(r) not in have]
+    verdict_store.write_part(unit, new, loose=True)
+    verdict_store.compact(unit)
+    return len(new)
 
 
 def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -> dict[str, int]:
@@ -41,11 +46,7 @@ def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -
             added[str(path)] = append_jsonl(path, recs)
             continue
         unit = store_path(run_dir, judge, model, variant, shard)
-        have = _keys(unit)
-        new = [r for r in recs if verdict_key(r) not in have]
-        verdict_store.write_part(unit, new, loose=True)
-        verdict_store.compact(unit)
-        added[str(unit)] = len(new)
+        added[str(unit)] = _add(unit, recs)
     return added
 
 
@@ -84,10 +85,7 @@ def adopt_jsonl(path: Path, unit: Path) -> int:
     `<name>.jsonl.imported` (no reader lists it; the bytes are kept). A kill between the two
     steps leaves both: the rerun imports again and adds nothing (keys already held)."""
     records = load_records([path], Verdict, verdict_key)
-    have = _keys(unit)
-    new = [r for r in records if verdict_key(r) not in have]
-    verdict_store.write_part(unit, new, loose=True)
-    verdict_store.compact(unit)
+    _add(unit, records)
     os.replace(path, path.with_name(path.name + IMPORTED))
     return len(records)
 

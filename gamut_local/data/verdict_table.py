@@ -239,16 +239,8 @@ def repeated_keys(table: VerdictTable) -> np.ndarray:
 
 
 def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
-    """The table of some rows (indices or a mask), hash dictionaries pruned to what they use."""
-    out = dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
-    for f in IDENTITY_FIELDS:
-        codes, names = getattr(out, f), getattr(table, f"{f}es")
-        used = np.unique(codes[codes >= 0])
-        remap = np.full(len(names) + 1, -1, dtype=np.int32)  # code -1 picks the last: -1
-        remap[used] = np.arange(len(used), dtype=np.int32)
-        setattr(out, f"{f}es", [names[i] for i in used])
-        setattr(out, f, remap[codes])
-    return out
+    """The table of some rows (indices or a mask); the dictionaries stay as they are."""
+    return dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
 
 
 # ---------------------------------------------------------------- files merged into one table
