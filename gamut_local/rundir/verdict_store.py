@@ -235,8 +235,9 @@ def _through(unit: Path) -> int:
 def unit_files(unit: Path) -> list[Path]:
     """The files that hold the unit's verdicts now: the compacted file and the parts it does
     not hold yet, in order."""
-    through = _through(unit)
-    parts = [p for n, p in sorted(_part_numbers(unit).items()) if n > through]
+    numbers = _part_numbers(unit)
+    through = _through(unit) if numbers else 0  # a compacted unit: its file, not opened twice
+    parts = [p for n, p in sorted(numbers.items()) if n > through]
     return ([unit] if unit.exists() else []) + parts
 
 
