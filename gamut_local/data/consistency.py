@@ -169,7 +169,7 @@ def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, 
             ("answer_hash", answers, [(q, nq), (table.model, len(table.models)), (v, nv)],
              lambda c: (table.questions[c[0]], table.models[c[1]], VARIANTS[c[2]]))):
         codes = getattr(table, field)
-        if want is None or codes is None or not (codes >= 0).any():
+        if not want or codes is None or not (codes >= 0).any():  # nothing to compare with
             continue
         bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want, name_of)
         _count(reasons, table, bad & ~stale, field)
