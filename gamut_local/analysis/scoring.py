@@ -99,6 +99,12 @@ class Scores:
         where nothing is expected: nothing is missing there)."""
         return self.n_graded >= self.expected
 
+    @cached_property
+    def boot(self) -> np.ndarray:
+        """(J, n_boot, S) `bootstrap` GAMUT scores, drawn once: the scores file's CIs and the
+        report's tables (a fresh report writes both) use the same draws."""
+        return bootstrap(self)
+
     @property
     def n_missing(self) -> np.ndarray:
         """(J, S, Q) int64: expected verdicts the judge did not give."""
@@ -269,7 +275,7 @@ def model_rows(scores: Scores, boot: np.ndarray | None = None) -> list[dict]:
     """One row per (judge, model, variant) with a response: GAMUT score, 95% CI, tier scores,
     verdict rates and counts, and its coverage (`coverage`). Full precision; None where a
     value does not exist."""
-    boot = bootstrap(scores) if boot is None else boot
+    boot = scores.boot if boot is None else boot
     gamut = system_scores(scores)
     tier_points = mean_points(np.moveaxis(scores.tier_scores, -1, -2))  # (J, S, 3)
     counts = scores.counts.sum(axis=2)  # (J, S, 5)
