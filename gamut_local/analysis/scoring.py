@@ -99,6 +99,12 @@ class Scores:
         where nothing is expected: nothing is missing there)."""
         return self.n_graded >= self.expected
 
+    @cached_property
+    def boot(self) -> np.ndarray:
+        """(J, n_boot, S) `bootstrap` GAMUT scores, drawn once: the scores file's CIs and the
+        report's tables (a fresh report writes both) use the same draws."""
+        return bootstrap(self)
+
     @property
     def n_missing(self) -> np.ndarray:
         """(J, S, Q) int64: expected verdicts the judge did not give."""
@@ -269,7 +275,7 @@ def model_rows(scores: Scores, boot: np.ndarray | None = None) -> list[dict]:
     """One row per (judge, model, variant) with a response: GAMUT score, 95% CI, tier scores,
     verdict rates and counts, and its coverage (`coverage`). Full precision; None where a
     value does not exist."""
-    boot = bootstrap(scores) if boot is None else boot
+    boot = scores.boot if boot is None else boot
     gamut = system_scores(scores)
     tier_points = mean_points(np.moveaxis(scores.tier_scores, -1, -2))  # (J, S, 3)
     counts = scores.counts.sum(axis=2)  # (J, S, 5)
@@ -336,8 +342,12 @@ class Coded:
 
     @classmethod
     def of(cls, column) -> Coded:
+        """A column as Coded: as it is, from a (codes, values) pair (`data.arrow.codes`), or
+        coded from its strings."""
         if isinstance(column, Coded):
             return column
+        if isinstance(column, tuple) and len(column) == 2 and isinstance(column[0], np.ndarray):
+            return cls(*column)
         values, codes = np.unique(np.asarray(column, dtype=object), return_inverse=True)
         return cls(codes.ravel(), list(values))
 
@@ -377,7 +387,9 @@ def scores_from_columns(cols: dict, judges: list[str], *, seed: int, n_boot: int
                         from_dataset: bool = False) -> Scores:
     """Rebuild Scores from `response_columns` (as read back from the per-response file)."""
     model, variant, question = (Coded.of(cols[k]) for k in ("model", "variant", "question_id"))
-    pairs = sorted({(model.values[m], variant.values[v]) for m, v in zip(model.codes, variant.codes)},
+    nv = max(len(variant.values), 1)  # each (model, variant) once, column-wise (a row per response)
+    used = np.unique(model.codes.astype(np.int64) * nv + variant.codes).tolist()
+    pairs = sorted({(model.values[k // nv], variant.values[k % nv]) for k in used},
                    key=lambda mv: (mv[0], VARIANTS.index(mv[1])))
     questions = sorted(set(question.values[i] for i in np.unique(question.codes)))
     J, S, Q = len(judges), len(pairs), len(questions)

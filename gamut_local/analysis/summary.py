@@ -18,7 +18,6 @@ from gamut_local.analysis.agreement import GOLD
 from gamut_local.analysis.comparisons import neighbour_tests, variant_comparison
 from gamut_local.analysis.scoring import (
     Scores,
-    bootstrap,
     common_questions,
     common_scores,
     coverage,
@@ -103,7 +102,7 @@ def report_tables(scores: Scores, agreement: dict | None) -> dict:
     `incomplete` each incomplete (judge, system)."""
     missing: list[str] = []
     labels = system_labels(scores.systems)
-    gamut, boot = system_scores(scores), bootstrap(scores)
+    gamut, boot = system_scores(scores), scores.boot
     per_judge = _judge_tables(scores, labels, gamut, boot, missing)
     _agreement_notes(scores, agreement, missing)
     domains = domain_rows(scores)

@@ -15,15 +15,28 @@ import numpy as np
 from gamut_local.errors import Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
-from gamut_local.vocab import SMALL_POOL_MAX
+from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VARIANTS
 
 MAX_SHOWN = 20  # problems listed per kind; the rest are counted
 
 
-def _checks(question, variant: str):
-    # A question may grade its text_only answers on other checks (the release's text-only split).
+def _checks(question, variant: str, compiled: dict):
+    # A question may grade its text_only answers on other checks (the release's text-only split);
+    # its compiled checks serve both variants (`compiled`: question id -> checks, this call's).
+    if question.question_id not in compiled:
+        compiled[question.question_id] = checks_for(question)
     pick = getattr(question, "checks_for_variant", None)
-    return pick(variant) if pick else checks_for(question)
+    return pick(variant, compiled[question.question_id]) if pick else compiled[question.question_id]
+
+
+def distinct(key: np.ndarray, total: int) -> np.ndarray:
+    """The distinct values of `key` (ints in [0, total)), sorted: a full grid of keys is
+    marked in one array (no sort of every row), a sparse one sorted."""
+    if total > 8 * len(key) + 1024:
+        return np.unique(key)
+    present = np.zeros(total, dtype=bool)
+    present[key] = True
+    return np.flatnonzero(present)
 
 
 def table_problems(table, questions) -> list[Problem]:
@@ -32,29 +45,24 @@ def table_problems(table, questions) -> list[Problem]:
     Column-wise: each distinct (question, variant, check, tier) is looked up once, and the
     first verdict of each bad one is named by file and line (at most MAX_SHOWN, then a count).
     (One settings hash per judge is `verdict_table.check_settings`, made on every read.)"""
-    import numpy as np
-
-    from gamut_local.vocab import TIERS, VARIANTS
-
     n = len(table)
     if not n:
         return []
     nv, nc, nt = len(VARIANTS), max(len(table.checks), 1), len(TIERS)
     key = ((table.question.astype(np.int64) * nv + table.variant) * nc + table.check) * nt + table.tier
-    combos = np.unique(key)
+    sizes = (max(len(table.questions), 1), nv, nc, nt)
+    combos = distinct(key, int(np.prod(sizes, dtype=np.int64)))
     by_id = {q.question_id: q for q in questions}
     tiers: dict[tuple, dict[str, str]] = {}
+    compiled: dict[str, list] = {}
     bad: dict[int, tuple[str, str]] = {}
-    for k in combos.tolist():
-        rest, t = divmod(k, nt)
-        rest, c = divmod(rest, nc)
-        q, v = divmod(rest, nv)
+    for k, q, v, c, t in zip(combos.tolist(), *(p.tolist() for p in np.unravel_index(combos, sizes))):
         qid, variant, check, tier = table.questions[q], VARIANTS[v], table.checks[c], TIERS[t]
         if qid not in by_id:
             bad[k] = ("question_id", f"question {qid!r} is not in the dataset")
             continue
         if (qid, variant) not in tiers:
-            tiers[qid, variant] = {x.check_id: x.tier for x in _checks(by_id[qid], variant)}
+            tiers[qid, variant] = {x.check_id: x.tier for x in _checks(by_id[qid], variant, compiled)}
         want = tiers[qid, variant].get(check)
         if want is None:
             bad[k] = ("check_id", f"question {qid!r} has no check {check!r} in the dataset")
@@ -99,14 +107,15 @@ NO_IDENTITY = "no identity"  # records made before identity hashes, or written b
 def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple, str]:
     """(question, variant, check) -> the `check_hash` a verdict on it must carry now."""
     from gamut_local.rundir.identity import check_hash
-    from gamut_local.vocab import VARIANTS
 
-    out = {}
+    out, hashes = {}, {}
     for q in questions:
         compiled = checks_for(q, small_pool_max)
         for variant in VARIANTS:
             for c in q.checks_for_variant(variant, compiled):
-                out[q.question_id, variant, c.check_id] = check_hash(c.text, c.tier, c.kind)
+                # Variants mostly share their checks: each wording is hashed once.
+                what = (c.text, c.tier, c.kind)
+                out[q.question_id, variant, c.check_id] = hashes.get(what) or hashes.setdefault(what, check_hash(*what))
     return out
 
 
@@ -114,22 +123,28 @@ def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, 
               name_of) -> np.ndarray:
     """Rows whose hash (`codes` into `names`) differs from `want[key]`; rows of a key `want`
     lacks are not judged here (another check names them); rows without a hash neither.
-    `keys`: (codes, dictionary size) per key part; each distinct key is looked up once."""
-    key = np.zeros(len(codes), dtype=np.int64)
-    for part, size in keys:
-        key = key * max(size, 1) + part
-    combos, inverse = np.unique(key, return_inverse=True)
+    `keys`: (codes, dictionary size) per key part; each distinct key is looked up once, and
+    the rows take their key's expected hash by one index (keys are dense: questions x checks)."""
     sizes = [max(size, 1) for _, size in keys]
+    key = np.zeros(len(codes), dtype=np.int64)
+    for (part, _), size in zip(keys, sizes):
+        key = key * size + part
+    total = int(np.prod(sizes, dtype=np.int64))
+    combos = distinct(key, total)
+    dense = total <= 8 * len(key) + 1024
+    if not dense:  # rows index the distinct keys
+        key = np.searchsorted(combos, key)
     index = {h: i for i, h in enumerate(names)}
-    expected = np.empty(len(combos), dtype=np.int64)
-    for i, k in enumerate(combos.tolist()):
-        parts = []
-        for size in reversed(sizes):
-            k, r = divmod(k, size)
-            parts.append(r)
-        name = name_of(parts[::-1])
-        expected[i] = index.get(want[name], -2) if name in want else -3
-    expected = expected[inverse.ravel()]
+    parts = zip(*(p.tolist() for p in np.unravel_index(combos, sizes)))
+    # -3: a key `want` lacks; -2: a hash no row carries.
+    found = np.fromiter((index.get(want[n], -2) if (n := name_of(c)) in want else -3 for c in parts),
+                        dtype=np.int64, count=len(combos))
+    if dense:
+        lookup = np.full(total, -3, dtype=np.int64)
+        lookup[combos] = found
+    else:
+        lookup = found
+    expected = lookup[key]
     return (codes >= 0) & (expected != -3) & (codes != expected)
 
 
@@ -141,8 +156,6 @@ def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, 
     disk now (`answers`: (question, model, variant) -> hash); None: not known, not compared.
     Stale rows are never scored as current. Rows without a hash are counted under
     NO_IDENTITY (kept: they cannot be shown stale either, and the count says so)."""
-    from gamut_local.vocab import VARIANTS
-
     n = len(table)
     stale = np.zeros(n, dtype=bool)
     reasons: dict[str, dict[str, int]] = {}
@@ -156,7 +169,7 @@ def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, 
             ("answer_hash", answers, [(q, nq), (table.model, len(table.models)), (v, nv)],
              lambda c: (table.questions[c[0]], table.models[c[1]], VARIANTS[c[2]]))):
         codes = getattr(table, field)
-        if want is None or codes is None or not (codes >= 0).any():
+        if not want or codes is None or not (codes >= 0).any():  # nothing to compare with
             continue
         bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want, name_of)
         _count(reasons, table, bad & ~stale, field)

@@ -196,12 +196,14 @@ def validate_questions(rows, problems: list[Problem], id_field: str = "question_
         yield q, file, line
 
 
-def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[dict]:
+def load_records(paths: list[str | Path], model: type[BaseModel], key, where: list | None = None) -> list[dict]:
     """Read answer or verdict JSONL files (or verdict store units: `rundir.verdict_store`),
     validate each record, refuse duplicate keys (except a human's later verdict on the same
-    cell, which replaces the earlier: rundir.human)."""
+    cell, which replaces the earlier: rundir.human). `where`, if given, gets (index of the
+    file in `paths`, line) for each record returned."""
     out, problems, seen, at = [], [], {}, {}
-    for path in paths:
+    where = [] if where is None else where
+    for k_path, path in enumerate(paths):
         name = str(path)
         rows = verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path, problems=problems)
         for no, obj in rows:
@@ -213,6 +215,7 @@ def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[d
             k = key(rec)
             if k in seen and revises(rec):
                 out[at[k]] = rec
+                where[at[k]] = (k_path, no)
                 continue
             if k in seen:
                 problems.append(Problem(name, no, "", f"duplicate record {k} (first at {seen[k]})"))
@@ -220,6 +223,7 @@ def load_records(paths: list[str | Path], model: type[BaseModel], key) -> list[d
             seen[k] = f"{name}:{no}"
             at[k] = len(out)
             out.append(rec)
+            where.append((k_path, no))
     if problems:
         raise InputError(problems)
     return out

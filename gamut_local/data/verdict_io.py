@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
@@ -23,8 +25,13 @@ from gamut_local.rundir.store import append_jsonl, write_text_atomic, dumps
 IMPORTED = ".imported"  # an old run's JSONL, once its verdicts are in the store
 
 
-def _keys(unit: Path) -> set[tuple]:
-    return {verdict_key(r) for _, r in verdict_store.records(unit)}
+def _add(unit: Path, records: list[dict]) -> int:
+    """The records whose key the unit does not hold yet, written as its next part, compacted."""
+    have = {verdict_key(r) for _, r in verdict_store.records(unit)}
+    new = [r for r in records if verdict_key(r) not in have]
+    verdict_store.write_part(unit, new, loose=True)
+    verdict_store.compact(unit)
+    return len(new)
 
 
 def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -> dict[str, int]:
@@ -39,24 +46,38 @@ def import_records(records: list[dict], run_dir: Path, shard: Shard = Shard()) -
             added[str(path)] = append_jsonl(path, recs)
             continue
         unit = store_path(run_dir, judge, model, variant, shard)
-        have = _keys(unit)
-        new = [r for r in recs if verdict_key(r) not in have]
-        verdict_store.write_part(unit, new, loose=True)
-        verdict_store.compact(unit)
-        added[str(unit)] = len(new)
+        added[str(unit)] = _add(unit, recs)
     return added
 
 
 def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
-    """`gamut-local verdicts import FILE.jsonl... --into RUN`."""
-    from gamut_local.data.verdict_table import read_verdicts_reference
+    """`gamut-local verdicts import FILE.jsonl... --into RUN`: every check (the strict reader's,
+    and one settings hash per judge across what the run already holds) with its FILE:LINE
+    message before anything is written."""
+    from gamut_local.data.verdict_table import check_settings, read_verdicts
 
     bad = [Problem(str(f), None, "", "not a JSON Lines file (.jsonl)") for f in files if Path(f).suffix != ".jsonl"]
     if bad:
         raise InputError(bad)
-    files = [Path(f) for f in files]
-    read_verdicts_reference(files)  # every check, with its FILE:LINE message, before anything is written
-    return import_records(load_records(files, Verdict, verdict_key), Path(run_dir))
+    files, run_dir = [Path(f) for f in files], Path(run_dir)
+    table = read_verdicts(files)
+    check_settings(table, _held_settings(run_dir, [j for j in table.judges if not is_human(j)]))
+    return import_records(load_records(files, Verdict, verdict_key), run_dir)
+
+
+def _held_settings(run_dir: Path, judges: list[str]) -> dict[str, tuple[str, str]]:
+    """{judge: (settings hash, where)} of the verdicts the run's store holds for these judges."""
+    from gamut_local.data.verdict_table import read_verdicts
+
+    units = [u for judge in judges if (run_dir / "verdicts" / judge).is_dir()
+             for u in verdict_store.units_in(run_dir / "verdicts" / judge)]
+    if not units:
+        return {}
+    table = read_verdicts(units, probs=False)
+    rows = np.flatnonzero(table.settings_hash >= 0)
+    judge, first = np.unique(table.judge[rows], return_index=True)
+    return {table.judges[j]: (table.settings_hashes[table.settings_hash[r]], f"{table.files[table.file[r]]}:{table.line[r]}")
+            for j, r in zip(judge.tolist(), rows[first].tolist())}
 
 
 def adopt_jsonl(path: Path, unit: Path) -> int:
@@ -64,10 +85,7 @@ def adopt_jsonl(path: Path, unit: Path) -> int:
     `<name>.jsonl.imported` (no reader lists it; the bytes are kept). A kill between the two
     steps leaves both: the rerun imports again and adds nothing (keys already held)."""
     records = load_records([path], Verdict, verdict_key)
-    have = _keys(unit)
-    new = [r for r in records if verdict_key(r) not in have]
-    verdict_store.write_part(unit, new, loose=True)
-    verdict_store.compact(unit)
+    _add(unit, records)
     os.replace(path, path.with_name(path.name + IMPORTED))
     return len(records)
 

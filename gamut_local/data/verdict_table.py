@@ -4,15 +4,19 @@
 validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
 (human verdicts, an old run's, a file named on the command line) record by record with the
 strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
-It merges them into one table and makes the checks that span files: no duplicate (question,
+Each file becomes its columns (`FileColumns`: codes into the file's own dictionaries); they
+are merged into one table, and the checks that span files are made: no duplicate (question,
 model, variant, judge, check) key (a human annotator's later verdict replaced the earlier as
 the JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
+`read_verdicts_reference` reads every file, the store's too, record by record: the tests'
+yardstick for the column path, and the source of the duplicate messages.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +25,6 @@ import numpy as np
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
-from gamut_local.rundir.store import read_jsonl
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -100,100 +103,85 @@ def current_record(old: dict) -> dict | None:
     return file_record(path)
 
 
-def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
-    """A dataset file's questions, question_id -> domain, and its input record (all empty or
-    None without a dataset)."""
-    if dataset is None:
-        return [], None, None
-    from gamut_local.data.dataset import load_questions
+# ---------------------------------------------------------------- one file's columns
 
-    questions = load_questions(Path(dataset), check_images=False)
-    return questions, {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
+@dataclass
+class FileColumns:
+    """One file's `n` verdicts: per coded field, (codes, dictionary) with code -1 for an absent
+    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent (None: not read);
+    `input` the file's record (`file_record`; None: not from a file); `line` where each row is
+    (None: row k is line k + 1)."""
 
-
-# ---------------------------------------------------------------- the reference path
-
-def _codes(values: list, dictionary: list[str] | tuple) -> np.ndarray:
-    index = {v: i for i, v in enumerate(dictionary)}
-    return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values))
+    n: int
+    codes: dict[str, tuple[np.ndarray, list[str]]]
+    probs: np.ndarray | None
+    input: dict | None
+    line: np.ndarray | None = None
 
 
-def _probs_matrix(rows: list) -> np.ndarray:
-    out = np.full((len(rows), len(JUDGE_LABELS)), np.nan)
-    for i, p in enumerate(rows):
-        if p:
-            for k, label in enumerate(JUDGE_LABELS):
-                if label in p:
-                    out[i, k] = p[label]
-    return out
+def store_columns(path: Path, probs: bool = True) -> FileColumns:
+    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
+    when written; only the schema version is checked (`rundir.verdict_store`). Without
+    `probs` the four probability columns (a third of the decoding) are not read: NaN."""
+    from gamut_local.data import arrow
+
+    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
+    table = verdict_store.read_files([path], [*names, *(verdict_store.PROB_COLUMNS if probs else ())])
+    table = table.unify_dictionaries().combine_chunks()
+    n = table.num_rows
+    if not n:
+        return FileColumns(0, {name: (np.zeros(0, dtype=np.int32), []) for name in names}, None, file_record(path))
+    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
+    out = np.empty((n, len(JUDGE_LABELS))) if probs else None
+    for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
+        out[:, k] = arrow.floats(table.column(name).chunk(0))
+    return FileColumns(n, codes, out, file_record(path))
 
 
-def _hash_text(value) -> str | None:
-    # settings_hash is an extra field: any JSON value; a non-string one is compared as text.
-    return value if value is None or isinstance(value, str) else repr(value)
+def _value(record: dict, name: str):
+    if name == "variant":
+        return record.get(name, DEFAULT_VARIANT)
+    if name in IDENTITY_FIELDS:  # any JSON value in a caller's dict; a non-string one compared as text
+        value = record.get(name)
+        return value if value is None or isinstance(value, str) else repr(value)
+    return record[name]
 
 
-def _hash_codes(values: list[str | None]) -> tuple[list[str], np.ndarray]:
-    names = sorted({v for v in values if v is not None})
-    code = {v: i for i, v in enumerate(names)}
-    return names, np.array([-1 if v is None else code[v] for v in values], dtype=np.int32)
+def record_columns(records: list[dict], input: dict | None = None, line=None) -> FileColumns:
+    """Verdict dicts (validated by the strict reader, or a caller's own) as one file's columns."""
+    codes = {}
+    for name in (*STRING_FIELDS, *IDENTITY_FIELDS):
+        values = [_value(r, name) for r in records]
+        names = sorted({v for v in values if v is not None})
+        index = {v: i for i, v in enumerate(names)}
+        codes[name] = (np.fromiter((index.get(v, -1) for v in values), dtype=np.int32, count=len(values)), names)
+    probs = np.full((len(records), len(JUDGE_LABELS)), np.nan)
+    for i, p in enumerate(r.get("probs") for r in records):
+        for k, label in enumerate(JUDGE_LABELS):
+            if p and label in p:
+                probs[i, k] = p[label]
+    return FileColumns(len(records), codes, probs, input, None if line is None else np.asarray(line, dtype=np.int32))
 
 
-def table_from_records(records: list[dict], files: list[str] | None = None, file=None, line=None,
-                       inputs: list[dict] | None = None) -> VerdictTable:
-    """Code validated verdict dicts (the judge stage's records) into a VerdictTable.
-
-    `file`/`line`: where each record came from (indices into `files`); default: nowhere.
-    """
-    n = len(records)
-    col = {f: [r.get(f, DEFAULT_VARIANT) if f == "variant" else r[f] for r in records] for f in STRING_FIELDS}
-    names = {f: sorted(set(col[f])) for f in ("judge", "model", "question_id", "check_id")}
-    identity = {f: _hash_codes([_hash_text(r.get(f)) for r in records]) for f in IDENTITY_FIELDS}
-    where = (np.zeros(n), np.zeros(n)) if file is None else (file, line)
-    return VerdictTable(
-        judges=names["judge"], models=names["model"], questions=names["question_id"],
-        checks=names["check_id"], files=list(files or ["<verdicts>"]),
-        judge=_codes(col["judge"], names["judge"]), model=_codes(col["model"], names["model"]),
-        variant=_codes(col["variant"], VARIANTS).astype(np.int8),
-        question=_codes(col["question_id"], names["question_id"]),
-        check=_codes(col["check_id"], names["check_id"]),
-        tier=_codes(col["tier"], TIERS).astype(np.int8),
-        verdict=_codes(col["verdict"], VERDICTS).astype(np.int8),
-        probs=_probs_matrix([r.get("probs") for r in records]),
-        file=np.asarray(where[0], dtype=np.int32), line=np.asarray(where[1], dtype=np.int32),
-        **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
-        inputs=list(inputs or []))
-
-
-def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
-    """The record-by-record path: `load_records` validates (every problem as FILE:LINE), then
-    the records are coded. The fast path must give the same table and the same errors."""
-    paths = store_files(paths)
-    records = load_records(paths, Verdict, verdict_key)
-    # Where each record came from, replaying load_records' own order: a human's later verdict
-    # on the same key takes the place of the earlier one (rundir.human).
-    file, line, at = [], [], {}
-    for k, path in enumerate(paths):
-        for no, obj in (verdict_store.records(path) if verdict_store.is_store(path) else read_jsonl(path)):
-            key = verdict_key(obj)
-            if key in at:
-                file[at[key]], line[at[key]] = k, no
-                continue
-            at[key] = len(file)
-            file.append(k)
-            line.append(no)
-    table = table_from_records(records, [str(p) for p in paths], file, line,
-                               [file_record(p) for p in paths])
-    check_settings(table)
-    return table
+def _strict_columns(paths: list[Path]) -> list[FileColumns]:
+    """Files through the strict record-by-record reader, together (every problem of every
+    file at once), one FileColumns per file."""
+    where: list[tuple[int, int]] = []
+    records = load_records(paths, Verdict, verdict_key, where=where)
+    rows: list[list[int]] = [[] for _ in paths]
+    for i, (k, _) in enumerate(where):
+        rows[k].append(i)
+    return [record_columns([records[i] for i in r], file_record(p), [where[i][1] for i in r])
+            for p, r in zip(paths, rows)]
 
 
 # ---------------------------------------------------------------- checks on the whole table
 
-def check_settings(table: VerdictTable) -> None:
+def check_settings(table: VerdictTable, held: dict[str, tuple[str, str]] | None = None) -> None:
     """One settings hash per judge: verdicts made under two configurations (another prompt,
     other sampling) must not be scored as one judge. The judge stage refuses to append such
-    a mix; this catches files put together by hand."""
+    a mix; this catches files put together by hand. `held`: {judge: (settings hash, where)}
+    of the verdicts a run already holds, which the table's must match (`verdicts import`)."""
     if table.settings_hash is None or not len(table):
         return
     problems = []
@@ -203,17 +191,17 @@ def check_settings(table: VerdictTable) -> None:
         if not len(rows):
             continue
         codes, first = np.unique(table.settings_hash[rows], return_index=True)
-        if len(codes) < 2:
-            continue
         order = np.argsort(first)
-        base = rows[first[order[0]]]
-        for k in order[1:]:
+        base = (held or {}).get(judge) or (table.settings_hashes[codes[order[0]]], _where(table, rows[first[order[0]]]))
+        for k in order:
+            if table.settings_hashes[codes[k]] == base[0]:
+                continue
             row = rows[first[k]]
             problems.append(Problem(
                 table.files[table.file[row]], int(table.line[row]) or None, "settings_hash",
                 f"judge {judge!r} has verdicts made under other settings: "
-                f"{table.settings_hashes[codes[k]]!r} here, {table.settings_hashes[table.settings_hash[base]]!r} "
-                f"at {_where(table, base)}; score one configuration of a judge at a time"))
+                f"{table.settings_hashes[codes[k]]!r} here, {base[0]!r} at {base[1]}; "
+                "score one configuration of a judge at a time"))
     if problems:
         raise InputError(problems)
 
@@ -251,35 +239,11 @@ def repeated_keys(table: VerdictTable) -> np.ndarray:
 
 
 def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
-    """The table of some rows (indices or a mask), hash dictionaries pruned to what they use."""
-    out = dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
-    for f in IDENTITY_FIELDS:
-        codes, names = getattr(out, f), getattr(table, f"{f}es")
-        used = np.unique(codes[codes >= 0])
-        remap = np.full(len(names) + 1, -1, dtype=np.int32)  # code -1 picks the last: -1
-        remap[used] = np.arange(len(used), dtype=np.int32)
-        setattr(out, f"{f}es", [names[i] for i in used])
-        setattr(out, f, remap[codes])
-    return out
+    """The table of some rows (indices or a mask); the dictionaries stay as they are."""
+    return dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
 
 
-# ---------------------------------------------------------------- the column path
-
-@dataclass
-class FileColumns:
-    """One file's verdicts: per coded field, (codes, dictionary) with code -1 for an absent
-    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent; `input` the file's
-    record (`file_record`); `line` where each row is (None: row k is line k + 1)."""
-
-    codes: dict[str, tuple[np.ndarray, list[str]]]
-    probs: np.ndarray
-    input: dict
-    line: np.ndarray | None = None
-
-    @property
-    def n(self) -> int:
-        return len(self.probs)
-
+# ---------------------------------------------------------------- files merged into one table
 
 def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
@@ -290,35 +254,47 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     at = 0
     for codes, values in pairs:
         lookup = np.array([index[v] for v in values] + [-1], dtype=dtype)
-        np.take(lookup, codes, out=out[at:at + len(codes)])  # code -1 picks the appended -1
+        # Code -1 wraps to the appended -1. (mode "raise", the default, copies `out` first.)
+        np.take(lookup, codes, out=out[at:at + len(codes)], mode="wrap")
         at += len(codes)
     return out, dictionary
 
 
-def _merge(parts: list[FileColumns], name: str, fixed=None, dtype=np.int32) -> tuple[list, np.ndarray]:
-    codes, dictionary = merge_codes([p.codes[name] for p in parts], fixed, dtype)
-    return dictionary, codes
-
-
-def _table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:
-    judges, judge = _merge(parts, "judge")
-    models, model = _merge(parts, "model")
-    questions, question = _merge(parts, "question_id")
-    checks, check = _merge(parts, "check_id")
-    identity = {f: _merge(parts, f) for f in IDENTITY_FIELDS}
+def table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:
+    """One table of the files' columns, in order (`files[k]` names `parts[k]`)."""
+    merged = {name: merge_codes([p.codes[name] for p in parts], fixed, dtype)
+              for name, fixed, dtype in (*((f, None, np.int32) for f in ("judge", "model", "question_id", "check_id",
+                                                                           *IDENTITY_FIELDS)),
+                                         ("variant", VARIANTS, np.int8), ("tier", TIERS, np.int8),
+                                         ("verdict", VERDICTS, np.int8))}
     sizes = np.array([p.n for p in parts], dtype=np.int64)
-    file = np.repeat(np.arange(len(parts), dtype=np.int32), sizes)
-    line = np.concatenate([p.line if p.line is not None else np.arange(1, p.n + 1) for p in parts] or [[]])
+    line = [p.line if p.line is not None else np.arange(1, p.n + 1, dtype=np.int32) for p in parts]
     return VerdictTable(
-        judges=judges, models=models, questions=questions, checks=checks, files=files,
-        judge=judge, model=model, question=question, check=check,
-        variant=_merge(parts, "variant", VARIANTS, np.int8)[1],
-        tier=_merge(parts, "tier", TIERS, np.int8)[1],
-        verdict=_merge(parts, "verdict", VERDICTS, np.int8)[1],
-        probs=np.concatenate([p.probs for p in parts]) if parts else np.zeros((0, len(JUDGE_LABELS))),
-        file=file, line=line.astype(np.int32),
-        **{f"{f}es": identity[f][0] for f in IDENTITY_FIELDS}, **{f: identity[f][1] for f in IDENTITY_FIELDS},
-        inputs=[p.input for p in parts])
+        judges=merged["judge"][1], models=merged["model"][1], questions=merged["question_id"][1],
+        checks=merged["check_id"][1], files=files,
+        judge=merged["judge"][0], model=merged["model"][0], question=merged["question_id"][0],
+        check=merged["check_id"][0], variant=merged["variant"][0], tier=merged["tier"][0],
+        verdict=merged["verdict"][0],
+        probs=_probs(parts),
+        file=np.repeat(np.arange(len(parts), dtype=np.int32), sizes),
+        line=np.concatenate(line).astype(np.int32) if parts else np.zeros(0, dtype=np.int32),
+        **{f"{f}es": merged[f][1] for f in IDENTITY_FIELDS}, **{f: merged[f][0] for f in IDENTITY_FIELDS},
+        inputs=[p.input for p in parts if p.input is not None])
+
+
+def _probs(parts: list[FileColumns]) -> np.ndarray:
+    """The parts' probabilities as one (n, 4) array; where none were read, a read-only NaN
+    view that takes no memory (73 MB at paper scale)."""
+    n = sum(p.n for p in parts)
+    if all(p.probs is None for p in parts):
+        return np.broadcast_to(np.float64(np.nan), (n, len(JUDGE_LABELS)))
+    return np.concatenate([np.full((p.n, len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs
+                           for p in parts])
+
+
+def table_from_records(records: list[dict]) -> VerdictTable:
+    """Verdict dicts (a caller's, not from a file) as a VerdictTable."""
+    return table_from_parts([record_columns(records, line=np.zeros(len(records)))], ["<verdicts>"])
 
 
 def store_files(paths) -> list[Path]:
@@ -333,56 +309,28 @@ def store_files(paths) -> list[Path]:
     return out
 
 
-def store_columns(path: Path) -> FileColumns:
-    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
-    when written; only the schema version is checked (`rundir.verdict_store`)."""
-    from gamut_local.data import arrow
-
-    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
-    table = verdict_store.read_files([path], [*names, *verdict_store.PROB_COLUMNS])
-    table = table.unify_dictionaries().combine_chunks()
-    probs = np.full((table.num_rows, len(JUDGE_LABELS)), np.nan)
-    if not table.num_rows:
-        return FileColumns({name: (np.zeros(0, dtype=np.int32), []) for name in names}, probs, file_record(path))
-    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
-    for k, name in enumerate(verdict_store.PROB_COLUMNS):
-        probs[:, k] = arrow.floats(table.column(name).chunk(0))
-    return FileColumns(codes, probs, file_record(path))
+def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
+    """Every file, store files too, through the strict record-by-record reader."""
+    paths = store_files(paths)
+    table = table_from_parts(_strict_columns(paths), [str(p) for p in paths])
+    check_settings(table)
+    return table
 
 
-def _jsonl_columns(paths: list[Path]) -> list[FileColumns]:
-    """JSONL files through the strict reader, together (every problem of every file), one
-    FileColumns per file."""
-    table = read_verdicts_reference(paths)
-    fixed = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
-    out = []
-    for k, path in enumerate(paths):
-        rows = table.file == k
-        codes = {name: (getattr(table, attr)[rows].astype(np.int32), list(names))
-                 for name, attr, names in (("question_id", "question", table.questions), ("model", "model", table.models),
-                                           ("judge", "judge", table.judges), ("check_id", "check", table.checks),
-                                           *((f, f[:-len("_id")] if f.endswith("_id") else f, fixed[f])
-                                             for f in ("variant", "tier", "verdict")))}
-        for f in IDENTITY_FIELDS:
-            codes[f] = (getattr(table, f)[rows], getattr(table, f"{f}es"))
-        out.append(FileColumns(codes, table.probs[rows], table.inputs[k], table.line[rows]))
-    return out
-
-
-def read_verdicts(paths: list[str | Path], on_file=None, cache: str = "off") -> VerdictTable:
+def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
-    (see the module docstring). `on_file(path)` is called after each file (a progress bar);
-    `cache` is accepted and ignored (there is none). Raises InputError with the strict
-    reader's own FILE:LINE messages."""
+    (see the module docstring); `probs=False`: the store's probability columns are not read
+    (NaN), for readers that never look at them. Store files are read side by side (pyarrow
+    lets go of the GIL). Raises InputError with the strict reader's own FILE:LINE messages."""
+    from concurrent.futures import ThreadPoolExecutor
+
     paths = store_files(paths)
     jsonl = [p for p in paths if not verdict_store.is_store(p)]
-    from_jsonl = dict(zip(jsonl, _jsonl_columns(jsonl))) if jsonl else {}
-    parts = []
-    for path in paths:
-        parts.append(from_jsonl[path] if path in from_jsonl else store_columns(path))
-        if on_file is not None:
-            on_file(path)
-    table = _table_from_parts(parts, [str(p) for p in paths])
+    columns = dict(zip(jsonl, _strict_columns(jsonl))) if jsonl else {}
+    stored = [p for p in paths if p not in columns]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        columns.update(zip(stored, pool.map(lambda p: store_columns(p, probs), stored)))
+    table = table_from_parts([columns[p] for p in paths], [str(p) for p in paths])
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if len(repeated_keys(table)):

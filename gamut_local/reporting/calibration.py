@@ -101,10 +101,10 @@ def report_section(run_dir: Path, files: list[Path], gold: str = "human-*", cons
     writing tables/calibration.json and figures/reliability.png; "" for a run without any."""
     if not any(f.parent.name.startswith(HUMAN_PREFIX) for f in map(Path, files)):
         return ""
-    from gamut_local.reporting.tables import read_verdict_table
+    from gamut_local.data.verdict_table import read_verdicts
 
     run_dir = Path(run_dir)
     figure = run_dir / "figures" / "reliability.png"
-    cal = write_calibration(read_verdict_table(files, console), gold, run_dir / "tables" / "calibration.json", figure)
+    cal = write_calibration(read_verdicts(files), gold, run_dir / "tables" / "calibration.json", figure)
     drawn = figure.is_file() and any(b.get("calibration") for b in cal["judges"].values())
     return "\n" + "\n".join(markdown(cal, "figures/reliability.png" if drawn else None))

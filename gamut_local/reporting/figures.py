@@ -26,6 +26,7 @@ VERDICT_COLOURS = {"meets": "#2e7d32", "partially_meets": "#9ccc65", "missing": 
                    "contradicts": "#c62828", "invalid": "#6a1b9a"}
 TIER_COLOURS = {"answer_critical": "#1565c0", "valuable": "#42a5f5", "context": "#bbdefb"}
 DPI = 110
+PNG_LEVEL = 3
 LEGEND_PAD = 0.3  # inches around a legend below the panels
 
 
@@ -58,7 +59,10 @@ def save_figure(fig, path: Path) -> Path:
     # (pixel-identical without: 4.4 CPU-s for the seven paper-scale figures against 5.1).
     TightLayoutEngine(rect=(0, bottom, 1, 1)).execute(fig)
     buf = io.BytesIO()  # then one atomic write: a killed report never leaves half a PNG
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=DPI)
+    kind = path.suffix.lstrip(".") or "png"
+    # zlib level 3, not 6: the same pixels, 5% more bytes, 40% less encoding (0.6 -> 0.36
+    # CPU-s for a paper-scale report's figures).
+    fig.savefig(buf, format=kind, dpi=DPI, **({"pil_kwargs": {"compress_level": PNG_LEVEL}} if kind == "png" else {}))
     plt.close(fig)
     write_bytes_atomic(path, buf.getvalue())
     return path

@@ -13,8 +13,6 @@ import csv
 import hashlib
 import io
 import json
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +28,9 @@ from gamut_local.analysis.scoring import (
     scores_from_columns,
 )
 from gamut_local.data import arrow
-from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
-from gamut_local.data.records import current_answer_hashes
-from gamut_local.data.verdict_table import current_record, file_record
-from gamut_local.data.verdict_table import VerdictTable, read_dataset_for_scores, read_verdicts, take_rows
-from gamut_local.errors import InputError
+from gamut_local.data.reading import read_responses
+from gamut_local.data.verdict_table import VerdictTable, current_record
 from gamut_local.reporting.drawing import SLOWEST_FIRST
-from gamut_local.reporting.progress import progress_bars
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VERDICTS
 
@@ -54,62 +48,6 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 def write_model(path: Path, doc) -> None:
     write_json(path, doc.model_dump(mode="json"))
-
-
-def read_verdict_table(paths, console=None) -> VerdictTable:
-    """Read and validate verdict files (`data.verdict_table`), a progress bar per file on stderr."""
-    from rich.console import Console
-
-    paths = [Path(p) for p in paths]
-    with progress_bars(console or Console(stderr=True, highlight=False)) as bars:
-        task = bars.add_task("reading verdicts", total=len(paths))
-        return read_verdicts(paths, on_file=lambda _: bars.advance(task))
-
-
-def expected_checks(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple[str, str], int] | None:
-    """{(question_id, variant): number of checks} the dataset expects a response to be graded
-    on (the checks the judge stage grades, compiled with the run's settings), for scoring's
-    expected grid; None without a dataset (the grid then comes from the verdicts)."""
-    if not questions:
-        return None
-    return dict(Counter((qid, variant) for qid, variant, _ in current_check_hashes(questions, small_pool_max)))
-
-
-def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
-                              small_pool_max: int = SMALL_POOL_MAX) -> tuple[VerdictTable, tuple]:
-    """The verdict table and `read_dataset_for_scores(dataset)`, read at the same time: the
-    dataset's validation runs while pyarrow parses the verdicts (it releases the GIL). A bad
-    dataset is reported first, as when it was read first.
-
-    Stale verdicts are left out of the table and counted (`without_stale`): those whose check
-    is worded otherwise in the dataset now, and (given the run's `answers` files) those that
-    graded another text of their answer."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        job = pool.submit(read_dataset_for_scores, dataset)
-        try:
-            table = read_verdict_table(paths, console)
-        except InputError:
-            job.result()
-            raise
-        read = job.result()
-    checks = current_check_hashes(read[0], small_pool_max) if dataset is not None else None
-    table = without_stale(table, checks, answers, console)
-    table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
-    return table, read
-
-
-def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
-    """The table less its stale verdicts (`data.consistency.stale_verdicts`), with `stale`
-    and `answer_inputs` set; what was left out is said on the console."""
-    answer_hashes = current_answer_hashes(answers) if answers is not None else None
-    stale, reasons = stale_verdicts(table, checks, answer_hashes)
-    out = take_rows(table, np.flatnonzero(~stale)) if stale.any() else table
-    out.stale = reasons
-    out.answer_inputs = [file_record(Path(p)) for p in answers or []]
-    if console is not None:
-        for line in describe_stale(reasons):
-            console.print(f"[yellow]{line}[/yellow]")
-    return out
 
 
 # ---------------------------------------------------------------- scores.json + per-response file
@@ -166,7 +104,7 @@ def write_responses(scores_json: Path, scores: Scores) -> str:
         import pyarrow.parquet as pq
 
         # Strings leave as plain string columns (any reader), built from codes in C++.
-        arrays = [arrow.dictionary(v.codes, v.values).cast(pa.string()) if isinstance(v, Coded)
+        arrays = [arrow.strings(v.codes, v.values) if isinstance(v, Coded)
                   else _bools(np.asarray(v)) if np.asarray(v).dtype == bool else arrow.from_numpy(np.asarray(v))
                   for v in cols.values()]
         buf = pa.BufferOutputStream()  # then one atomic write: fsynced, no temp file left on failure
@@ -193,35 +131,6 @@ def _cell(x):
     if isinstance(x, (np.floating, float)):
         return None if not np.isfinite(x) else float(x)
     return int(x) if isinstance(x, np.integer) else x
-
-
-def read_responses(path: Path) -> dict:
-    """Columns of a per-response file (strings as `Coded`, NaN for null scores)."""
-    if path.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        # ParquetFile, not read_table: that goes through pyarrow.dataset, which imports
-        # pandas (0.3 s of a 1 s report on a current run).
-        with pq.ParquetFile(path) as f:
-            tab = f.read()
-        cols = {}
-        for name in tab.column_names:
-            column = tab.column(name).combine_chunks()
-            if pa.types.is_string(column.type):
-                cols[name] = Coded(*arrow.encoded(column))
-            elif pa.types.is_floating(column.type):
-                cols[name] = arrow.floats(column)
-            else:
-                cols[name] = arrow.values(column.cast(pa.int64()), np.int64)
-    else:
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-        names = list(rows[0]) if rows else []
-        cols = {k: [r[k] for r in rows] for k in names}
-        for k in ("score", *TIERS):
-            cols[k] = np.array([np.nan if v is None else v for v in cols[k]], dtype=float)
-    cols.setdefault("domain", None)
-    return cols
 
 
 # ---------------------------------------------------------------- currency

@@ -188,23 +188,35 @@ def _write_atomic(table, path: Path) -> None:
     fsync_path(path.parent)
 
 
-def _meta(path: Path) -> dict:
-    """A store file's metadata; InputError if it is not a store file of this version."""
+def _open(path: Path):
+    """A store file, opened (`pq.ParquetFile`: its footer read once) and checked for the
+    schema version: (file, metadata); InputError if it is not a store file of this version.
+    (Not `pq.read_table`/`read_schema`: those go through pyarrow.dataset, which imports pandas,
+    0.3-0.7 s of every command that reads the store.)"""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        raw = (pq.read_schema(path).metadata or {}).get(META_KEY)
+        f = pq.ParquetFile(path)
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as e:
         raise InputError([Problem(str(path), None, "", f"not a readable Parquet file: {e}")]) from None
+    raw = (f.schema_arrow.metadata or {}).get(META_KEY)
     meta = json.loads(raw) if raw else {}
     version = meta.get("schema_version")
     if version != SCHEMA_VERSION:
+        f.close()
         why = "has no verdict-store schema version" if version is None else \
             f"has verdict-store schema version {version!r}; this gamut-local reads version {SCHEMA_VERSION}"
         raise InputError([Problem(str(path), None, "schema_version", why)])
+    return f, meta
+
+
+def _meta(path: Path) -> dict:
+    """A store file's metadata (`_open`'s checks)."""
+    f, meta = _open(path)
+    f.close()
     return meta
 
 
@@ -223,8 +235,9 @@ def _through(unit: Path) -> int:
 def unit_files(unit: Path) -> list[Path]:
     """The files that hold the unit's verdicts now: the compacted file and the parts it does
     not hold yet, in order."""
-    through = _through(unit)
-    parts = [p for n, p in sorted(_part_numbers(unit).items()) if n > through]
+    numbers = _part_numbers(unit)
+    through = _through(unit) if numbers else 0  # a compacted unit: its file, not opened twice
+    parts = [p for n, p in sorted(numbers.items()) if n > through]
     return ([unit] if unit.exists() else []) + parts
 
 
@@ -259,12 +272,12 @@ def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> Non
 def read_files(paths: list[Path], columns: list[str] | None = None):
     """One Arrow table of these store files (each checked for the schema version)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     tables = []
     for p in paths:
-        _meta(p)
-        tables.append(pq.read_table(p, columns=columns))
+        f, _ = _open(p)
+        with f:  # one thread per file: callers read files side by side
+            tables.append(f.read(columns=columns, use_threads=False))
     if not tables:
         return schema().empty_table() if columns is None else schema().empty_table().select(columns)
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]

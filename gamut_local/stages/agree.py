@@ -14,7 +14,8 @@ from gamut_local.analysis.outputs import AgreementFile
 from gamut_local.analysis.scoring import Scores, require_complete, score_table
 from gamut_local.data.verdict_table import VerdictTable, read_verdicts, table_from_records
 from gamut_local.errors import InputError, Problem
-from gamut_local.reporting.tables import read_verdicts_and_dataset, write_model
+from gamut_local.data.reading import read_verdicts_and_dataset
+from gamut_local.reporting.tables import write_model
 
 
 def agreement_document(table: VerdictTable, scores: Scores | None = None) -> AgreementFile:
@@ -31,7 +32,7 @@ def write_agreement(out: Path, paths: list[Path], console: Console | None = None
     """Agreement of the judges in `paths`, written to `out`; stale verdicts (given the dataset
     or the answers to compare with) are left out, human gold ones included. The rank
     statistics compare systems, so an incomplete system is refused unless `allow_incomplete`."""
-    table = read_verdicts_and_dataset(paths, dataset, console, answers=answers)[0]
+    table = read_verdicts_and_dataset(paths, dataset, console, answers=answers, probs=gold is not None)[0]
     judges = sorted({table.judges[j] for j in set(table.judge.tolist())})
     if len(judges) < 2:  # nothing to compare: an agreement file of no pairs would look like a result
         raise InputError([Problem(", ".join(str(p) for p in paths), None, "judge",

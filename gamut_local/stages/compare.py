@@ -95,7 +95,7 @@ def _n_questions(rows: list[dict]) -> tuple[int | None, str | None]:
 def _on_common_questions(path: Path, data: dict) -> dict:
     """{judge: ({system: points}, n_questions, note)} for each judge with an incomplete system,
     from the per-response file beside the scores file."""
-    from gamut_local.reporting.tables import read_responses  # only when a system is incomplete
+    from gamut_local.data.reading import read_responses  # only when a system is incomplete
 
     name = data.get("responses_file")
     beside = path.with_name(name) if isinstance(name, str) and name and Path(name).name == name else None

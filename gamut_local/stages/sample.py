@@ -17,7 +17,8 @@ from rich.console import Console
 
 from gamut_local.analysis.design import SampleFile, draw, read_sample
 from gamut_local.errors import InputError, Problem
-from gamut_local.reporting.tables import read_verdict_table, write_model
+from gamut_local.data.verdict_table import read_verdicts
+from gamut_local.reporting.tables import write_model
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import check_seed, find_sample, sample_path, verdict_files
 
@@ -28,9 +29,15 @@ def population(run_dir: Path, console: Console | None = None) -> dict[tuple[str,
     if not files:
         raise InputError([Problem(str(Path(run_dir) / "verdicts"), None, "",
                                   "no model judge's verdicts: run judge before drawing a sample")])
-    table = read_verdict_table(files, console)
+    import numpy as np
+
+    table = read_verdicts(files, probs=False)
+    # Each (model, variant, question) once, column-wise: a run has millions of verdicts.
+    nv, nq = len(table.variants), max(len(table.questions), 1)
+    key = np.unique((table.model.astype(np.int64) * nv + table.variant) * nq + table.question)
     out: dict[tuple[str, str], set[str]] = {}
-    for m, v, q in set(zip(table.model.tolist(), table.variant.tolist(), table.question.tolist())):
+    for k in key.tolist():
+        (m, v), q = divmod(k // nq, nv), k % nq
         out.setdefault((table.models[m], table.variants[v]), set()).add(table.questions[q])
     return {k: sorted(qs) for k, qs in out.items()}
 
@@ -70,7 +77,7 @@ def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample:
     if not half_width > 0:
         raise InputError([Problem("--half-width", None, "", f"must be a number of points > 0, got {half_width!r}")])
     design = read_sample(find_sample(Path(run_dir), sample))
-    scores = score_table(read_verdict_table(verdict_files(Path(run_dir)), console))
+    scores = score_table(read_verdicts(verdict_files(Path(run_dir)), probs=False))
     gold_idx = [j for j, name in enumerate(scores.judges) if fnmatch.fnmatchcase(name, gold)]
     if not gold_idx:
         raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "

@@ -11,7 +11,6 @@ Human verdicts (few, and rewritten while the app runs) stay records, newest per 
 from __future__ import annotations
 
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,7 +22,7 @@ from gamut_local.data.consistency import current_check_hashes, describe_stale, s
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
 from gamut_local.errors import InputError, Problem, pydantic_problems
-from gamut_local.data.verdict_table import take_rows
+from gamut_local.data.verdict_table import read_verdicts, table_from_records, take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
@@ -216,18 +215,18 @@ def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
     files = verdict_files(run_dir)
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
     model_files = [p for p in files if not is_human(p.parent.name)]
-    # The readers let go of the GIL: the judges' units, the answers and the dataset are read
-    # side by side.
+    # The verdict reader lets go of the GIL: the model judges' verdicts (the store's files
+    # side by side), the answers and the dataset are read at the same time.
     small_pool_max = _compile_setting(cfg)
-    with ThreadPoolExecutor(max(2, min(8, os.cpu_count() or 1))) as pool:
-        pending = [pool.submit(read_table, group) for group in _groups(model_files, run_dir)]
+    with ThreadPoolExecutor(2) as pool:
+        pending = pool.submit(read_verdicts, model_files) if model_files else None
         pending_answers = pool.submit(read_answers, answer_files)
         questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
         answers = pending_answers.result()
-        tables = [t for f in pending if len(t := f.result())]
-    tables, stale_notes = _without_stale(tables, questions, answers, small_pool_max)
+        table = pending.result() if pending is not None else table_from_records([])
+    table, stale_notes = _without_stale(table, questions, answers, small_pool_max)
     notes += stale_notes
-    verdicts, question_ids = verdicts_from_tables(tables, list(questions), model_files)
+    verdicts, question_ids = verdicts_from_table(table, list(questions))
     index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
@@ -257,18 +256,12 @@ def _compile_setting(cfg: dict) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else SMALL_POOL_MAX
 
 
-def _without_stale(tables: list, questions: dict, answers: dict, small_pool_max: int) -> tuple[list, list[str]]:
-    """The model judges' tables less their stale verdicts, and a note per judge saying so."""
+def _without_stale(table, questions: dict, answers: dict, small_pool_max: int):
+    """The model judges' table less its stale verdicts, and a note per judge saying so."""
     checks = current_check_hashes(questions.values(), small_pool_max)
     hashes = {k: answer_hash(a["response"]) for k, a in answers.items()}
-    out, reasons = [], {}
-    for t in tables:
-        stale, why = stale_verdicts(t, checks, hashes)
-        out.append(take_rows(t, np.flatnonzero(~stale)) if stale.any() else t)
-        for judge, counts in why.items():
-            for reason, n in counts.items():
-                reasons.setdefault(judge, {})[reason] = reasons.get(judge, {}).get(reason, 0) + n
-    return out, describe_stale(reasons)
+    stale, reasons = stale_verdicts(table, checks, hashes)
+    return (take_rows(table, np.flatnonzero(~stale)) if stale.any() else table), describe_stale(reasons)
 
 
 def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
@@ -308,70 +301,27 @@ def read_humans(files: list[Path]) -> dict[str, dict]:
 
 # ---------------------------------------------------------------- column-wise verdicts
 
-def _groups(files: list[Path], run_dir: Path) -> list[list[Path]]:
-    """One group per judge folder of the run, and one for the files from elsewhere
-    (extra_verdicts): groups are read side by side, each with every check of the shared reader."""
-    groups: dict[str, list[Path]] = {}
-    for p in files:
-        inside = p.parent.parent == run_dir / "verdicts"
-        groups.setdefault(p.parent.name if inside else "", []).append(p)
-    return list(groups.values())
-
-
-def _lookup(names: list[str], index: dict[str, int]) -> np.ndarray:
-    return np.array([index[n] for n in names] + [-1], dtype=np.int32)
-
-
-def read_table(files: list[Path]):
-    """One group of verdict files through the project's verdict reader."""
-    from gamut_local.data.verdict_table import read_verdicts as read_table_files
-
-    return read_table_files(files, cache="off")
-
-
-def verdicts_from_tables(tables: list, question_ids: list[str], files: list[Path]) -> tuple[Verdicts, list[str]]:
-    """VerdictTables (one per group) merged into one dictionary per column, sorted by
-    (question, system, check, judge). Questions the dataset lacks are added after its own
-    (shown as not in the dataset)."""
-    judges = sorted({j for t in tables for j in t.judges})
-    models = sorted({m for t in tables for m in t.models})
-    checks = sorted({c for t in tables for c in t.checks})
+def verdicts_from_table(t, question_ids: list[str]) -> tuple[Verdicts, list[str]]:
+    """The model judges' VerdictTable sorted by (question, system, check, judge). Questions
+    the dataset lacks are added after its own (shown as not in the dataset)."""
     known = set(question_ids)
-    question_ids = question_ids + sorted({q for t in tables for q in t.questions} - known)
-    at = {name: {n: i for i, n in enumerate(names)} for name, names in
-          (("judge", judges), ("model", models), ("check", checks), ("question", question_ids))}
+    question_ids = question_ids + sorted(set(t.questions) - known)
+    at = {q: i for i, q in enumerate(question_ids)}
+    q = np.array([at[n] for n in t.questions] + [-1], dtype=np.int32)[t.question]
     V = len(VARIANTS)
-    parts = {k: [] for k in ("q", "sys", "c", "j", "code", "tier", "probs")}
-    for t in tables:
-        parts["q"].append(_lookup(t.questions, at["question"])[t.question])
-        parts["sys"].append(_lookup(t.models, at["model"])[t.model].astype(np.int64) * V + t.variant)
-        parts["c"].append(_lookup(t.checks, at["check"])[t.check])
-        parts["j"].append(_lookup(t.judges, at["judge"])[t.judge])
-        parts["code"].append(t.verdict)
-        parts["tier"].append(t.tier)
-        parts["probs"].append(t.probs)
-    col = {k: (np.concatenate(v) if v else np.zeros((0, 4)) if k == "probs" else np.zeros(0, dtype=np.int64))
-           for k, v in parts.items()}
     # (model, variant) codes are few: a bincount finds the used ones without sorting every row.
-    present = np.bincount(col["sys"], minlength=len(models) * V) > 0
+    system = t.model.astype(np.int64) * V + t.variant
+    present = np.bincount(system, minlength=len(t.models) * V) > 0
     used = np.flatnonzero(present)
-    s = (np.cumsum(present) - 1)[col["sys"]]
-    systems = [(models[k // V], VARIANTS[k % V]) for k in used.tolist()]  # sorted by (model, variant)
-    v = Verdicts(judges, systems, checks, col["q"].astype(np.int32), s.astype(np.int32),
-                 col["c"].astype(np.int32), col["j"].astype(np.int32), col["code"].astype(np.int8),
-                 col["tier"].astype(np.int8), col["probs"].astype(np.float64))
-    # One int64 key orders the rows by (question, system, check, judge): one sort, and a
-    # repeat across groups (the shared reader checks within one) is two equal neighbours.
-    key = ((v.q.astype(np.int64) * max(len(systems), 1) + v.s) * max(len(checks), 1) + v.c) \
-        * max(len(judges), 1) + v.j
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    if len(key) > 1 and (key[1:] == key[:-1]).any():
-        load_records(files, Verdict, verdict_key)  # raises with FILE:LINE for every repeat
-        raise InputError([Problem(", ".join(map(str, files)), None, "", "duplicate verdict keys")])
-    for name in ("q", "s", "c", "j", "code", "tier", "probs"):
-        setattr(v, name, getattr(v, name)[order])
-    return v, question_ids
+    s = (np.cumsum(present) - 1)[system].astype(np.int32)
+    systems = [(t.models[k // V], VARIANTS[k % V]) for k in used.tolist()]  # sorted by (model, variant)
+    # One int64 key orders the rows by (question, system, check, judge): one sort (the reader
+    # refused repeated keys, so any sort gives this one order; the default is the fastest).
+    key = ((q.astype(np.int64) * max(len(systems), 1) + s) * max(len(t.checks), 1) + t.check) \
+        * max(len(t.judges), 1) + t.judge
+    order = np.argsort(key)
+    return Verdicts(list(t.judges), systems, list(t.checks), q[order], s[order], t.check[order], t.judge[order],
+                    t.verdict[order], t.tier[order], t.probs[order]), question_ids
 
 
 def build_cells(v: Verdicts, n_questions: int) -> Cells:
@@ -388,8 +338,11 @@ def build_cells(v: Verdicts, n_questions: int) -> Cells:
     lo = np.minimum.reduceat(np.where(valid, v.code, 99), first)
     hi = np.maximum.reduceat(np.where(valid, v.code, -1), first)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = v.probs.astype(np.float64)
-        h = -np.nansum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
+        p = np.asarray(v.probs, dtype=np.float64)
+        terms = np.log(p)  # one (n, 4) temporary: p log p in place, 0 where p is 0 or NaN
+        np.multiply(terms, p, out=terms)
+        np.copyto(terms, 0.0, where=~(p > 0))
+        h = -terms.sum(axis=1)
     h = np.where(np.isnan(p).all(axis=1), -1.0, h).astype(np.float32)
     entropy = np.maximum.reduceat(h, first)
     disagree = (lo < 99) & (hi >= 0) & (lo != hi)

@@ -12,7 +12,7 @@ import pytest
 from gamut_local.analysis.outputs import ScoresFile
 from gamut_local.analysis.scoring import response_columns, score_table, scores_from_columns
 from gamut_local.data.verdict_table import read_verdicts
-from gamut_local.reporting.tables import read_responses
+from gamut_local.data.reading import read_responses
 from gamut_local.rundir.store import write_jsonl
 from gamut_local.testing.synthetic import make_records
 

@@ -73,3 +73,24 @@ def test_a_store_file_of_another_schema_version_is_refused_by_every_reader(tmp_p
     with pytest.raises(InputError) as e:
         vt.read_verdicts([tmp_path])
     assert f"{unit}: schema_version: has verdict-store schema version 2" in str(e.value)
+
+
+def test_import_refuses_a_judges_other_settings_than_the_run_holds(gamut, tmp_path):
+    run = tmp_path / "run"
+    first, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(lines(line()))
+    # Another model of the same judge, graded under other settings: a mix the readers would
+    # refuse later, so import refuses it now, naming the first such line, and writes nothing.
+    other.write_bytes(lines(line(model="m2", settings_hash="xyz"), line(model="m2", check_id="c2", settings_hash="xyz")))
+    assert gamut("verdicts", "import", first, "--into", run).exit_code == 0
+    held = run / "verdicts" / "j" / "m.multimodal.parquet"
+    before = sorted(p.name for p in (run / "verdicts").rglob("*"))
+    r = gamut("verdicts", "import", other, "--into", run)
+    assert r.exit_code == 1, r.output
+    assert (f"{other}:1: settings_hash: judge 'j' has verdicts made under other settings: 'xyz' here, "
+            f"'abc' at {held}:1") in r.output, r.output
+    assert sorted(p.name for p in (run / "verdicts").rglob("*")) == before
+    # The same judge under the settings the run holds is welcome.
+    other.write_bytes(lines(line(model="m2")))
+    assert gamut("verdicts", "import", other, "--into", run).exit_code == 0
+    assert vt.read_verdicts([run]).settings_hashes == ["abc"]

@@ -1,0 +1,100 @@
+"""What the analysis stages read (`score`, `agree`, `report`, `sample`, `compare`): the verdict
+table together with the dataset it is checked against, stale verdicts left out and counted,
+and the columns of a per-response scores file. Writing the analysis files, and deciding
+whether they are current, is `reporting.tables`'s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
+from gamut_local.data.records import current_answer_hashes
+from gamut_local.data.verdict_table import VerdictTable, file_record, read_verdicts, take_rows
+from gamut_local.errors import InputError
+from gamut_local.vocab import SMALL_POOL_MAX
+
+
+def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
+    """A dataset file's questions, question_id -> domain, and its input record (all empty or
+    None without a dataset)."""
+    if dataset is None:
+        return [], None, None
+    from gamut_local.data.dataset import load_questions
+
+    questions = load_questions(Path(dataset), check_images=False)
+    return questions, {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
+
+
+def expected_checks(checks: dict[tuple, str] | None) -> dict[tuple[str, str], int] | None:
+    """{(question_id, variant): number of checks} the dataset expects a response to be graded
+    on (`checks`: `current_check_hashes`, the checks the judge stage grades, compiled with
+    the run's settings), for scoring's expected grid; None without a dataset (the grid then
+    comes from the verdicts)."""
+    if not checks:
+        return None
+    return dict(Counter((qid, variant) for qid, variant, _ in checks))
+
+
+def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
+                              small_pool_max: int = SMALL_POOL_MAX, probs: bool = False) -> tuple[VerdictTable, tuple]:
+    """The verdict table and (questions, domains, dataset input: `read_dataset_for_scores`,
+    then `expected_checks`), read at the same time: the dataset's validation runs while
+    pyarrow decodes the verdicts (it releases the GIL). A bad dataset is reported first, as
+    when it was read first. `probs`: read the label probabilities too (only calibration
+    looks at them; scores and agreement never do).
+
+    Stale verdicts are left out of the table and counted (`without_stale`): those whose check
+    is worded otherwise in the dataset now, and (given the run's `answers` files) those that
+    graded another text of their answer."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        job = pool.submit(read_dataset_for_scores, dataset)
+        try:
+            table = read_verdicts(paths, probs=probs)
+        except InputError:
+            job.result()
+            raise
+        read = job.result()
+    checks = current_check_hashes(read[0], small_pool_max) if dataset is not None else None
+    table = without_stale(table, checks, answers, console)
+    table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
+    return table, (*read, expected_checks(checks))
+
+
+def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
+    """The table less its stale verdicts (`data.consistency.stale_verdicts`), with `stale`
+    and `answer_inputs` set; what was left out is said on the console."""
+    answer_hashes = current_answer_hashes(answers) if answers is not None else None
+    stale, reasons = stale_verdicts(table, checks, answer_hashes)
+    out = take_rows(table, np.flatnonzero(~stale)) if stale.any() else table
+    out.stale = reasons
+    out.answer_inputs = [file_record(Path(p)) for p in answers or []]
+    if console is not None:
+        for line in describe_stale(reasons):
+            console.print(f"[yellow]{line}[/yellow]")
+    return out
+
+
+def read_responses(path: Path) -> dict:
+    """Columns of a per-response file (`reporting.tables.write_responses`): strings as
+    (codes, values) pairs (`analysis.scoring.Coded.of` takes them), NaN for null scores."""
+    import json
+
+    from gamut_local.data import arrow
+
+    if path.suffix == ".parquet":
+        cols = arrow.read_columns(path)
+    else:
+        from gamut_local.vocab import TIERS
+
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        names = list(rows[0]) if rows else []
+        cols = {k: [r[k] for r in rows] for k in names}
+        for k in ("score", *TIERS):
+            cols[k] = np.array([np.nan if v is None else v for v in cols[k]], dtype=float)
+    cols.setdefault("domain", None)
+    return cols
