@@ -19,7 +19,6 @@ system prompt. The `prompt tokens (shared)` column is what a prefix-caching engi
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 

@@ -51,7 +51,7 @@ from gamut_local.engines.labels import (
     normalise,
 )
 from gamut_local.engines.vllm_engine import image_parts_as_urls
-from gamut_local.errors import InputError, Problem
+from gamut_local.errors import InputError
 from gamut_local.vocab import JUDGE_LABELS
 
 log = logging.getLogger(__name__)

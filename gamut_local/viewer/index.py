@@ -25,9 +25,9 @@ from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.data.verdict_table import read_verdicts, table_from_records, take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.identity import answer_hash, check_hash, stale_fields
+from gamut_local.rundir.identity import answer_hash, stale_fields
 from gamut_local.rundir.layout import sample_files, scores_path, verdict_files
-from gamut_local.vocab import NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, VERDICTS
+from gamut_local.vocab import SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")

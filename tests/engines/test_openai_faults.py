@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from gamut_local.config import JudgeSpec, ModelSpec, Sampling, load_run_config
+from gamut_local.config import ModelSpec, Sampling, load_run_config
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.labels import LabelReadout
 from gamut_local.engines import openai_engine

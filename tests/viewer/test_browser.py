@@ -138,7 +138,7 @@ def test_grade_a_drawn_response_in_the_calibration_queue(browser, sample_run):
         assert "1 of 3 responses graded in full" in page.inner_text("#progress")
         assert page.inner_text("#response-number") == "2 of 3" and _cell(page)[:3] != first
         page.goto(f"{url}/")
-        board = page.locator(f'table.corrected-board[data-judge="synthetic-judge"]')
+        board = page.locator('table.corrected-board[data-judge="synthetic-judge"]')
         assert "1 / 13" in board.inner_text()
         page.close()
     records = [json.loads(x) for p in (sample_run / "verdicts" / "human-tester").glob("*.jsonl")
