@@ -31,6 +31,9 @@ STOP = {
 _WORD = re.compile(r"[a-z0-9]+")
 # every byte but a-z and 0-9 becomes a space: `_WORD`'s runs, for ASCII text, without a regex
 _SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for c in range(256))
+# From this many texts pyarrow splits and numbers the words: below it, importing pyarrow
+# (~1 s) costs more than splitting them in Python saves (a chunk of 100 questions is ~1,500)
+PYARROW_FROM = 20_000
 _PAIRS_AT_ONCE = 250_000  # candidate pairs scored in one block: bounds memory however many share a word
 
 
@@ -63,10 +66,11 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 def word_ids(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(text index, word id) for each distinct content word of each text (`content_words`),
     sorted by text then word id."""
-    joined = "\x00".join(texts).lower()
-    if texts and joined.isascii() and joined.count("\x00") == len(texts) - 1:
+    many = len(texts) >= max(PYARROW_FROM, 1)
+    joined = "\x00".join(texts).lower() if many else ""
+    if many and joined.isascii() and joined.count("\x00") == len(texts) - 1:
         owner, ids = _ascii_word_ids(joined, len(texts))
-    else:  # other scripts, or a text holding the separator: one by one
+    else:  # few texts, other scripts, or a text holding the separator: one by one
         vocab: dict[str, int] = {}
         pairs = [(k, vocab.setdefault(w, len(vocab))) for k, t in enumerate(texts) for w in content_words(t)]
         owner = np.fromiter((k for k, _ in pairs), np.int64, len(pairs))

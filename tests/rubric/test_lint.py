@@ -186,14 +186,17 @@ ODD_TEXTS = ["alpha beta gamma", "alpha beta gamma delta", "", "the of and", "Ü
              "tab\tand\nnew line", "ﬁne ligature", "  spaced   out  "]
 
 
-def test_the_words_split_in_c_are_the_words_split_in_python():
+def test_the_words_split_in_c_are_the_words_split_in_python(monkeypatch):
     """pyarrow's split and numbering (ASCII texts) and the one-by-one path (any other text)
     give each text exactly `content_words`, numbered consistently: compared by where each word
     occurs (the texts that hold it), which is all the search uses of a word."""
     import random
     from collections import Counter
 
+    from gamut_local.rubric import near_duplicates
     from gamut_local.rubric.near_duplicates import content_words, word_ids
+
+    monkeypatch.setattr(near_duplicates, "PYARROW_FROM", 0)  # pyarrow for every ASCII batch, however small
 
     def shape(per_text: list[set]) -> list[Counter]:
         where: dict = {}
@@ -214,15 +217,18 @@ def test_the_words_split_in_c_are_the_words_split_in_python():
         assert shape(got) == shape([content_words(t) for t in texts]), texts
 
 
-def test_a_search_over_many_questions_pairs_only_within_each():
+@pytest.mark.parametrize("pyarrow_from", [0, 10**9], ids=["pyarrow", "python"])
+def test_a_search_over_many_questions_pairs_only_within_each(monkeypatch, pyarrow_from):
     """With scopes (a chunk of questions at once, as lint does), texts of different scopes are
     never paired: the same as searching each question alone; and on random odd texts, the same
     as comparing every pair."""
     import random
 
+    from gamut_local.rubric import near_duplicates
     from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
     from gamut_local.testing.authoring import all_pairs_near_duplicates
 
+    monkeypatch.setattr(near_duplicates, "PYARROW_FROM", pyarrow_from)
     rng = random.Random(0)
     questions = [[rng.choice(ODD_TEXTS) for _ in range(rng.randint(0, 12))] for _ in range(60)]
     groups = [[rng.choice(["a", "b", None]) for _ in q] for q in questions]
