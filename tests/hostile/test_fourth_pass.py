@@ -22,12 +22,21 @@ def _source(tmp_path):
     return src
 
 
-@pytest.fixture
-def workers(monkeypatch):
-    """Worker processes for a handful of questions, two at a time, even on one core."""
+def _use_workers(monkeypatch) -> list:
+    """Worker processes for a handful of questions, two at a time, even on one core; the list
+    gains an entry each time a pool of them is started."""
     monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
     monkeypatch.setattr(workers_module, "CHUNK", 3)
     monkeypatch.setattr(workers_module, "cores", lambda: 2)
+    forked = []
+    real = workers_module.ProcessPoolExecutor
+    monkeypatch.setattr(workers_module, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
+    return forked
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    return _use_workers(monkeypatch)
 
 
 def _tree(folder):
@@ -38,12 +47,7 @@ def test_workers_export_and_import_the_bytes_one_process_does(tmp_path, monkeypa
     src = _source(tmp_path)
     revise.export_dataset(src, tmp_path / "one")
     revise.import_dir(tmp_path / "one", tmp_path / "one.jsonl")
-    monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(workers_module, "CHUNK", 3)
-    monkeypatch.setattr(workers_module, "cores", lambda: 2)
-    forked = []
-    real = workers_module.ProcessPoolExecutor
-    monkeypatch.setattr(workers_module, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
+    forked = _use_workers(monkeypatch)
     revise.export_dataset(src, tmp_path / "many")
     revise.import_dir(tmp_path / "many", tmp_path / "many.jsonl")
     assert forked == [1, 1]  # both went through worker processes
@@ -91,12 +95,7 @@ def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     one = lint_questions([(Question.model_validate(r), k) for k, r in enumerate(rows, start=1)], str(path))
-    monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(workers_module, "CHUNK", 5)
-    monkeypatch.setattr(workers_module, "cores", lambda: 2)
-    forked = []
-    real = workers_module.ProcessPoolExecutor
-    monkeypatch.setattr(workers_module, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
+    forked = _use_workers(monkeypatch)
     many = lint_file(path)
     assert forked == [1]
     assert {f.rule for f in one} >= {"duplicate_checks", "stranger_test", "tier_balance"}
