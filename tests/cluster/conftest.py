@@ -49,14 +49,15 @@ with open(log, "a") as f:
 print(f"{{5000 + len(calls)}};cluster-a")
 """
 
-# `gamut-local` in the job scripts: records its arguments, folder and the environment the
-# script gave it; exits with FAKE_LAUNCHER_RC.
+# `gamut-local` in the job scripts: records its arguments, folder, the environment the script
+# gave it and where vLLM's modelinfos folder leads; exits with FAKE_LAUNCHER_RC.
 FAKE_LAUNCHER = f"""#!{sys.executable}
 import json, os, sys
 with open(os.environ["FAKE_LAUNCHER_LOG"], "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": {{k: os.environ.get(k) for k in (
         "HF_HUB_OFFLINE", "VLLM_WORKER_MULTIPROC_METHOD", "TMPDIR", "VLLM_CACHE_ROOT",
-        "GAMUT_TEST_SETUP", "CUDA_VISIBLE_DEVICES", "GAMUT_SERVER_URL")}}}}) + "\\n")
+        "GAMUT_TEST_SETUP", "CUDA_VISIBLE_DEVICES", "GAMUT_SERVER_URL")}},
+        "modelinfos": os.path.realpath(os.path.join(os.environ.get("VLLM_CACHE_ROOT") or ".", "modelinfos"))}}) + "\\n")
 sys.exit(int(os.environ.get("FAKE_LAUNCHER_RC", "0")))
 """
 

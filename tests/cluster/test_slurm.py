@@ -199,8 +199,9 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, fake_site, tmp
     job = next(j for j in prepare(cluster).jobs if j.key == "generate.big")
     script = tmp_path / "gen.sh"
     script.write_text(job.script)
-    env = {**os.environ, "SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "78",
-           "TMPDIR": str(tmp_path / "scratch")}
+    env = {**{k: v for k, v in os.environ.items() if k != "VLLM_CACHE_ROOT"}, "SLURM_ARRAY_TASK_ID": "4",
+           "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "78", "TMPDIR": str(tmp_path / "scratch"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     (tmp_path / "scratch").mkdir()
     # 60 s here and below: a job script against stand-ins on PATH, no model.
     res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
@@ -213,6 +214,9 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, fake_site, tmp
                            "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes",
                            "CUDA_VISIBLE_DEVICES": None, "GAMUT_SERVER_URL": None}
     assert not Path(task_tmp).exists()  # per-task scratch is removed on exit
+    # ... but vLLM's model-class notes are shared, where vLLM keeps them outside a job.
+    assert call["modelinfos"] == str(tmp_path / "xdg" / "vllm" / "modelinfos")
+    assert (tmp_path / "xdg" / "vllm" / "modelinfos").is_dir()
     done = tmp_path / "run" / "slurm" / "done"
     assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
     # A failing stage leaves no marker, so the shard is resubmitted next time.
