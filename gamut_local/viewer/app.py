@@ -31,7 +31,7 @@ from gamut_local.rundir.human import check_annotator, human_judge
 from gamut_local.viewer import pages
 from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
 from gamut_local.viewer.body import BodyError, read_json_body
-from gamut_local.viewer.index import RunIndex, open_run
+from gamut_local.viewer.index import Opening, RunIndex, run_files
 
 HERE = Path(__file__).parent
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -137,15 +137,20 @@ def _int(request: Request, name: str, default: int = 0) -> int:
 class View:
     """What every handler needs: the opened run, who annotates, and the templates."""
 
-    index: RunIndex
+    opening: Opening
     annotator: str | None
     judge: str | None
     writable: bool
     read_only: bool
     env: object
 
+    @property
+    def index(self) -> RunIndex:
+        """The opened run (waits while it is being read)."""
+        return self.opening.result()
+
     def render(self, name: str, **ctx) -> HTMLResponse:
-        base = {"run": self.index.run_dir.name, "annotator": self.annotator, "judge": self.judge,
+        base = {"run": self.opening.run_dir.name, "annotator": self.annotator, "judge": self.judge,
                 "writable": self.writable, "read_only": self.read_only}
         return HTMLResponse(self.env.get_template(name).render(**base, **ctx))
 
@@ -160,7 +165,8 @@ def _api(request: Request) -> bool:
 
 def overview(request):
     v = _view(request)
-    data = pages.overview(v.index)
+    # While the run is being read, the overview is what needs no verdicts: the first page at once.
+    data = pages.overview(v.index) if v.opening.done.is_set() else pages.overview_opening(v.opening.run_dir)
     return JSONResponse(data) if _api(request) else v.render("overview.html", o=data)
 
 
@@ -240,7 +246,7 @@ def image(request):
 
 
 def figure(request):
-    run_dir = _view(request).index.run_dir
+    run_dir = _view(request).opening.run_dir
     found = {p.name: p for p in (run_dir / "figures").glob("*.png")}
     path = found.get(request.path_params["name"])
     if path is None or not path.resolve().is_relative_to(run_dir):
@@ -264,31 +270,49 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
           Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
 
 
-def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool = False,
+def create_app(index: RunIndex | Opening, *, annotator: str | None = None, read_only: bool = False,
                debug: bool = False) -> Starlette:
-    """The app over an opened run. Without an annotator (or with read_only) nothing is written.
-    `debug`: an internal error shows its traceback (`gamut-local --debug view`)."""
+    """The app over an opened run (or one being opened: `index.Opening`). Without an annotator
+    (or with read_only) nothing is written. `debug`: an internal error shows its traceback
+    (`gamut-local --debug view`)."""
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
     env = _templates()
     for name in ("overview.html", "questions.html", "question.html", "queue.html"):
         env.get_template(name)  # compiled now, not on a user's first request
     app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly), Middleware(NoTraceback, debug=debug)],
                     debug=debug)
-    app.state.view = View(index, annotator, judge, judge is not None and not read_only, read_only, env)
+    opening = index if isinstance(index, Opening) else Opening.of(index)
+    app.state.view = View(opening, annotator, judge, judge is not None and not read_only, read_only, env)
     return app
 
 
 def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read_only: bool = False,
           dataset: Path | None = None, echo=print, debug: bool = False) -> None:
-    """Open the run, print the URL and serve on 127.0.0.1 until interrupted."""
+    """Find the run's files (a bad run stops here), serve on 127.0.0.1 at once while the run is
+    read in the background, and until interrupted. A run that cannot be read stops the server
+    and raises its problems, as a bad run found at first does."""
     import uvicorn
 
     if annotator is not None:
         check_annotator(annotator)
-    index = open_run(run_dir, dataset)
-    app = create_app(index, annotator=annotator, read_only=read_only, debug=debug)
+    found = run_files(run_dir, dataset)
+    server = None
+
+    def opened(opening: Opening) -> None:
+        if opening.error is not None:
+            if server is not None:
+                server.should_exit = True
+            return
+        cells = opening.index.cells
+        echo(f"{len(cells.key):,} (response, check) cells, {int(cells.disagree.sum()):,} with judges disagreeing")
+
+    opening = Opening(found, on_done=opened)
+    app = create_app(opening, annotator=annotator, read_only=read_only, debug=debug)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    if opening.error is not None:  # failed before the server existed
+        raise opening.error
     mode = "read-only" if read_only or annotator is None else f"annotating as human-{annotator}"
-    echo(f"{len(index.cells.key):,} (response, check) cells, {int(index.cells.disagree.sum()):,} with "
-         f"judges disagreeing; {mode}")
-    echo(f"http://127.0.0.1:{port}/")
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    echo(f"http://127.0.0.1:{port}/ ({mode}; reading the run's verdicts)")
+    server.run()
+    if opening.done.is_set() and opening.error is not None:
+        raise opening.error

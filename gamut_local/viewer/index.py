@@ -11,6 +11,7 @@ Human verdicts (few, and rewritten while the app runs) stay records, newest per 
 from __future__ import annotations
 
 import json
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -199,9 +200,21 @@ def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
     return out
 
 
-def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
-    """Read a run directory (and the dataset its manifest names) for the viewer: the verdicts
-    straight from the store's columns, every time (no cache)."""
+@dataclass
+class RunFiles:
+    """What a run directory holds for the viewer, found without reading any of it."""
+
+    run_dir: Path
+    dataset: Path
+    answers: list[Path]
+    verdicts: list[Path]
+    small_pool_max: int
+    notes: list[str]
+
+
+def run_files(run_dir: Path, dataset: Path | None = None) -> RunFiles:
+    """The run's dataset (given, or the one its manifest names), answer and verdict files:
+    every reason not to open the run at all, before anything is read."""
     run_dir = Path(run_dir).resolve()
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
@@ -214,26 +227,72 @@ def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
     answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
     files = verdict_files(run_dir)
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
+    return RunFiles(run_dir, Path(dataset), answer_files, files, _compile_setting(cfg), notes)
+
+
+def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
+    """Read a run directory (and the dataset its manifest names) for the viewer: the verdicts
+    straight from the store's columns, every time (no cache)."""
+    return read_run(run_files(run_dir, dataset))
+
+
+def read_run(found: RunFiles) -> RunIndex:
+    """The run's index (`open_run`), from the files `run_files` found."""
+    run_dir, notes, files, small_pool_max = found.run_dir, list(found.notes), found.verdicts, found.small_pool_max
     model_files = [p for p in files if not is_human(p.parent.name)]
     # The verdict reader lets go of the GIL: the model judges' verdicts (the store's files
     # side by side), the answers and the dataset are read at the same time.
-    small_pool_max = _compile_setting(cfg)
     with ThreadPoolExecutor(2) as pool:
         pending = pool.submit(read_verdicts, model_files) if model_files else None
-        pending_answers = pool.submit(read_answers, answer_files)
-        questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
+        pending_answers = pool.submit(read_answers, found.answers)
+        questions = {q.question_id: q for q in load_questions(found.dataset, check_images=False)}
         answers = pending_answers.result()
         table = pending.result() if pending is not None else table_from_records([])
     table, stale_notes = _without_stale(table, questions, answers, small_pool_max)
     notes += stale_notes
     verdicts, question_ids = verdicts_from_table(table, list(questions))
-    index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
+    index = RunIndex(run_dir, found.dataset, questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
     index.scores = read_scores(scores_path(run_dir), run_dir, notes)
     index.samples = read_samples(run_dir, notes)
     return index
+
+
+class Opening:
+    """A run opened in a background thread (`read_run`), so that `gamut-local view` answers
+    at once: the overview shows the scores file's leaderboard meanwhile (`pages.overview`),
+    every other page waits for the index. `Opening.of(index)`: a run already open."""
+
+    def __init__(self, found: RunFiles | None, on_done=None):
+        self.files, self.index, self.error = found, None, None
+        self.run_dir = found.run_dir if found is not None else None
+        self.done = threading.Event()
+        if found is not None:
+            threading.Thread(target=self._read, args=(on_done,), name="open-run", daemon=True).start()
+
+    @classmethod
+    def of(cls, index: RunIndex) -> Opening:
+        opened = cls(None)
+        opened.index, opened.run_dir = index, index.run_dir
+        opened.done.set()
+        return opened
+
+    def _read(self, on_done) -> None:
+        try:
+            self.index = read_run(self.files)
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits (`result`, `on_done`)
+            self.error = e
+        self.done.set()
+        if on_done is not None:
+            on_done(self)
+
+    def result(self) -> RunIndex:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.index
 
 
 def read_samples(run_dir: Path, notes: list[str]) -> dict:

@@ -25,8 +25,39 @@ from into their there than then have been were also only other""".split())
 
 def overview(index: RunIndex) -> dict:
     """Leaderboard per judge (the scores file's numbers and CIs), verdict rates, run counts."""
+    v, c = index.verdicts, index.cells
+    return {
+        "run": index.run_dir.name, "opening": False, "n_questions": len(index.questions),
+        "n_answers": len(index.answers),
+        "n_verdicts": {j: int(n) for j, n in zip(v.judges, np.bincount(v.j, minlength=len(v.judges)))},
+        "n_cells": len(c.key), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
+        "humans": {j: len(r) for j, r in index.humans.items()},
+        "humans_stale": {j: n for j, r in index.humans.items() if (n := sum(index.is_stale(x) for x in r.values()))},
+        "leaderboard": _leaderboard(index.scores), "labels": list(VERDICTS),
+        "coverage_from": (index.scores or {}).get("coverage_from"),
+        "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
+        "notes": index.notes, "human_agreement": human_agreement(index),
+        "corrected": live_boards(index),
+    }
+
+
+def overview_opening(run_dir) -> dict:
+    """The overview while the run is being read (`index.Opening`): the scores file's
+    leaderboard and the figures, which need no verdicts; the counts come once it is read."""
+    from gamut_local.viewer.index import read_scores
+    from gamut_local.rundir.layout import scores_path
+
+    notes: list[str] = []
+    scores = read_scores(scores_path(run_dir), run_dir, notes)
+    return {"run": run_dir.name, "opening": True, "leaderboard": _leaderboard(scores), "labels": list(VERDICTS),
+            "coverage_from": (scores or {}).get("coverage_from"),
+            "figures": sorted(p.name for p in (run_dir / "figures").glob("*.png")), "notes": notes,
+            "human_agreement": None, "corrected": []}
+
+
+def _leaderboard(scores: dict | None) -> dict[str, list]:
     by_judge: dict[str, list] = {}
-    for m in (index.scores or {}).get("models", []):
+    for m in (scores or {}).get("models", []):
         by_judge.setdefault(m["judge"], []).append({
             "model": m["model"], "variant": m["variant"], "gamut_score": m.get("gamut_score"),
             "ci95": m.get("ci95"), "n_responses": m.get("n_responses"),
@@ -37,19 +68,7 @@ def overview(index: RunIndex) -> dict:
             "n_missing_verdicts": m.get("n_missing_verdicts")})
     for rows in by_judge.values():
         rows.sort(key=lambda r: (-(r["gamut_score"] if r["gamut_score"] is not None else -1e9), r["model"]))
-    v, c = index.verdicts, index.cells
-    return {
-        "run": index.run_dir.name, "n_questions": len(index.questions), "n_answers": len(index.answers),
-        "n_verdicts": {j: int(n) for j, n in zip(v.judges, np.bincount(v.j, minlength=len(v.judges)))},
-        "n_cells": len(c.key), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
-        "humans": {j: len(r) for j, r in index.humans.items()},
-        "humans_stale": {j: n for j, r in index.humans.items() if (n := sum(index.is_stale(x) for x in r.values()))},
-        "leaderboard": by_judge, "labels": list(VERDICTS),
-        "coverage_from": (index.scores or {}).get("coverage_from"),
-        "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
-        "notes": index.notes, "human_agreement": human_agreement(index),
-        "corrected": live_boards(index),
-    }
+    return by_judge
 
 
 def human_agreement(index: RunIndex) -> dict | None:
