@@ -239,10 +239,10 @@ def score(
     check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers, sample])
     result = write_scores(out_path, verdicts, dataset, seed=seed, console=err, answers=list(answers) or None,
                           allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample).model_dump()
-    for m in result["models"]:
-        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
-                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}"
-                  f"{_corrected(m)}")
+    # Plain lines (`_echo`): rich's rendering of one line per system cost 0.12 s at paper scale.
+    _echo(out, [f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
+                f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}"
+                f"{_corrected(m)}" for m in result["models"]])
     if result["coverage_from"] == "verdicts":
         out.print("coverage judged without the dataset: the checks the verdicts show per question and variant")
 
