@@ -126,6 +126,8 @@ def store_columns(paths: list[Path], probs: bool = True) -> list[FileColumns]:
     and their dictionaries unified by Arrow, so every file's codes index the same lists
     (`merge_codes` maps each list once). Without `probs` the four probability columns (a
     third of the decoding) are not read: NaN."""
+    if not paths:
+        return []
     import pyarrow as pa
     from concurrent.futures import ThreadPoolExecutor
 
