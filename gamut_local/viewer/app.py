@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -25,13 +26,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gamut_local.data.records import resolve_image
 from gamut_local.errors import InputError
 from gamut_local.rundir.human import check_annotator, human_judge
-from gamut_local.viewer import pages
-from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
 from gamut_local.viewer.body import BodyError, read_json_body
-from gamut_local.viewer.index import Opening, RunIndex, run_files
+from gamut_local.viewer.opening import Opening, overview_opening, run_files
+
+if TYPE_CHECKING:
+    from gamut_local.viewer.index import RunIndex
 
 HERE = Path(__file__).parent
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -159,6 +160,14 @@ def _view(request: Request) -> View:
     return request.app.state.view
 
 
+def _pages():
+    # The pages (numpy, the index) are imported after the server starts: `view` answers its
+    # first page meanwhile (`opening.overview_opening`), and the run is read in the background.
+    from gamut_local.viewer import pages
+
+    return pages
+
+
 def _api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
@@ -166,7 +175,7 @@ def _api(request: Request) -> bool:
 def overview(request):
     v = _view(request)
     # While the run is being read, the overview is what needs no verdicts: the first page at once.
-    data = pages.overview(v.index) if v.opening.done.is_set() else pages.overview_opening(v.opening.run_dir)
+    data = _pages().overview(v.index) if v.opening.done.is_set() else overview_opening(v.opening.run_dir)
     return JSONResponse(data) if _api(request) else v.render("overview.html", o=data)
 
 
@@ -176,11 +185,11 @@ def questions(request):
                "variant": p.get("variant") or None, "disagree": _flag(request, "disagree"),
                "invalid": _flag(request, "invalid"), "unannotated": _flag(request, "unannotated"),
                "sort": p.get("sort", "disagreement"), "offset": _int(request, "offset")}
-    data = pages.questions_list(v.index, judge=v.judge, **filters)
+    data = _pages().questions_list(v.index, judge=v.judge, **filters)
     if _api(request):
         return JSONResponse(data)
     kept = {k: x for k, x in p.items() if k != "offset" and x}
-    following = urlencode({**kept, "offset": filters["offset"] + pages.PAGE_SIZE})
+    following = urlencode({**kept, "offset": filters["offset"] + _pages().PAGE_SIZE})
     return v.render("questions.html", d=data, f=filters, next_page=f"/questions?{following}")
 
 
@@ -188,7 +197,7 @@ def question(request):
     v, qid = _view(request), request.path_params["qid"]
     if qid not in v.index.questions:
         return PlainTextResponse("no such question in this run's dataset", 404)
-    data = pages.question_page(v.index, qid, v.judge)
+    data = _pages().question_page(v.index, qid, v.judge)
     return JSONResponse(data) if _api(request) else v.render("question.html", q=data)
 
 
@@ -196,7 +205,7 @@ def queue(request):
     v = _view(request)
     only = "all" if request.query_params.get("only") == "all" else "disagree"
     pos = _int(request, "pos") if "pos" in request.query_params else None
-    data = pages.queue_page(v.index, pos, only=only, question=request.query_params.get("q"),
+    data = _pages().queue_page(v.index, pos, only=only, question=request.query_params.get("q"),
                             judge=v.judge, blind=_flag(request, "blind", True))
     return JSONResponse(data) if _api(request) else v.render("queue.html", c=data)
 
@@ -209,7 +218,7 @@ def sample(request):
         return PlainTextResponse("no such calibration sample in this run", 404)
     pos = _int(request, "pos") if "pos" in request.query_params else None
     data = {"samples": names, "cell": None, "sample": None} if name is None else \
-        pages.sample_page(v.index, name, pos, v.judge)
+        _pages().sample_page(v.index, name, pos, v.judge)
     return JSONResponse(data) if _api(request) else v.render("queue.html", c=data, samples=names)
 
 
@@ -218,6 +227,8 @@ async def post_verdict(request):
     if not v.writable:
         why = "read-only" if v.read_only else "no --annotator given"
         return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
+    from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
+
     try:
         body = await read_json_body(request, VERDICT_FIELDS)
         rec = record_verdict(v.index, v.annotator, body)
@@ -231,6 +242,8 @@ async def post_verdict(request):
 
 
 def image(request):
+    from gamut_local.data.records import resolve_image
+
     index = _view(request).index
     q = index.questions.get(request.path_params["qid"])
     if q is None or not q.image:
@@ -272,7 +285,7 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
 
 def create_app(index: RunIndex | Opening, *, annotator: str | None = None, read_only: bool = False,
                debug: bool = False) -> Starlette:
-    """The app over an opened run (or one being opened: `index.Opening`). Without an annotator
+    """The app over an opened run (or one being opened: `opening.Opening`). Without an annotator
     (or with read_only) nothing is written. `debug`: an internal error shows its traceback
     (`gamut-local --debug view`)."""
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
@@ -306,7 +319,12 @@ def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read
         cells = opening.index.cells
         echo(f"{len(cells.key):,} (response, check) cells, {int(cells.disagree.sum()):,} with judges disagreeing")
 
-    opening = Opening(found, on_done=opened)
+    def read(found):  # numpy, the dataset and the store are imported here, in the background
+        from gamut_local.viewer.index import read_run
+
+        return read_run(found)
+
+    opening = Opening(found, read, on_done=opened)
     app = create_app(opening, annotator=annotator, read_only=read_only, debug=debug)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     if opening.error is not None:  # failed before the server existed

@@ -13,6 +13,7 @@ from gamut_local.rundir.human import is_human
 from gamut_local.viewer.adjudicate import annotated_cells
 from gamut_local.viewer.correction import live_boards
 from gamut_local.viewer.index import RunIndex
+from gamut_local.viewer.opening import leaderboard
 from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
 
 PAGE_SIZE = 200
@@ -33,42 +34,12 @@ def overview(index: RunIndex) -> dict:
         "n_cells": len(c.key), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
         "humans": {j: len(r) for j, r in index.humans.items()},
         "humans_stale": {j: n for j, r in index.humans.items() if (n := sum(index.is_stale(x) for x in r.values()))},
-        "leaderboard": _leaderboard(index.scores), "labels": list(VERDICTS),
+        "leaderboard": leaderboard(index.scores), "labels": list(VERDICTS),
         "coverage_from": (index.scores or {}).get("coverage_from"),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
         "notes": index.notes, "human_agreement": human_agreement(index),
         "corrected": live_boards(index),
     }
-
-
-def overview_opening(run_dir) -> dict:
-    """The overview while the run is being read (`index.Opening`): the scores file's
-    leaderboard and the figures, which need no verdicts; the counts come once it is read."""
-    from gamut_local.viewer.index import read_scores
-    from gamut_local.rundir.layout import scores_path
-
-    notes: list[str] = []
-    scores = read_scores(scores_path(run_dir), run_dir, notes)
-    return {"run": run_dir.name, "opening": True, "leaderboard": _leaderboard(scores), "labels": list(VERDICTS),
-            "coverage_from": (scores or {}).get("coverage_from"),
-            "figures": sorted(p.name for p in (run_dir / "figures").glob("*.png")), "notes": notes,
-            "human_agreement": None, "corrected": []}
-
-
-def _leaderboard(scores: dict | None) -> dict[str, list]:
-    by_judge: dict[str, list] = {}
-    for m in (scores or {}).get("models", []):
-        by_judge.setdefault(m["judge"], []).append({
-            "model": m["model"], "variant": m["variant"], "gamut_score": m.get("gamut_score"),
-            "ci95": m.get("ci95"), "n_responses": m.get("n_responses"),
-            "verdict_rates": m.get("verdict_rates") or {},
-            # Coverage (docs/outputs.md): an incomplete system's score is over fewer questions.
-            "complete": m.get("complete"), "n_questions": m.get("n_questions"),
-            "n_complete_responses": m.get("n_complete_responses"),
-            "n_missing_verdicts": m.get("n_missing_verdicts")})
-    for rows in by_judge.values():
-        rows.sort(key=lambda r: (-(r["gamut_score"] if r["gamut_score"] is not None else -1e9), r["model"]))
-    return by_judge
 
 
 def human_agreement(index: RunIndex) -> dict | None:

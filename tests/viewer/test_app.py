@@ -246,10 +246,11 @@ def test_the_overview_answers_while_the_run_is_read(sample_run, monkeypatch):
 
     import gamut_local.viewer.index as index_module
     from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.opening import Opening, run_files
 
     release, real = threading.Event(), index_module.read_run
     monkeypatch.setattr(index_module, "read_run", lambda found: release.wait(60) and real(found))
-    opening = index_module.Opening(index_module.run_files(sample_run))
+    opening = Opening(run_files(sample_run), lambda found: index_module.read_run(found))
     client = TestClient(create_app(opening), base_url="http://127.0.0.1:8765")
     page = client.get("/")
     assert page.status_code == 200 and 'id="opening"' in page.text and "Leaderboard, judge" in page.text
