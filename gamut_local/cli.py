@@ -239,10 +239,10 @@ def score(
     check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers, sample])
     result = write_scores(out_path, verdicts, dataset, seed=seed, console=err, answers=list(answers) or None,
                           allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample).model_dump()
-    for m in result["models"]:
-        out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
-                  f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}"
-                  f"{_corrected(m)}")
+    # Plain lines (`_echo`): rich's rendering of one line per system cost 0.12 s at paper scale.
+    _echo(out, [f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
+                f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{_coverage_mark(m)}"
+                f"{_corrected(m)}" for m in result["models"]])
     if result["coverage_from"] == "verdicts":
         out.print("coverage judged without the dataset: the checks the verdicts show per question and variant")
 
@@ -495,16 +495,30 @@ def report(
                                          "(default: the only one in RUN/samples/)."),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
+    from gamut_local.reporting import current
     from gamut_local.rundir.layout import check_seed
     from gamut_local.rundir.paths import check_outputs
-    from gamut_local.stages.report import write_report
 
     check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures", "tables": run_dir / "tables",
                    "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
     check_seed(seed)
-    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing, allow_incomplete=allow_incomplete,
-                        correct_with=correct_with, sample=sample,
-                        warn=lambda line: err.print(f"warning: {line}", markup=False, style="bold red"))
+
+    def warn(line):
+        err.print(f"warning: {line}", markup=False, style="bold red")
+
+    # A current report is checked before the analysis is imported (numpy, pydantic: most of its time).
+    again = current.current_report(run_dir, current.settings(
+        run_dir, dataset=dataset, seed=seed, allow_missing=allow_missing, allow_incomplete=allow_incomplete,
+        pilot=None, correct_with=correct_with, sample=sample)) if run_dir.is_dir() else None
+    if again is None:
+        from gamut_local.stages.report import write_report
+
+        path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
+                            allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample, warn=warn)
+    else:
+        for line in again:
+            warn(line)
+        path = run_dir / "report.md"
     out.print(f"{path}")
 
 

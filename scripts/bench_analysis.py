@@ -11,8 +11,9 @@ rusage of that child):
 - `gamut-local score RUN/verdicts --dataset ...` (as `score-run` reads them),
 - `gamut-local agree RUN/verdicts`,
 - `gamut-local report RUN` with nothing current (computes and draws everything), then again
-  with everything current (reuses it),
-- `gamut-local view RUN`: from launching the process to its first page answered,
+  with everything current (its stamp, `report.stamp.json`, says so: nothing is read),
+- `gamut-local view RUN`: from launching the process to its first page answered (the
+  overview, served while the run is read in the background),
 - DuckDB's SQL of the GAMUT formula (GROUP BYs) over the same Parquet files (`read_parquet`)
   and over the equivalent JSON Lines (`read_json_auto`), one process each.
 
@@ -248,11 +249,16 @@ def time_view(root: Path) -> dict:
 def time_commands(root: Path) -> dict:
     """score, agree, a fresh report, a current one and view's first page, each a process."""
     gamut, store = str(GAMUT), str(root / "verdicts")
+    # score's and agree's files go beside the run, not into it: a file changed in the run just
+    # before `report` would keep its stamp from being written (reporting.current: racy inputs).
+    beside = Path(f"{root}-outputs")
+    beside.mkdir(exist_ok=True)
     out = {
-        "score": timed_process([gamut, "score", store, "--out", str(root / "bench-scores.json"),
+        "score": timed_process([gamut, "score", store, "--out", str(beside / "bench-scores.json"),
                                 "--dataset", str(root / "dataset.jsonl")]),
-        "agree": timed_process([gamut, "agree", store, "--out", str(root / "bench-agreement.json")]),
+        "agree": timed_process([gamut, "agree", store, "--out", str(beside / "bench-agreement.json")]),
     }
+    shutil.rmtree(beside)
     for made in ("scores", "figures", "tables", "report.md"):  # nothing current (agreement is in scores/)
         target = root / made
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)

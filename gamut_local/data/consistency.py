@@ -49,8 +49,8 @@ def table_problems(table, questions) -> list[Problem]:
     if not n:
         return []
     nv, nc, nt = len(VARIANTS), max(len(table.checks), 1), len(TIERS)
-    key = ((table.question.astype(np.int64) * nv + table.variant) * nc + table.check) * nt + table.tier
     sizes = (max(len(table.questions), 1), nv, nc, nt)
+    key = row_key([table.question, table.variant, table.check, table.tier], list(sizes))
     combos = distinct(key, int(np.prod(sizes, dtype=np.int64)))
     by_id = {q.question_id: q for q in questions}
     tiers: dict[tuple, dict[str, str]] = {}
@@ -119,33 +119,50 @@ def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dic
     return out
 
 
-def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, int]], want: dict,
-              name_of) -> np.ndarray:
+def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, list[str]]], want: dict) -> np.ndarray:
     """Rows whose hash (`codes` into `names`) differs from `want[key]`; rows of a key `want`
     lacks are not judged here (another check names them); rows without a hash neither.
-    `keys`: (codes, dictionary size) per key part; each distinct key is looked up once, and
-    the rows take their key's expected hash by one index (keys are dense: questions x checks)."""
-    sizes = [max(size, 1) for _, size in keys]
-    key = np.zeros(len(codes), dtype=np.int64)
-    for (part, _), size in zip(keys, sizes):
-        key = key * size + part
+    `keys`: (row codes, dictionary) per key part, in the order of `want`'s key tuples. Each
+    entry of `want` is looked up once, column by column, and the rows take their key's
+    expected hash by one index (keys are dense: questions x checks)."""
+    sizes = [max(len(names_k), 1) for _, names_k in keys]
     total = int(np.prod(sizes, dtype=np.int64))
-    combos = distinct(key, total)
-    dense = total <= 8 * len(key) + 1024
-    if not dense:  # rows index the distinct keys
-        key = np.searchsorted(combos, key)
-    index = {h: i for i, h in enumerate(names)}
-    parts = zip(*(p.tolist() for p in np.unravel_index(combos, sizes)))
     # -3: a key `want` lacks; -2: a hash no row carries.
-    found = np.fromiter((index.get(want[n], -2) if (n := name_of(c)) in want else -3 for c in parts),
-                        dtype=np.int64, count=len(combos))
-    if dense:
-        lookup = np.full(total, -3, dtype=np.int64)
-        lookup[combos] = found
+    wanted = np.zeros(len(want), dtype=np.int64)
+    known = np.ones(len(want), dtype=bool)
+    for (_, names_k), size, column in zip(keys, sizes, zip(*want) if want else [()] * len(keys)):
+        index = {name: i for i, name in enumerate(names_k)}
+        part = np.fromiter((index.get(x, -1) for x in column), dtype=np.int64, count=len(want))
+        known &= part >= 0
+        wanted = wanted * size + part
+    index = {h: i for i, h in enumerate(names)}
+    found = np.fromiter((index.get(h, -2) for h in want.values()), dtype=np.int64, count=len(want))
+    wanted, found = wanted[known], found[known]
+    key = row_key([part for part, _ in keys], sizes)
+    if total <= 8 * len(key) + 1024:  # dense: one lookup array over every possible key
+        lookup = np.full(total, -3, dtype=np.int32)
+        lookup[wanted] = found
+        expected = lookup[key]
     else:
-        lookup = found
-    expected = lookup[key]
-    return (codes >= 0) & (expected != -3) & (codes != expected)
+        order = np.argsort(wanted)
+        at = np.minimum(np.searchsorted(wanted, key, sorter=order), max(len(wanted) - 1, 0))
+        hit = wanted[order[at]] == key if len(wanted) else np.zeros(len(key), dtype=bool)
+        expected = np.where(hit, found[order[at]] if len(wanted) else -3, -3)
+    bad = codes != expected
+    bad &= expected != -3
+    bad &= codes >= 0
+    return bad
+
+
+def row_key(parts: list[np.ndarray], sizes: list[int]) -> np.ndarray:
+    """One int per row for a tuple of codes (`parts[k]` in [0, sizes[k])), built in place:
+    int32 where every combination fits (half the memory traffic of int64 over millions of rows)."""
+    total = int(np.prod(sizes, dtype=np.int64))
+    key = parts[0].astype(np.int32 if total < 2**31 else np.int64)
+    for part, size in zip(parts[1:], sizes[1:]):
+        key *= size
+        key += part
+    return key
 
 
 def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, str] | None):
@@ -161,17 +178,13 @@ def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, 
     reasons: dict[str, dict[str, int]] = {}
     if not n:
         return stale, reasons
-    q, v = table.question, table.variant
-    nq, nv = len(table.questions), len(VARIANTS)
-    for field, want, keys, name_of in (
-            ("check_hash", checks, [(q, nq), (v, nv), (table.check, len(table.checks))],
-             lambda c: (table.questions[c[0]], VARIANTS[c[1]], table.checks[c[2]])),
-            ("answer_hash", answers, [(q, nq), (table.model, len(table.models)), (v, nv)],
-             lambda c: (table.questions[c[0]], table.models[c[1]], VARIANTS[c[2]]))):
+    q, v = (table.question, table.questions), (table.variant, list(VARIANTS))
+    for field, want, keys in (("check_hash", checks, [q, v, (table.check, table.checks)]),
+                              ("answer_hash", answers, [q, (table.model, table.models), v])):
         codes = getattr(table, field)
         if not want or codes is None or not (codes >= 0).any():  # nothing to compare with
             continue
-        bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want, name_of)
+        bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want)
         _count(reasons, table, bad & ~stale, field)
         stale |= bad
     if checks is not None and table.check_hash is not None:

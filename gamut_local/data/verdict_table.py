@@ -119,23 +119,41 @@ class FileColumns:
     line: np.ndarray | None = None
 
 
-def store_columns(path: Path, probs: bool = True) -> FileColumns:
-    """One verdict store file's columns, as they are: typed, dictionary-encoded, validated
-    when written; only the schema version is checked (`rundir.verdict_store`). Without
-    `probs` the four probability columns (a third of the decoding) are not read: NaN."""
+def store_columns(paths: list[Path], probs: bool = True) -> list[FileColumns]:
+    """The verdict store files' columns, one FileColumns per file, as they are: typed,
+    dictionary-encoded, validated when written; only the schema version is checked
+    (`rundir.verdict_store`). The files are read side by side (pyarrow lets go of the GIL)
+    and their dictionaries unified by Arrow, so every file's codes index the same lists
+    (`merge_codes` maps each list once). Without `probs` the four probability columns (a
+    third of the decoding) are not read: NaN."""
+    if not paths:
+        return []
+    import pyarrow as pa
+    from concurrent.futures import ThreadPoolExecutor
+
     from gamut_local.data import arrow
 
     names = [*STRING_FIELDS, *IDENTITY_FIELDS]
-    table = verdict_store.read_files([path], [*names, *(verdict_store.PROB_COLUMNS if probs else ())])
+    wanted = [*names, *(verdict_store.PROB_COLUMNS if probs else ())]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
+        read = list(pool.map(lambda p: (verdict_store.read_files([p], wanted), file_record(p)), paths))
+    sizes = [t.num_rows for t, _ in read]
+    if not sum(sizes):
+        return [FileColumns(0, {name: (np.zeros(0, dtype=np.int32), []) for name in names}, None, record)
+                for _, record in read]
+    table = pa.concat_tables([t for t, _ in read], promote_options="permissive")
     table = table.unify_dictionaries().combine_chunks()
-    n = table.num_rows
-    if not n:
-        return FileColumns(0, {name: (np.zeros(0, dtype=np.int32), []) for name in names}, None, file_record(path))
     codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
-    out = np.empty((n, len(JUDGE_LABELS))) if probs else None
+    p = np.empty((table.num_rows, len(JUDGE_LABELS))) if probs else None
     for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
-        out[:, k] = arrow.floats(table.column(name).chunk(0))
-    return FileColumns(n, codes, out, file_record(path))
+        p[:, k] = arrow.floats(table.column(name).chunk(0))
+    out, at = [], 0
+    for size, (_, record) in zip(sizes, read):
+        rows = slice(at, at + size)
+        at += size
+        out.append(FileColumns(size, {k: (c[rows], values) for k, (c, values) in codes.items()},
+                               None if p is None else p[rows], record))
+    return out
 
 
 def _value(record: dict, name: str):
@@ -248,12 +266,14 @@ def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
 def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
     or the fixed vocabulary), code -1 (no value) kept."""
-    dictionary = list(fixed) if fixed else sorted({v for _, values in pairs for v in values})
+    lists = {id(values): values for _, values in pairs}  # store files share their lists (`store_columns`)
+    dictionary = list(fixed) if fixed else sorted({v for values in lists.values() for v in values})
     index = {v: i for i, v in enumerate(dictionary)}
+    lookups = {k: np.array([index[v] for v in values] + [-1], dtype=dtype) for k, values in lists.items()}
     out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
     at = 0
     for codes, values in pairs:
-        lookup = np.array([index[v] for v in values] + [-1], dtype=dtype)
+        lookup = lookups[id(values)]
         # Code -1 wraps to the appended -1. (mode "raise", the default, copies `out` first.)
         np.take(lookup, codes, out=out[at:at + len(codes)], mode="wrap")
         at += len(codes)
@@ -322,14 +342,11 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTabl
     (see the module docstring); `probs=False`: the store's probability columns are not read
     (NaN), for readers that never look at them. Store files are read side by side (pyarrow
     lets go of the GIL). Raises InputError with the strict reader's own FILE:LINE messages."""
-    from concurrent.futures import ThreadPoolExecutor
-
     paths = store_files(paths)
     jsonl = [p for p in paths if not verdict_store.is_store(p)]
     columns = dict(zip(jsonl, _strict_columns(jsonl))) if jsonl else {}
     stored = [p for p in paths if p not in columns]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        columns.update(zip(stored, pool.map(lambda p: store_columns(p, probs), stored)))
+    columns.update(zip(stored, store_columns(stored, probs)))
     table = table_from_parts([columns[p] for p in paths], [str(p) for p in paths])
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.

@@ -24,6 +24,7 @@ and the report says so first and marks the systems. A `--limit` pilot (`pilot`, 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -35,6 +36,7 @@ from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
 from gamut_local.analysis.design import read_sample
 from gamut_local.reporting.correction import section as correction_section
+from gamut_local.reporting import current
 from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
@@ -51,6 +53,7 @@ from gamut_local.reporting.tables import (
     write_scores_files,
 )
 from gamut_local.data.consistency import describe_stale
+from gamut_local.data.dataset import TEXT_ONLY_SUFFIX
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX
 from gamut_local.rundir.store import write_text_atomic
@@ -240,11 +243,23 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     on the run's calibration sample (`sample`: its name) correct each model judge's scores
     (scores.json gains them, the report a section)."""
     run_dir = Path(run_dir)
+    options = current.settings(run_dir, dataset=dataset, seed=seed, allow_missing=allow_missing,
+                               allow_incomplete=allow_incomplete, pilot=pilot, correct_with=correct_with, sample=sample)
+    again = current.current_report(run_dir, options) if run_dir.is_dir() else None
+    if again is not None:  # the report there was made from exactly these inputs, settings and code
+        for note in again if warn else []:
+            warn(note)
+        return run_dir / "report.md"
+    started, inputs = time.time_ns(), current.inputs_now(run_dir) if run_dir.is_dir() else {}
     design = None
     if correct_with is not None:  # a missing or bad design stops the report before any reading
         path = find_sample(run_dir, sample)
         design = (path, read_sample(path))
     files, dataset_path, notes = run_inputs(run_dir, dataset, allow_missing=allow_missing)
+    current.forget(run_dir)
+    # The files outside the run directory, before they are read; those inside were taken first.
+    inputs = {**current.inputs_now(run_dir, [*files, *run_answers(run_dir)[0], *_dataset_files(dataset_path)]),
+              **inputs}
     pilot = pilot if pilot is not None else pilot_limit(run_dir)
     missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
     for note in missing if warn else []:
@@ -273,4 +288,13 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     write_text_atomic(report, top + render(run_name(run_dir), t, shown, notes, N_BOOT)
                       + correction_section(doc.model_dump(mode="json"), run_dir) + jury_section(run_dir)
                       + report_section(run_dir, files, console=console))
+    current.record(run_dir, options, inputs, started, missing)
     return report
+
+
+def _dataset_files(dataset: Path | None) -> list[Path]:
+    """The dataset's file, and the text-only half of a GAMUT release read with it."""
+    if dataset is None:
+        return []
+    pair = dataset.with_name(f"{dataset.stem}{TEXT_ONLY_SUFFIX}{dataset.suffix}")
+    return [dataset, pair] if pair.is_file() else [dataset]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -25,13 +26,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gamut_local.data.records import resolve_image
 from gamut_local.errors import InputError
 from gamut_local.rundir.human import check_annotator, human_judge
-from gamut_local.viewer import pages
-from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
 from gamut_local.viewer.body import BodyError, read_json_body
-from gamut_local.viewer.index import RunIndex, open_run
+from gamut_local.viewer.opening import Opening, overview_opening, run_files
+
+if TYPE_CHECKING:
+    from gamut_local.viewer.index import RunIndex
 
 HERE = Path(__file__).parent
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -137,15 +138,20 @@ def _int(request: Request, name: str, default: int = 0) -> int:
 class View:
     """What every handler needs: the opened run, who annotates, and the templates."""
 
-    index: RunIndex
+    opening: Opening
     annotator: str | None
     judge: str | None
     writable: bool
     read_only: bool
     env: object
 
+    @property
+    def index(self) -> RunIndex:
+        """The opened run (waits while it is being read)."""
+        return self.opening.result()
+
     def render(self, name: str, **ctx) -> HTMLResponse:
-        base = {"run": self.index.run_dir.name, "annotator": self.annotator, "judge": self.judge,
+        base = {"run": self.opening.run_dir.name, "annotator": self.annotator, "judge": self.judge,
                 "writable": self.writable, "read_only": self.read_only}
         return HTMLResponse(self.env.get_template(name).render(**base, **ctx))
 
@@ -154,13 +160,22 @@ def _view(request: Request) -> View:
     return request.app.state.view
 
 
+def _pages():
+    # The pages (numpy, the index) are imported after the server starts: `view` answers its
+    # first page meanwhile (`opening.overview_opening`), and the run is read in the background.
+    from gamut_local.viewer import pages
+
+    return pages
+
+
 def _api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
 
 def overview(request):
     v = _view(request)
-    data = pages.overview(v.index)
+    # While the run is being read, the overview is what needs no verdicts: the first page at once.
+    data = _pages().overview(v.index) if v.opening.done.is_set() else overview_opening(v.opening.run_dir)
     return JSONResponse(data) if _api(request) else v.render("overview.html", o=data)
 
 
@@ -170,11 +185,11 @@ def questions(request):
                "variant": p.get("variant") or None, "disagree": _flag(request, "disagree"),
                "invalid": _flag(request, "invalid"), "unannotated": _flag(request, "unannotated"),
                "sort": p.get("sort", "disagreement"), "offset": _int(request, "offset")}
-    data = pages.questions_list(v.index, judge=v.judge, **filters)
+    data = _pages().questions_list(v.index, judge=v.judge, **filters)
     if _api(request):
         return JSONResponse(data)
     kept = {k: x for k, x in p.items() if k != "offset" and x}
-    following = urlencode({**kept, "offset": filters["offset"] + pages.PAGE_SIZE})
+    following = urlencode({**kept, "offset": filters["offset"] + _pages().PAGE_SIZE})
     return v.render("questions.html", d=data, f=filters, next_page=f"/questions?{following}")
 
 
@@ -182,7 +197,7 @@ def question(request):
     v, qid = _view(request), request.path_params["qid"]
     if qid not in v.index.questions:
         return PlainTextResponse("no such question in this run's dataset", 404)
-    data = pages.question_page(v.index, qid, v.judge)
+    data = _pages().question_page(v.index, qid, v.judge)
     return JSONResponse(data) if _api(request) else v.render("question.html", q=data)
 
 
@@ -190,7 +205,7 @@ def queue(request):
     v = _view(request)
     only = "all" if request.query_params.get("only") == "all" else "disagree"
     pos = _int(request, "pos") if "pos" in request.query_params else None
-    data = pages.queue_page(v.index, pos, only=only, question=request.query_params.get("q"),
+    data = _pages().queue_page(v.index, pos, only=only, question=request.query_params.get("q"),
                             judge=v.judge, blind=_flag(request, "blind", True))
     return JSONResponse(data) if _api(request) else v.render("queue.html", c=data)
 
@@ -203,7 +218,7 @@ def sample(request):
         return PlainTextResponse("no such calibration sample in this run", 404)
     pos = _int(request, "pos") if "pos" in request.query_params else None
     data = {"samples": names, "cell": None, "sample": None} if name is None else \
-        pages.sample_page(v.index, name, pos, v.judge)
+        _pages().sample_page(v.index, name, pos, v.judge)
     return JSONResponse(data) if _api(request) else v.render("queue.html", c=data, samples=names)
 
 
@@ -212,6 +227,8 @@ async def post_verdict(request):
     if not v.writable:
         why = "read-only" if v.read_only else "no --annotator given"
         return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
+    from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
+
     try:
         body = await read_json_body(request, VERDICT_FIELDS)
         rec = record_verdict(v.index, v.annotator, body)
@@ -225,6 +242,8 @@ async def post_verdict(request):
 
 
 def image(request):
+    from gamut_local.data.records import resolve_image
+
     index = _view(request).index
     q = index.questions.get(request.path_params["qid"])
     if q is None or not q.image:
@@ -240,7 +259,7 @@ def image(request):
 
 
 def figure(request):
-    run_dir = _view(request).index.run_dir
+    run_dir = _view(request).opening.run_dir
     found = {p.name: p for p in (run_dir / "figures").glob("*.png")}
     path = found.get(request.path_params["name"])
     if path is None or not path.resolve().is_relative_to(run_dir):
@@ -264,31 +283,54 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
           Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
 
 
-def create_app(index: RunIndex, *, annotator: str | None = None, read_only: bool = False,
+def create_app(index: RunIndex | Opening, *, annotator: str | None = None, read_only: bool = False,
                debug: bool = False) -> Starlette:
-    """The app over an opened run. Without an annotator (or with read_only) nothing is written.
-    `debug`: an internal error shows its traceback (`gamut-local --debug view`)."""
+    """The app over an opened run (or one being opened: `opening.Opening`). Without an annotator
+    (or with read_only) nothing is written. `debug`: an internal error shows its traceback
+    (`gamut-local --debug view`)."""
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
     env = _templates()
     for name in ("overview.html", "questions.html", "question.html", "queue.html"):
         env.get_template(name)  # compiled now, not on a user's first request
     app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly), Middleware(NoTraceback, debug=debug)],
                     debug=debug)
-    app.state.view = View(index, annotator, judge, judge is not None and not read_only, read_only, env)
+    opening = index if isinstance(index, Opening) else Opening.of(index)
+    app.state.view = View(opening, annotator, judge, judge is not None and not read_only, read_only, env)
     return app
 
 
 def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read_only: bool = False,
           dataset: Path | None = None, echo=print, debug: bool = False) -> None:
-    """Open the run, print the URL and serve on 127.0.0.1 until interrupted."""
+    """Find the run's files (a bad run stops here), serve on 127.0.0.1 at once while the run is
+    read in the background, and until interrupted. A run that cannot be read stops the server
+    and raises its problems, as a bad run found at first does."""
     import uvicorn
 
     if annotator is not None:
         check_annotator(annotator)
-    index = open_run(run_dir, dataset)
-    app = create_app(index, annotator=annotator, read_only=read_only, debug=debug)
+    found = run_files(run_dir, dataset)
+    server = None
+
+    def opened(opening: Opening) -> None:
+        if opening.error is not None:
+            if server is not None:
+                server.should_exit = True
+            return
+        cells = opening.index.cells
+        echo(f"{len(cells.key):,} (response, check) cells, {int(cells.disagree.sum()):,} with judges disagreeing")
+
+    def read(found):  # numpy, the dataset and the store are imported here, in the background
+        from gamut_local.viewer.index import read_run
+
+        return read_run(found)
+
+    opening = Opening(found, read, on_done=opened)
+    app = create_app(opening, annotator=annotator, read_only=read_only, debug=debug)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    if opening.error is not None:  # failed before the server existed
+        raise opening.error
     mode = "read-only" if read_only or annotator is None else f"annotating as human-{annotator}"
-    echo(f"{len(index.cells.key):,} (response, check) cells, {int(index.cells.disagree.sum()):,} with "
-         f"judges disagreeing; {mode}")
-    echo(f"http://127.0.0.1:{port}/")
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    echo(f"http://127.0.0.1:{port}/ ({mode}; reading the run's verdicts)")
+    server.run()
+    if opening.done.is_set() and opening.error is not None:
+        raise opening.error

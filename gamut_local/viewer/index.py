@@ -10,7 +10,6 @@ Human verdicts (few, and rewritten while the app runs) stay records, newest per 
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,12 +20,13 @@ import numpy as np
 from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
-from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.errors import InputError
 from gamut_local.data.verdict_table import read_verdicts, table_from_records, take_rows
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import answer_hash, stale_fields
-from gamut_local.rundir.layout import sample_files, scores_path, verdict_files
+from gamut_local.rundir.layout import sample_files, scores_path
+from gamut_local.viewer.opening import RunFiles, read_scores, run_files
 from gamut_local.vocab import SMALL_POOL_MAX, VARIANTS, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
@@ -169,65 +169,28 @@ def _checks(question, small_pool_max: int) -> list:
 
 # ---------------------------------------------------------------- the run directory
 
-def _manifest_config(run_dir: Path) -> dict:
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError([Problem(str(path), None, "", f"not valid JSON: {e}")])
-    cfg = data.get("config") if isinstance(data, dict) else None
-    return cfg if isinstance(cfg, dict) else {}
-
-
-def _locate(ref, run_dir: Path) -> Path | None:
-    for cand in (Path(str(ref)), run_dir / str(ref), Path.cwd() / str(ref)):
-        if cand.is_file():
-            return cand.resolve()
-    return None
-
-
-def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
-    out = []
-    for ref in cfg.get(key) or []:
-        path = _locate(ref, run_dir)
-        if path is None:
-            notes.append(f"manifest.json lists {key} file {ref}, which is not readable from here")
-        else:
-            out.append(path)
-    return out
-
-
 def open_run(run_dir: Path, dataset: Path | None = None) -> RunIndex:
     """Read a run directory (and the dataset its manifest names) for the viewer: the verdicts
     straight from the store's columns, every time (no cache)."""
-    run_dir = Path(run_dir).resolve()
-    if not run_dir.is_dir():
-        raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
-    cfg, notes = _manifest_config(run_dir), []
-    if dataset is None:
-        dataset = _locate(cfg["dataset"], run_dir) if isinstance(cfg.get("dataset"), str) else None
-        if dataset is None:
-            raise InputError([Problem(str(run_dir / "manifest.json"), None, "config.dataset",
-                                      "no readable dataset named; pass --dataset")])
-    answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
-    files = verdict_files(run_dir)
-    files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
+    return read_run(run_files(run_dir, dataset))
+
+
+def read_run(found: RunFiles) -> RunIndex:
+    """The run's index (`open_run`), from the files `run_files` found."""
+    run_dir, notes, files, small_pool_max = found.run_dir, list(found.notes), found.verdicts, found.small_pool_max
     model_files = [p for p in files if not is_human(p.parent.name)]
     # The verdict reader lets go of the GIL: the model judges' verdicts (the store's files
     # side by side), the answers and the dataset are read at the same time.
-    small_pool_max = _compile_setting(cfg)
     with ThreadPoolExecutor(2) as pool:
         pending = pool.submit(read_verdicts, model_files) if model_files else None
-        pending_answers = pool.submit(read_answers, answer_files)
-        questions = {q.question_id: q for q in load_questions(dataset, check_images=False)}
+        pending_answers = pool.submit(read_answers, found.answers)
+        questions = {q.question_id: q for q in load_questions(found.dataset, check_images=False)}
         answers = pending_answers.result()
         table = pending.result() if pending is not None else table_from_records([])
     table, stale_notes = _without_stale(table, questions, answers, small_pool_max)
     notes += stale_notes
     verdicts, question_ids = verdicts_from_table(table, list(questions))
-    index = RunIndex(run_dir, Path(dataset), questions, question_ids, answers, verdicts,
+    index = RunIndex(run_dir, found.dataset, questions, question_ids, answers, verdicts,
                      build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
@@ -250,40 +213,12 @@ def read_samples(run_dir: Path, notes: list[str]) -> dict:
     return out
 
 
-def _compile_setting(cfg: dict) -> int:
-    compile_settings = cfg.get("compile")
-    value = compile_settings.get("small_pool_max") if isinstance(compile_settings, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else SMALL_POOL_MAX
-
-
 def _without_stale(table, questions: dict, answers: dict, small_pool_max: int):
     """The model judges' table less its stale verdicts, and a note per judge saying so."""
     checks = current_check_hashes(questions.values(), small_pool_max)
     hashes = {k: answer_hash(a["response"]) for k, a in answers.items()}
     stale, reasons = stale_verdicts(table, checks, hashes)
     return (take_rows(table, np.flatnonzero(~stale)) if stale.any() else table), describe_stale(reasons)
-
-
-def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:
-    """The run's scores file, for the leaderboard; None and a note where it is absent or is
-    not a scores file (the rest of the run is still worth looking at)."""
-    from pydantic import ValidationError
-
-    from gamut_local.analysis.outputs import ScoresFile
-
-    name = path.relative_to(run_dir)
-    if not path.is_file():
-        notes.append(f"no {name}: run `gamut-local score-run` for the leaderboard")
-        return None
-    try:
-        return ScoresFile.model_validate_json(path.read_bytes()).model_dump(mode="json")
-    except ValidationError as e:
-        problem = pydantic_problems(e, str(name), None)[0]
-        why = f"{problem.field or '<file>'}: {problem.message}"
-    except (OSError, ValueError) as e:
-        why = str(e)
-    notes.append(f"{name} is not a scores file ({why}): no leaderboard; `gamut-local score-run` writes it again")
-    return None
 
 
 def read_answers(files: list[Path]) -> dict[tuple, dict]:

@@ -13,6 +13,7 @@ from gamut_local.rundir.human import is_human
 from gamut_local.viewer.adjudicate import annotated_cells
 from gamut_local.viewer.correction import live_boards
 from gamut_local.viewer.index import RunIndex
+from gamut_local.viewer.opening import leaderboard
 from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
 
 PAGE_SIZE = 200
@@ -25,26 +26,15 @@ from into their there than then have been were also only other""".split())
 
 def overview(index: RunIndex) -> dict:
     """Leaderboard per judge (the scores file's numbers and CIs), verdict rates, run counts."""
-    by_judge: dict[str, list] = {}
-    for m in (index.scores or {}).get("models", []):
-        by_judge.setdefault(m["judge"], []).append({
-            "model": m["model"], "variant": m["variant"], "gamut_score": m.get("gamut_score"),
-            "ci95": m.get("ci95"), "n_responses": m.get("n_responses"),
-            "verdict_rates": m.get("verdict_rates") or {},
-            # Coverage (docs/outputs.md): an incomplete system's score is over fewer questions.
-            "complete": m.get("complete"), "n_questions": m.get("n_questions"),
-            "n_complete_responses": m.get("n_complete_responses"),
-            "n_missing_verdicts": m.get("n_missing_verdicts")})
-    for rows in by_judge.values():
-        rows.sort(key=lambda r: (-(r["gamut_score"] if r["gamut_score"] is not None else -1e9), r["model"]))
     v, c = index.verdicts, index.cells
     return {
-        "run": index.run_dir.name, "n_questions": len(index.questions), "n_answers": len(index.answers),
+        "run": index.run_dir.name, "opening": False, "n_questions": len(index.questions),
+        "n_answers": len(index.answers),
         "n_verdicts": {j: int(n) for j, n in zip(v.judges, np.bincount(v.j, minlength=len(v.judges)))},
         "n_cells": len(c.key), "n_disagree": int(c.disagree.sum()), "n_invalid": int(c.invalid.sum()),
         "humans": {j: len(r) for j, r in index.humans.items()},
         "humans_stale": {j: n for j, r in index.humans.items() if (n := sum(index.is_stale(x) for x in r.values()))},
-        "leaderboard": by_judge, "labels": list(VERDICTS),
+        "leaderboard": leaderboard(index.scores), "labels": list(VERDICTS),
         "coverage_from": (index.scores or {}).get("coverage_from"),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
         "notes": index.notes, "human_agreement": human_agreement(index),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.errors import InputError
 from gamut_local.rundir.layout import scores_path, verdict_files
 
 
@@ -233,3 +234,44 @@ def test_overview_compares_judges_with_the_humans_so_far(sample_run, client_for)
     # On disagreement cells the synthetic judge differs from gold, hence from the human.
     assert h["judges"]["synthetic-judge"]["vs_gold"]["accuracy"] == 0.0
     assert 'id="human-agreement"' in client.get("/").text
+
+
+def test_the_overview_answers_while_the_run_is_read(sample_run, monkeypatch):
+    """`gamut-local view` serves at once (scripts/bench_analysis.py: its first page at paper
+    scale): while the run is read in the background the overview shows the scores file's
+    leaderboard; every other page waits for the index and then answers as usual."""
+    import threading
+
+    from starlette.testclient import TestClient
+
+    import gamut_local.viewer.index as index_module
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.opening import Opening, run_files
+
+    release, real = threading.Event(), index_module.read_run
+    monkeypatch.setattr(index_module, "read_run", lambda found: release.wait(60) and real(found))
+    opening = Opening(run_files(sample_run), lambda found: index_module.read_run(found))
+    client = TestClient(create_app(opening), base_url="http://127.0.0.1:8765")
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="opening"' in page.text and "Leaderboard, judge" in page.text
+    assert not opening.done.is_set()
+    release.set()
+    assert client.get("/api/questions").json()["total"] > 0  # waited for the index
+    page = client.get("/")
+    assert 'id="opening"' not in page.text and "cells graded" in page.text
+
+
+def test_a_run_that_cannot_be_read_stops_the_server(sample_run):
+    """The run is read after the server starts; a bad verdict file found then stops it and
+    `serve` raises the problem (the CLI prints it and exits 1), as one found at first does."""
+    import socket
+
+    from gamut_local.viewer.app import serve
+
+    bad = verdict_files(sample_run)[0]
+    bad.write_bytes(b"not a verdict file at all")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(InputError, match=bad.name):
+        serve(sample_run, port=port, echo=lambda line: None)
