@@ -54,14 +54,33 @@ def _check_fields(question, checks) -> dict[str, str]:
     return {c["check_id"]: f"meta_rubric.items.{index[c['source_item']]}" for c in checks}
 
 
+_OTHER_SPACE = ("  ", " \x00", "\x00 ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+
+
+def _normalised(texts: list[str]) -> list[str]:
+    """Each text lower-cased, its runs of white space one space, none at the ends: what two
+    checks must share to say the same word for word. All at once where it can: at 300,000
+    checks, one text at a time was a sixth of `lint`."""
+    joined = "\x00".join(texts).lower()  # lower() is per character: the same as one text at a time
+    parts = joined.split("\x00")
+    if len(parts) != len(texts):  # a text holding the separator: one by one
+        return [" ".join(t.lower().split()) for t in texts]
+    if joined.isascii() and not any(s in joined for s in _OTHER_SPACE) and joined[:1] != " " and joined[-1:] != " ":
+        return parts  # single spaces between words only: nothing to collapse
+    return [" ".join(p.split()) for p in parts]
+
+
 def duplicate_checks(question, checks, near: dict[int, int]):
     """Two checks with the same text (error), or with nearly the same words (warning): `near`,
     check j -> the first earlier check i it nearly repeats (`near_duplicates`). Checks compiled
     from one item are alike by design ("mentions X as one of ..."), so near-duplicates are only
     sought between items."""
+    norms = _normalised([c["text"] for c in checks])
+    if not near and len(set(norms)) == len(norms):  # the usual case: nothing to say (and no loop)
+        return
     fields, seen = _check_fields(question, checks), {}
-    for j, c in enumerate(checks):
-        cid, norm = c["check_id"], " ".join(c["text"].lower().split())
+    for j, (c, norm) in enumerate(zip(checks, norms)):
+        cid = c["check_id"]
         if norm in seen:
             yield fields[cid], ERROR, f"check {cid!r} repeats check {seen[norm]!r} word for word"
             continue

@@ -32,14 +32,25 @@ _WORD = re.compile(r"[a-z0-9]+")
 # every byte but a-z and 0-9 becomes a space: `_WORD`'s runs, for ASCII text, without a regex
 _SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for c in range(256))
 # From this many texts pyarrow splits and numbers the words: below it, importing pyarrow
-# (~1 s) costs more than splitting them in Python saves (a chunk of 100 questions is ~1,500)
-PYARROW_FROM = 20_000
+# (~0.2 s) costs more than splitting them in Python saves; a chunk of 100 questions of 10
+# items is ~3,000 texts, and pyarrow takes it in a third less time than Python
+PYARROW_FROM = 1_000
 _PAIRS_AT_ONCE = 250_000  # candidate pairs scored in one block: bounds memory however many share a word
 
 
 def content_words(text: str) -> set[str]:
     """A check's words for the rule: lower-case runs of letters and digits, less `STOP`."""
     return set(_WORD.findall(text.lower())) - STOP
+
+
+def _string_array(values: list[str]):
+    """An Arrow array of ASCII texts, made from its buffers: `pa.array` of a Python list
+    imports pandas first (0.5-0.7 s, more than the search of a 1,000-item rubric)."""
+    import pyarrow as pa
+
+    raw = "".join(values).encode("ascii")
+    offsets = np.cumsum([0, *map(len, values)], dtype=np.int32)
+    return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), pa.py_buffer(raw))
 
 
 def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -55,7 +66,7 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     lists = pc.ascii_split_whitespace(texts)
     encoded = pc.dictionary_encode(pc.list_flatten(lists))
     words = encoded.dictionary
-    drop = pc.or_(pc.is_in(words, value_set=pa.array(sorted(STOP))), pc.equal(words, ""))  # "": around spaces
+    drop = pc.or_(pc.is_in(words, value_set=_string_array(sorted(STOP))), pc.equal(words, ""))  # "": around spaces
     drop = drop.to_numpy(zero_copy_only=False)
     ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -135,8 +146,9 @@ def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.8
     empty = np.flatnonzero(np.bincount(owner, minlength=n) == 0)
     span = int(word.max()) + 2 if len(word) else 1
     owner, word = np.concatenate([owner, empty]), np.concatenate([word, np.full(len(empty), span - 1)])
-    if scopes is not None:  # a word of another scope is another word
-        word = _dense(np.asarray(scopes, np.int64)[owner] * span + word)
+    scopes = None if scopes is None else np.asarray(scopes, np.int64)
+    if scopes is not None and len(scopes) and (scopes != scopes[0]).any():  # a word of another scope is another word
+        word = _dense(scopes[owner] * span + word)
     vocab = int(word.max()) + 1 if len(word) else 1
     rank = np.empty(vocab, np.int64)  # rarest first, ties by id
     rank[np.argsort(np.bincount(word, minlength=vocab), kind="stable")] = np.arange(vocab)

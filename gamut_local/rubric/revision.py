@@ -123,11 +123,19 @@ def _compiled_comments(item_obj, indent: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _meta_rubric_text(meta: dict, meta_obj) -> str:
-    parts = ["meta_rubric:\n  items:\n"]
-    for text, obj in zip(_dump_each([_readable(item) for item in meta["items"]], 2), meta_obj.items):
+def items_text(meta: dict, meta_obj, start: int = 0, stop: int | None = None) -> str:
+    """The items `start:stop` of a meta-rubric as export writes them, each with the checks it
+    compiles to: each item's text depends on that item alone, so a large meta-rubric can be
+    written in pieces (by worker processes) and joined."""
+    parts = []
+    for text, obj in zip(_dump_each([_readable(item) for item in meta["items"][start:stop]], 2),
+                         meta_obj.items[start:stop]):
         parts += [text, _compiled_comments(obj, 4)]
-    out = "".join(parts)
+    return "".join(parts)
+
+
+def _meta_rubric_text(meta: dict, meta_obj, items: str | None) -> str:
+    out = "meta_rubric:\n  items:\n" + (items_text(meta, meta_obj) if items is None else items)
     rest = {k: v for k, v in meta.items() if k != "items"}
     if isinstance(rest.get("snippets"), list):
         rest["snippets"] = [_ordered(s, ("id", "title", "url"), ("text",)) if isinstance(s, dict) else s
@@ -135,8 +143,9 @@ def _meta_rubric_text(meta: dict, meta_obj) -> str:
     return out + (_dump(rest, 2) if rest else "")
 
 
-def export_text(record: dict, question, source: str) -> str:
-    """One question as commented YAML. `question` is the validated record (for compiling)."""
+def export_text(record: dict, question, source: str, items: str | None = None) -> str:
+    """One question as commented YAML. `question` is the validated record (for compiling);
+    `items`, where given, its meta-rubric's items as `items_text` wrote them."""
     header = (_comment(f"# {record['question_id']}: exported by `gamut-local export` from {source}.") + "\n"
               "# Edit it, then `gamut-local import DIR --out REVISED.jsonl` validates and reads it back.\n"
               "# Comment lines are not read: the checks under each item show what it compiled to.\n"
@@ -144,7 +153,7 @@ def export_text(record: dict, question, source: str) -> str:
     body, keys = "", {}  # the keys around meta_rubric, each run of them in one call to the emitter
     for key, value in _ordered(record, RECORD_KEY_ORDER, ("provenance",)).items():
         if key == "meta_rubric" and value is not None:
-            body += (_dump(keys, 0) if keys else "") + _meta_rubric_text(value, question.meta_rubric)
+            body += (_dump(keys, 0) if keys else "") + _meta_rubric_text(value, question.meta_rubric, items)
             keys = {}
         else:
             keys[key] = value

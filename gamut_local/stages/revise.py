@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,7 @@ from gamut_local.rubric.revision import (
     diff_records,
     export_text,
     import_text,
+    items_text,
     line_of,
     node_of,
     text_hash,
@@ -40,9 +42,41 @@ def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
 
 
-def _render(start: int, stop: int) -> list[bytes]:
-    source, rows = shared()[0], shared()[1]
-    return [export_text(rec, q, source).encode("utf-8") for q, _, rec in rows[start:stop]]
+PIECE = 200  # a meta-rubric of more items is written in pieces of this many, shared between processes
+
+
+def _pieces(rows) -> list[tuple[int, int, int]]:
+    """(question, first item, end item) for each piece of work: (question, 0, 0) for a whole
+    question, and a large meta-rubric's items PIECE at a time (its frame is written last)."""
+    out = []
+    for k, (_, _, rec) in enumerate(rows):
+        n = len((rec.get("meta_rubric") or {}).get("items") or [])
+        out += [(k, a, min(a + PIECE, n)) for a in range(0, n, PIECE)] if n > PIECE else [(k, 0, 0)]
+    return out
+
+
+def _render(start: int, stop: int) -> list[bytes | str]:
+    source, rows, pieces = shared()
+    out = []
+    for k, a, b in pieces[start:stop]:
+        q, _, rec = rows[k]
+        out.append(export_text(rec, q, source).encode("utf-8") if b == 0 else items_text(rec["meta_rubric"],
+                                                                                         q.meta_rubric, a, b))
+    return out
+
+
+def _rendered(source: str, rows) -> Iterator[bytes]:
+    """Each question's YAML, in order, from worker processes for a large dataset."""
+    pieces, parts = _pieces(rows), []
+    for (k, a, b), text in zip(pieces, in_processes(_render, len(pieces), [source, rows, pieces])):
+        if b == 0:
+            yield text
+            continue
+        parts.append(text)
+        q, _, rec = rows[k]
+        if b == len(rec["meta_rubric"]["items"]):  # the question's last piece
+            yield export_text(rec, q, source, items="".join(parts)).encode("utf-8")
+            parts = []
 
 
 def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
@@ -53,7 +87,7 @@ def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
         raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
                                   "(import reads every YAML file there)")])
     names = [out_dir / _file_name(i, q.question_id) for i, (q, _, _) in enumerate(rows, start=1)]
-    return write_files(out_dir, zip(names, in_processes(_render, len(rows), [dataset.name, rows])))
+    return write_files(out_dir, zip(names, _rendered(dataset.name, rows)))
 
 
 def _write_temp(folder: Path, name: str, data: bytes) -> Path:
