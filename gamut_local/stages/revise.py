@@ -19,12 +19,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from gamut_local.config import gc_paused
-from gamut_local.data.dataset import load_question_rows, load_questions
+from gamut_local.data.dataset import load_question_rows
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.revision import (
     diff_lines,
-    diff_records,
+    diff_order,
+    diff_question,
     export_text,
     import_text,
     items_text,
@@ -208,8 +209,23 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     return {"questions": len(lines), "revised": revised, "out": str(out)}
 
 
+_NEITHER = (None, None)
+
+
+def _diff_some(start: int, stop: int) -> list[dict | None]:
+    order, a, b = shared()
+    out = []
+    for qid in order[start:stop]:
+        (qa, ra), (qb, rb) = a.get(qid, _NEITHER), b.get(qid, _NEITHER)
+        out.append(diff_question(qa, qb, ra, rb))
+    return out
+
+
 def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:
-    qa = {q.question_id: q for q in load_questions(a, check_images=False)}
-    qb = {q.question_id: q for q in load_questions(b, check_images=False)}
-    d = diff_records(qa, qb)
+    """`diff_records` of two dataset files (in worker processes for large ones)."""
+    qa = {q.question_id: (q, rec) for q, _, rec in load_question_rows(a, check_images=False)}
+    qb = {q.question_id: (q, rec) for q, _, rec in load_question_rows(b, check_images=False)}
+    order = diff_order(qa, qb)
+    d = {qid: entry for qid, entry in zip(order, in_processes(_diff_some, len(order), [order, qa, qb]))
+         if entry is not None}
     return d, diff_lines(d)

@@ -153,3 +153,25 @@ def test_export_in_pieces_writes_the_files_of_one_pass(tmp_path, monkeypatch, us
     assert "id: e8.8" in (tmp_path / "pieces" / "0006-big.yaml").read_text()
     assert [json.loads(line) for line in (tmp_path / "back.jsonl").read_text().split("\n")[:-1]] == [
         json.loads(line) for line in path.read_text().split("\n")[:-1]]
+
+
+def test_workers_diff_as_one_process_does(tmp_path, monkeypatch):
+    """`diff` in worker processes: the same changes, in the same order, as in this process,
+    questions added and removed included; records read equal are not compared again."""
+    path = _mixed_dataset(tmp_path)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n")[:-1]]
+    rows[0]["meta_rubric"]["items"][0]["tier"] = "context"
+    rows[5]["meta_rubric"]["items"][7]["subject"] = "another subject"
+    rows[6]["checks"][0]["text"] = "The response names the cup."
+    rows[9]["meta_rubric"]["items"][1]["evidence"] = []  # a default written out: no change
+    del rows[3]["meta_rubric"]["items"][2]
+    rows = rows[:11] + [rows[0] | {"question_id": "new"}] + rows[12:]
+    revised = tmp_path / "revised.jsonl"
+    revised.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    one = revise.diff_files(path, revised)
+    forked = _use_workers(monkeypatch)
+    many = revise.diff_files(path, revised)
+    assert forked == [1]
+    assert many == one
+    assert list(one[0]) == ["q0", "q3", "big", "given", "q9", "new"]
+    assert one[0]["q9"]["status"] == "removed" and one[0]["new"]["status"] == "added"
