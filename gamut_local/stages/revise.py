@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -103,15 +104,45 @@ def _write_temp(folder: Path, name: str, data: bytes) -> Path:
     return Path(tmp)
 
 
+SYNCFS_FROM = 100  # from this many files, one syncfs of their file system instead of an fsync each
+
+
+def _syncfs_works() -> bool:
+    """Linux from 5.8, where syncfs reports a failed write-back (before, it said 0 regardless)."""
+    if sys.platform != "linux":
+        return False
+    release = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    return release is not None and (int(release[1]), int(release[2])) >= (5, 8)
+
+
+def syncfs(folder: Path) -> bool:
+    """Everything written to `folder`'s file system on disk, in one call: 10,000 files took
+    ~4 CPU-s of fsyncs (a journal commit each) and one syncfs 2 ms. False where there is no
+    such call (then fsync each file)."""
+    if not _syncfs_works():
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(folder))
+    finally:
+        os.close(fd)
+    return True
+
+
 def write_files(folder: Path, files) -> list[Path]:
     """Write new files, (path in `folder`, bytes) pairs, so that each appears whole or not at
     all and, once this returns, all of them are on disk; after a failure none of them is there.
 
     Each goes to a temporary file first, written by a pool of threads while `files` makes the
     next ones (creating a file is kernel time, about as long as rendering it: the two overlap
-    on two cores); the temporaries are fsynced together from a pool of threads (the file
-    system commits concurrent fsyncs as one: 2,000 files took 0.5 s so, and 10 s one after
-    another), then renamed into place, and the folder is fsynced once so that the renames
+    on two cores); the temporaries are put on disk by one `syncfs` (or, for a few files or
+    without it, fsynced together from a pool of threads: the file system commits concurrent
+    fsyncs as one: 2,000 files took 0.5 s so, and 10 s one after another), then renamed into place, and the folder is fsynced once so that the renames
     last too."""
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
@@ -126,8 +157,9 @@ def write_files(folder: Path, files) -> list[Path]:
             finally:  # on a failure too: every temporary written is known, to be removed
                 wait(pending.values())
         temps = {path: f.result() for path, f in pending.items()}
-        with ThreadPoolExecutor(max_workers=min(32, len(temps) or 1)) as pool:
-            list(pool.map(fsync_path, temps.values()))
+        if len(temps) < SYNCFS_FROM or not syncfs(folder):
+            with ThreadPoolExecutor(max_workers=min(32, len(temps) or 1)) as pool:
+                list(pool.map(fsync_path, temps.values()))
         for path, tmp in temps.items():
             os.replace(tmp, path)
             written.append(path)
