@@ -77,6 +77,11 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 def word_ids(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(text index, word id) for each distinct content word of each text (`content_words`),
     sorted by text then word id."""
+    return _distinct(*_word_pairs(texts))
+
+
+def _word_pairs(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """`word_ids`, in no order, a word repeated in a text as often as it is."""
     many = len(texts) >= max(PYARROW_FROM, 1)
     joined = "\x00".join(texts).lower() if many else ""
     if many and joined.isascii() and joined.count("\x00") == len(texts) - 1:
@@ -86,7 +91,7 @@ def word_ids(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         pairs = [(k, vocab.setdefault(w, len(vocab))) for k, t in enumerate(texts) for w in content_words(t)]
         owner = np.fromiter((k for k, _ in pairs), np.int64, len(pairs))
         ids = np.fromiter((w for _, w in pairs), np.int64, len(pairs))
-    return _distinct(owner, ids)
+    return owner, ids
 
 
 def _distinct(owner: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +145,7 @@ def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.8
     another group (`groups[i] is None` or differs); with `scopes`, of the same scope (a chunk
     of questions searched at once, each question its own scope)."""
     n = len(texts)
-    owner, word = word_ids(texts)
+    owner, word = _word_pairs(texts)  # repeats are dropped below, in the one sort the search needs
     # a text without content words gets a word of its own kind: Jaccard 1 with another such
     # text, as between two empty sets, and 0 with the rest
     empty = np.flatnonzero(np.bincount(owner, minlength=n) == 0)
@@ -150,9 +155,13 @@ def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.8
     if scopes is not None and len(scopes) and (scopes != scopes[0]).any():  # a word of another scope is another word
         word = _dense(scopes[owner] * span + word)
     vocab = int(word.max()) + 1 if len(word) else 1
-    rank = np.empty(vocab, np.int64)  # rarest first, ties by id
+    # Rarest first, ties by id. Any one order of the words finds the same pairs (prefix
+    # filtering only needs every set's words in one global order), so a word repeated within
+    # a text may count twice: its repeats go in the same sort as the order, not one before
+    rank = np.empty(vocab, np.int64)
     rank[np.argsort(np.bincount(word, minlength=vocab), kind="stable")] = np.arange(vocab)
     key = np.sort(owner * vocab + rank[word])
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # each word once per set
     owner, word = key // vocab, key % vocab  # each set's words, rarest first
     sizes = np.bincount(owner, minlength=n)
     starts = np.cumsum(sizes) - sizes

@@ -263,3 +263,15 @@ def test_texts_normalised_at_once_are_each_text_normalised(texts):
     from gamut_local.rubric.lint import _normalised
 
     assert _normalised(texts) == [" ".join(t.lower().split()) for t in texts]
+
+
+def test_the_search_in_a_thread_finds_what_it_finds_here(monkeypatch):
+    """A large batch searches for near-duplicates in a thread beside the other rules: the same
+    findings, rule by rule in the same order, as searching first."""
+    from gamut_local.rubric import lint
+
+    entries = [(_build(change), k) for k, (_, change, _) in enumerate(CORPUS, start=1)]
+    here = lint.lint_batch(entries, "bad.jsonl")
+    monkeypatch.setattr(lint, "NEAR_IN_THREAD_FROM", 0)
+    assert lint.lint_batch(entries, "bad.jsonl") == here
+    assert {f.rule for found, _ in here for f in found} >= {"duplicate_checks", "no_subject", "check_count"}
