@@ -168,9 +168,11 @@ def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.8
     # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
     prefix = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
     in_prefix = np.arange(len(word)) - starts[owner] < prefix[owner]
-    ids: dict = {}  # None is another group than every text's, its own included
-    group = np.fromiter((-1 - k if g is None else ids.setdefault(g, len(ids)) for k, g in enumerate(groups)),
-                        np.int64, n)
+    ids = {g: k for k, g in enumerate(dict.fromkeys(groups))}  # each group a number, without a loop per text
+    group = np.fromiter(map(ids.__getitem__, groups), np.int64, n)
+    if None in ids:  # None is another group than every text's, its own included
+        alone = np.flatnonzero(group == ids[None])
+        group[alone] = -1 - alone
     order = np.lexsort((owner[in_prefix], word[in_prefix]))
     near = [np.zeros(0, np.int64)]
     for i, j in _candidates(word[in_prefix][order], owner[in_prefix][order]):
