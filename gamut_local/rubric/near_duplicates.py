@@ -35,6 +35,7 @@ _SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 fo
 # (~0.2 s) costs more than splitting them in Python saves; a chunk of 100 questions of 10
 # items is ~3,000 texts, and pyarrow takes it in a third less time than Python
 PYARROW_FROM = 1_000
+_SIGNED: set = set()  # pyarrow's ids of the signed integer types (filled on first use, with pyarrow)
 _PAIRS_AT_ONCE = 250_000  # candidate pairs scored in one block: bounds memory however many share a word
 
 
@@ -45,7 +46,7 @@ def content_words(text: str) -> set[str]:
 
 def _string_array(values: list[str]):
     """An Arrow array of ASCII texts, made from its buffers: `pa.array` of a Python list
-    imports pandas first (0.5-0.7 s, more than the search of a 1,000-item rubric)."""
+    imports pandas first (0.5-1 s, more than the search of a 1,000-item rubric)."""
     import pyarrow as pa
 
     raw = "".join(values).encode("ascii")
@@ -53,10 +54,20 @@ def _string_array(values: list[str]):
     return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), pa.py_buffer(raw))
 
 
+def _numbers(array) -> np.ndarray:
+    """An Arrow array of integers without nulls as numpy, read from its buffer: pyarrow's
+    `to_numpy` (and any Python value handed to pyarrow) imports pandas first, 0.5-1 s."""
+    if array.null_count:
+        raise ValueError("nulls where none can be")
+    dtype = np.dtype(f"{'i' if array.type.id in _SIGNED else 'u'}{array.type.bit_width // 8}")
+    return np.frombuffer(array.buffers()[1], dtype)[array.offset:array.offset + len(array)]
+
+
 def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    _SIGNED.update(t.id for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64()))
     raw = joined.encode("ascii")
     ends = np.flatnonzero(np.frombuffer(raw, np.uint8) == 0) + 1  # each separator closes a text
     small = len(raw) < 2**31  # 32-bit offsets: pyarrow finds a list's parents 40x faster than with 64
@@ -66,10 +77,10 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     lists = pc.ascii_split_whitespace(texts)
     encoded = pc.dictionary_encode(pc.list_flatten(lists))
     words = encoded.dictionary
-    drop = pc.or_(pc.is_in(words, value_set=_string_array(sorted(STOP))), pc.equal(words, ""))  # "": around spaces
-    drop = drop.to_numpy(zero_copy_only=False)
-    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    stop = _numbers(pc.cast(pc.is_in(words, value_set=_string_array(sorted(STOP))), pa.uint8()))
+    drop = (stop == 1) | (_numbers(pc.binary_length(words)) == 0)  # "": around spaces
+    ids = _numbers(encoded.indices).astype(np.int64)
+    owner = _numbers(pc.list_parent_indices(lists)).astype(np.int64)
     keep = ~drop[ids]
     return owner[keep], ids[keep]
 
