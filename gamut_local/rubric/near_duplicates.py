@@ -31,10 +31,10 @@ STOP = {
 _WORD = re.compile(r"[a-z0-9]+")
 # every byte but a-z and 0-9 becomes a space: `_WORD`'s runs, for ASCII text, without a regex
 _SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for c in range(256))
-# From this many texts pyarrow splits and numbers the words: below it, loading pyarrow
-# (~0.4 s per process) costs more than splitting them in Python saves (a worker's chunk of
-# 100 questions is ~1,500-3,000 texts: with pyarrow, lint of 1,000 and 10,000 items was slower)
-PYARROW_FROM = 20_000
+# From this many texts pyarrow splits and numbers the words. Loading it costs ~0.4 s per
+# process (lint of 1,000 items takes 0.3 s longer), but a worker's chunk of 100 questions
+# (~1,500-3,000 texts) is split in half the time of Python's: at 100,000 items, the most of it
+PYARROW_FROM = 1_000
 _SIGNED: set = set()  # pyarrow's ids of the signed integer types (filled on first use, with pyarrow)
 _PAIRS_AT_ONCE = 250_000  # candidate pairs scored in one block: bounds memory however many share a word
 
