@@ -31,9 +31,11 @@ STOP = {
 _WORD = re.compile(r"[a-z0-9]+")
 # every byte but a-z and 0-9 becomes a space: `_WORD`'s runs, for ASCII text, without a regex
 _SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for c in range(256))
-# From this many texts pyarrow splits and numbers the words: below it, importing pyarrow
-# (~1 s) costs more than splitting them in Python saves (a chunk of 100 questions is ~1,500)
-PYARROW_FROM = 20_000
+# From this many texts pyarrow splits and numbers the words. Loading it costs ~0.4 s per
+# process (lint of 1,000 items takes 0.3 s longer), but a worker's chunk of 100 questions
+# (~1,500-3,000 texts) is split in half the time of Python's: at 100,000 items, the most of it
+PYARROW_FROM = 1_000
+_SIGNED: set = set()  # pyarrow's ids of the signed integer types (filled on first use, with pyarrow)
 _PAIRS_AT_ONCE = 250_000  # candidate pairs scored in one block: bounds memory however many share a word
 
 
@@ -42,10 +44,30 @@ def content_words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower())) - STOP
 
 
+def _string_array(values: list[str]):
+    """An Arrow array of ASCII texts, made from its buffers: `pa.array` of a Python list
+    imports pandas first (0.5-1 s, more than the search of a 1,000-item rubric)."""
+    import pyarrow as pa
+
+    raw = "".join(values).encode("ascii")
+    offsets = np.cumsum([0, *map(len, values)], dtype=np.int32)
+    return pa.StringArray.from_buffers(len(values), pa.py_buffer(offsets), pa.py_buffer(raw))
+
+
+def _numbers(array) -> np.ndarray:
+    """An Arrow array of integers without nulls as numpy, read from its buffer: pyarrow's
+    `to_numpy` (and any Python value handed to pyarrow) imports pandas first, 0.5-1 s."""
+    if array.null_count:
+        raise ValueError("nulls where none can be")
+    dtype = np.dtype(f"{'i' if array.type.id in _SIGNED else 'u'}{array.type.bit_width // 8}")
+    return np.frombuffer(array.buffers()[1], dtype)[array.offset:array.offset + len(array)]
+
+
 def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    _SIGNED.update(t.id for t in (pa.int8(), pa.int16(), pa.int32(), pa.int64()))
     raw = joined.encode("ascii")
     ends = np.flatnonzero(np.frombuffer(raw, np.uint8) == 0) + 1  # each separator closes a text
     small = len(raw) < 2**31  # 32-bit offsets: pyarrow finds a list's parents 40x faster than with 64
@@ -55,10 +77,10 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
     lists = pc.ascii_split_whitespace(texts)
     encoded = pc.dictionary_encode(pc.list_flatten(lists))
     words = encoded.dictionary
-    drop = pc.or_(pc.is_in(words, value_set=pa.array(sorted(STOP))), pc.equal(words, ""))  # "": around spaces
-    drop = drop.to_numpy(zero_copy_only=False)
-    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    stop = _numbers(pc.cast(pc.is_in(words, value_set=_string_array(sorted(STOP))), pa.uint8()))
+    drop = (stop == 1) | (_numbers(pc.binary_length(words)) == 0)  # "": around spaces
+    ids = _numbers(encoded.indices).astype(np.int64)
+    owner = _numbers(pc.list_parent_indices(lists)).astype(np.int64)
     keep = ~drop[ids]
     return owner[keep], ids[keep]
 
@@ -66,6 +88,11 @@ def _ascii_word_ids(joined: str, n: int) -> tuple[np.ndarray, np.ndarray]:
 def word_ids(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(text index, word id) for each distinct content word of each text (`content_words`),
     sorted by text then word id."""
+    return _distinct(*_word_pairs(texts))
+
+
+def _word_pairs(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """`word_ids`, in no order, a word repeated in a text as often as it is."""
     many = len(texts) >= max(PYARROW_FROM, 1)
     joined = "\x00".join(texts).lower() if many else ""
     if many and joined.isascii() and joined.count("\x00") == len(texts) - 1:
@@ -75,7 +102,7 @@ def word_ids(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         pairs = [(k, vocab.setdefault(w, len(vocab))) for k, t in enumerate(texts) for w in content_words(t)]
         owner = np.fromiter((k for k, _ in pairs), np.int64, len(pairs))
         ids = np.fromiter((w for _, w in pairs), np.int64, len(pairs))
-    return _distinct(owner, ids)
+    return owner, ids
 
 
 def _distinct(owner: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -129,27 +156,34 @@ def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.8
     another group (`groups[i] is None` or differs); with `scopes`, of the same scope (a chunk
     of questions searched at once, each question its own scope)."""
     n = len(texts)
-    owner, word = word_ids(texts)
+    owner, word = _word_pairs(texts)  # repeats are dropped below, in the one sort the search needs
     # a text without content words gets a word of its own kind: Jaccard 1 with another such
     # text, as between two empty sets, and 0 with the rest
     empty = np.flatnonzero(np.bincount(owner, minlength=n) == 0)
     span = int(word.max()) + 2 if len(word) else 1
     owner, word = np.concatenate([owner, empty]), np.concatenate([word, np.full(len(empty), span - 1)])
-    if scopes is not None:  # a word of another scope is another word
-        word = _dense(np.asarray(scopes, np.int64)[owner] * span + word)
+    scopes = None if scopes is None else np.asarray(scopes, np.int64)
+    if scopes is not None and len(scopes) and (scopes != scopes[0]).any():  # a word of another scope is another word
+        word = _dense(scopes[owner] * span + word)
     vocab = int(word.max()) + 1 if len(word) else 1
-    rank = np.empty(vocab, np.int64)  # rarest first, ties by id
+    # Rarest first, ties by id. Any one order of the words finds the same pairs (prefix
+    # filtering only needs every set's words in one global order), so a word repeated within
+    # a text may count twice: its repeats go in the same sort as the order, not one before
+    rank = np.empty(vocab, np.int64)
     rank[np.argsort(np.bincount(word, minlength=vocab), kind="stable")] = np.arange(vocab)
     key = np.sort(owner * vocab + rank[word])
+    key = key[np.r_[True, key[1:] != key[:-1]]] if len(key) else key  # each word once per set
     owner, word = key // vocab, key % vocab  # each set's words, rarest first
     sizes = np.bincount(owner, minlength=n)
     starts = np.cumsum(sizes) - sizes
     # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
     prefix = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
     in_prefix = np.arange(len(word)) - starts[owner] < prefix[owner]
-    ids: dict = {}  # None is another group than every text's, its own included
-    group = np.fromiter((-1 - k if g is None else ids.setdefault(g, len(ids)) for k, g in enumerate(groups)),
-                        np.int64, n)
+    ids = {g: k for k, g in enumerate(dict.fromkeys(groups))}  # each group a number, without a loop per text
+    group = np.fromiter(map(ids.__getitem__, groups), np.int64, n)
+    if None in ids:  # None is another group than every text's, its own included
+        alone = np.flatnonzero(group == ids[None])
+        group[alone] = -1 - alone
     order = np.lexsort((owner[in_prefix], word[in_prefix]))
     near = [np.zeros(0, np.int64)]
     for i, j in _candidates(word[in_prefix][order], owner[in_prefix][order]):

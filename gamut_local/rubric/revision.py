@@ -123,11 +123,19 @@ def _compiled_comments(item_obj, indent: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _meta_rubric_text(meta: dict, meta_obj) -> str:
-    parts = ["meta_rubric:\n  items:\n"]
-    for text, obj in zip(_dump_each([_readable(item) for item in meta["items"]], 2), meta_obj.items):
+def items_text(meta: dict, meta_obj, start: int = 0, stop: int | None = None) -> str:
+    """The items `start:stop` of a meta-rubric as export writes them, each with the checks it
+    compiles to: each item's text depends on that item alone, so a large meta-rubric can be
+    written in pieces (by worker processes) and joined."""
+    parts = []
+    for text, obj in zip(_dump_each([_readable(item) for item in meta["items"][start:stop]], 2),
+                         meta_obj.items[start:stop]):
         parts += [text, _compiled_comments(obj, 4)]
-    out = "".join(parts)
+    return "".join(parts)
+
+
+def _meta_rubric_text(meta: dict, meta_obj, items: str | None) -> str:
+    out = "meta_rubric:\n  items:\n" + (items_text(meta, meta_obj) if items is None else items)
     rest = {k: v for k, v in meta.items() if k != "items"}
     if isinstance(rest.get("snippets"), list):
         rest["snippets"] = [_ordered(s, ("id", "title", "url"), ("text",)) if isinstance(s, dict) else s
@@ -135,8 +143,9 @@ def _meta_rubric_text(meta: dict, meta_obj) -> str:
     return out + (_dump(rest, 2) if rest else "")
 
 
-def export_text(record: dict, question, source: str) -> str:
-    """One question as commented YAML. `question` is the validated record (for compiling)."""
+def export_text(record: dict, question, source: str, items: str | None = None) -> str:
+    """One question as commented YAML. `question` is the validated record (for compiling);
+    `items`, where given, its meta-rubric's items as `items_text` wrote them."""
     header = (_comment(f"# {record['question_id']}: exported by `gamut-local export` from {source}.") + "\n"
               "# Edit it, then `gamut-local import DIR --out REVISED.jsonl` validates and reads it back.\n"
               "# Comment lines are not read: the checks under each item show what it compiled to.\n"
@@ -144,7 +153,7 @@ def export_text(record: dict, question, source: str) -> str:
     body, keys = "", {}  # the keys around meta_rubric, each run of them in one call to the emitter
     for key, value in _ordered(record, RECORD_KEY_ORDER, ("provenance",)).items():
         if key == "meta_rubric" and value is not None:
-            body += (_dump(keys, 0) if keys else "") + _meta_rubric_text(value, question.meta_rubric)
+            body += (_dump(keys, 0) if keys else "") + _meta_rubric_text(value, question.meta_rubric, items)
             keys = {}
         else:
             keys[key] = value
@@ -192,11 +201,32 @@ def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, 
     return data, m.group(1) if m else None, node, []
 
 
-def _items(q) -> dict:
-    """item id -> (tier, everything else): the fields as they are, compared as values
-    (a `model_dump` per item took longer than the rest of `diff`)."""
+def _items(q, raw: dict | None) -> dict:
+    """item id -> (tier, item, the item as read, where `raw`, the record as read, is given)."""
     items = q.meta_rubric.items if q and q.meta_rubric else []
-    return {i.id: (i.tier, {k: v for k, v in i.__dict__.items() if k != "tier"}) for i in items}
+    read = ((raw or {}).get("meta_rubric") or {}).get("items") or []
+    read = read if len(read) == len(items) else [None] * len(items)
+    return {i.id: (i.tier, i, r) for i, r in zip(items, read)}
+
+
+def _content(item) -> dict:
+    """An item's fields but its tier, as they are, compared as values (a `model_dump` per
+    item took longer than the rest of `diff`)."""
+    return {k: v for k, v in item.__dict__.items() if k != "tier"}
+
+
+def _item_changes(a: dict, b: dict) -> tuple[dict, set]:
+    """`_changes` of two `_items`, and the ids of the items that differ. Two items read from
+    equal records are equal (validation makes the same item of the same record): only the
+    others are compared field by field, in Python, and at 100,000 items that took half of
+    `diff`'s comparing."""
+    both = [k for k in a if k in b]
+    other = [k for k in both if a[k][2] is None or a[k][2] != b[k][2]]
+    retiered = [(k, a[k][0], b[k][0]) for k in other if a[k][0] != b[k][0]]
+    reworded = [k for k in other if _content(a[k][1]) != _content(b[k][1])]
+    added, removed = [k for k in b if k not in a], [k for k in a if k not in b]
+    changes = {"added": added, "removed": removed, "retiered": retiered, "reworded": reworded}
+    return changes, {*added, *removed, *(k for k, _, _ in retiered), *reworded}
 
 
 def _checks(q, only: set | None = None) -> dict:
@@ -221,25 +251,38 @@ def _compiled(q) -> bool:
     return q is not None and not q.checks and q.meta_rubric is not None
 
 
-def diff_records(a: dict, b: dict) -> dict:
+def diff_records(a: dict, b: dict, read_a: dict | None = None, read_b: dict | None = None) -> dict:
     """question_id -> what changed from A to B (questions only in one side are marked).
+    `read_a`, `read_b`: question_id -> the record as read, where known (`diff_question`)."""
+    read_a, read_b = read_a or {}, read_b or {}
+    out = {qid: diff_question(a.get(qid), b.get(qid), read_a.get(qid), read_b.get(qid)) for qid in diff_order(a, b)}
+    return {qid: entry for qid, entry in out.items() if entry is not None}
+
+
+def diff_order(a: dict, b: dict) -> list:
+    """The question ids a diff reports on, in its order: A's, then those only in B."""
+    return list(a) + [q for q in b if q not in a]
+
+
+def diff_question(qa, qb, ra: dict | None = None, rb: dict | None = None) -> dict | None:
+    """What changed in one question from `qa` to `qb` (either may be None), or None for
+    nothing. `ra`, `rb`: the records as read, where known: records read equal are validated
+    to equal questions, so they are not compared again.
 
     An item's checks depend on that item alone (`compiler.item_checks`) and carry its id, so
     where both sides compile their meta-rubric only the changed items' checks can differ: only
     those are compiled (at 100,000 items, compiling both sides whole was a third of `diff`)."""
-    out = {}
-    for qid in list(a) + [q for q in b if q not in a]:
-        qa, qb = a.get(qid), b.get(qid)
-        if qa == qb:  # equal records compile to equal checks: nothing to report
-            continue
-        ia, ib = _items(qa), _items(qb)
-        only = ({k for k in ia.keys() | ib.keys() if ia.get(k) != ib.get(k)}
-                if _compiled(qa) and _compiled(qb) else None)
-        entry = {"status": "added" if qa is None else "removed" if qb is None else "both",
-                 "items": _changes(ia, ib), "checks": _changes(_checks(qa, only), _checks(qb, only))}
-        if entry["status"] != "both" or any(entry[k][c] for k in ("items", "checks") for c in entry[k]):
-            out[qid] = entry
-    return out
+    # equal records compile to equal checks; records read unequal are compared item by item
+    # (questions equal all the same, say with a default written out, report no change)
+    if (ra == rb) if ra is not None and rb is not None else (qa == qb):
+        return None
+    items, changed = _item_changes(_items(qa, ra), _items(qb, rb))
+    only = changed if _compiled(qa) and _compiled(qb) else None
+    entry = {"status": "added" if qa is None else "removed" if qb is None else "both",
+             "items": items, "checks": _changes(_checks(qa, only), _checks(qb, only))}
+    if entry["status"] != "both" or any(entry[k][c] for k in ("items", "checks") for c in entry[k]):
+        return entry
+    return None
 
 
 def diff_lines(diff: dict) -> list[str]:

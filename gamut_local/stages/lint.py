@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 from gamut_local.data.dataset import load_question_rows
-from gamut_local.rubric.lint import ERROR, Finding, lint_batch, tier_balance
+from gamut_local.rubric.lint import ERROR, Finding, lint_batch, with_tier_balance
 from gamut_local.rubric.workers import in_processes, shared
 
 
@@ -23,11 +23,7 @@ def lint_file(path: str | Path) -> list[Finding]:
     """Every finding for a dataset file, questions in file order (in worker processes for a
     large one); invalid records raise InputError first."""
     rows = [(q, line) for q, line, _ in load_question_rows(path, check_images=False)]
-    findings, counts = [], Counter()
-    for found, tiers in in_processes(_lint_some, len(rows), [str(path), rows]):
-        findings += found
-        counts.update(tiers)
-    return findings + tier_balance(counts, len(rows), str(path))
+    return with_tier_balance(in_processes(_lint_some, len(rows), [str(path), rows]), str(path))
 
 
 def count_errors(findings: list[Finding]) -> int:

@@ -100,3 +100,101 @@ def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
     assert forked == [1]
     assert {f.rule for f in one} >= {"duplicate_checks", "stranger_test", "tier_balance"}
     assert many == one
+
+
+def _mixed_dataset(tmp_path):
+    """The odd records, a question of 45 items (many pieces), one judged on given checks
+    and one with its own text-only checks beside its meta-rubric."""
+    rows = [_odd_record(k) for k in range(len(ODD_TEXTS))]
+    big = _odd_record(0) | {"question_id": "big"}
+    big["meta_rubric"]["items"] = [dict(item, id=f"{item['id']}.{n}") for n in range(9)
+                                   for item in _odd_record(n)["meta_rubric"]["items"]]
+    check = {"check_id": "g1", "text": "The response names the drink.", "tier": "answer_critical"}
+    given = {"question_id": "given", "domain": "d", "question": "What is this?", "checks": [check]}
+    both = _odd_record(3) | {"question_id": "both", "checks_text_only": [check | {"text": "ünï “q” 😀"}]}
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in [*rows[:5], big, given, *rows[5:], both]),
+                    encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("use_workers", [False, True])
+def test_compile_in_pieces_writes_the_bytes_of_one_pass(tmp_path, monkeypatch, use_workers):
+    """`compile` cuts a question's items into pieces (worker processes for a large dataset) and
+    joins their JSON: the same bytes, check counts included, as compiling each question whole."""
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.rubric.compiler import compile_dataset
+    from gamut_local.rundir.store import write_jsonl
+    from gamut_local.stages import compile as compile_stage
+
+    path = _mixed_dataset(tmp_path)
+    write_jsonl(tmp_path / "whole.jsonl", rows := compile_dataset(load_questions(path, check_images=False)))
+    monkeypatch.setattr(compile_stage, "PIECE", 4)
+    forked = _use_workers(monkeypatch) if use_workers else []
+    n = compile_stage.compile_file(path, tmp_path / "pieces.jsonl")
+    assert forked == ([1] if use_workers else [])
+    assert (tmp_path / "pieces.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    assert n == (len(rows), sum(len(r["checks"]) + len(r.get("checks_text_only", [])) for r in rows))
+
+
+@pytest.mark.parametrize("use_workers", [False, True])
+def test_export_in_pieces_writes_the_files_of_one_pass(tmp_path, monkeypatch, use_workers):
+    """`export` writes a large meta-rubric's items in pieces (worker processes for a large
+    dataset) and the frame around them last: the same files as writing each question whole,
+    and `import` reads them back to the same bytes."""
+    path = _mixed_dataset(tmp_path)
+    revise.export_dataset(path, tmp_path / "whole")
+    monkeypatch.setattr(revise, "PIECE", 4)
+    forked = _use_workers(monkeypatch) if use_workers else []
+    revise.export_dataset(path, tmp_path / "pieces")
+    revise.import_dir(tmp_path / "pieces", tmp_path / "back.jsonl")
+    assert forked == ([1, 1] if use_workers else [])
+    assert _tree(tmp_path / "pieces") == _tree(tmp_path / "whole")
+    assert "id: e8.8" in (tmp_path / "pieces" / "0006-big.yaml").read_text()
+    assert [json.loads(line) for line in (tmp_path / "back.jsonl").read_text().split("\n")[:-1]] == [
+        json.loads(line) for line in path.read_text().split("\n")[:-1]]
+
+
+def test_workers_diff_as_one_process_does(tmp_path, monkeypatch):
+    """`diff` in worker processes: the same changes, in the same order, as in this process,
+    questions added and removed included; records read equal are not compared again."""
+    path = _mixed_dataset(tmp_path)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n")[:-1]]
+    rows[0]["meta_rubric"]["items"][0]["tier"] = "context"
+    rows[5]["meta_rubric"]["items"][7]["subject"] = "another subject"
+    rows[6]["checks"][0]["text"] = "The response names the cup."
+    rows[9]["meta_rubric"]["items"][1]["evidence"] = []  # a default written out: no change
+    del rows[3]["meta_rubric"]["items"][2]
+    rows = rows[:11] + [rows[0] | {"question_id": "new"}] + rows[12:]
+    revised = tmp_path / "revised.jsonl"
+    revised.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    one = revise.diff_files(path, revised)
+    forked = _use_workers(monkeypatch)
+    many = revise.diff_files(path, revised)
+    assert forked == [1]
+    assert many == one
+    assert list(one[0]) == ["q0", "q3", "big", "given", "q9", "new"]
+    assert one[0]["q9"]["status"] == "removed" and one[0]["new"]["status"] == "added"
+
+
+def test_a_large_export_is_on_disk_by_one_syncfs_before_any_rename(tmp_path, monkeypatch):
+    """From SYNCFS_FROM files, one syncfs of the file system puts every temporary on disk
+    before the first rename (no fsync per file); the folder is still fsynced after the last."""
+    import os
+
+    if not revise._syncfs_works():
+        pytest.skip("no syncfs that reports write-back errors here")
+    events = []
+    real_fsync, real_replace, real_syncfs = os.fsync, os.replace, revise.syncfs
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
+                                                 real_fsync(fd))[1])
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a))), real_replace(a, b))[1])
+    monkeypatch.setattr(revise, "syncfs", lambda folder: (events.append(("syncfs", str(folder))),
+                                                          real_syncfs(folder))[1])
+    monkeypatch.setattr(revise, "SYNCFS_FROM", 3)
+    folder = tmp_path / "yaml"
+    assert len(revise.export_dataset(_source(tmp_path), folder)) == len(ODD_TEXTS)
+    kinds = [e[0] for e in events]
+    assert kinds[0] == "syncfs" and kinds.count("syncfs") == 1 and kinds.index("replace") == 1
+    assert [e[1] for e in events if e[0] == "fsync"] == [str(folder), str(tmp_path)]
+    assert kinds[-2:] == ["fsync", "fsync"]

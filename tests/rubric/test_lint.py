@@ -253,3 +253,25 @@ def test_near_duplicates_of_many_items_are_found_and_named():
     got = [str(f) for f in lint_question(_question(*items), "big.jsonl", 1) if f.rule == "duplicate_checks"]
     assert got == [f"big.jsonl:1: meta_rubric.items.{k}: warning: check 'i{k}.fact' nearly repeats check "
                    f"'i{k - 7}.fact' [duplicate_checks]" for k in range(10, 2000, 10)]
+
+
+@pytest.mark.parametrize("texts", [["A  b", "a b"], ["a b ", " a\tb", "a\u00a0b", "A\nB"], ["x\x00y", "x y"],
+                                   ["ΣΑΣ", "σας", "Σ a"], ["plain text", "other text"], []])
+def test_texts_normalised_at_once_are_each_text_normalised(texts):
+    """The duplicate rule lower-cases and collapses the spaces of all the checks' texts at once:
+    the same as one at a time, whatever spaces, separators or final sigmas they hold."""
+    from gamut_local.rubric.lint import _normalised
+
+    assert _normalised(texts) == [" ".join(t.lower().split()) for t in texts]
+
+
+def test_the_search_in_a_thread_finds_what_it_finds_here(monkeypatch):
+    """A large batch searches for near-duplicates in a thread beside the other rules: the same
+    findings, rule by rule in the same order, as searching first."""
+    from gamut_local.rubric import lint
+
+    entries = [(_build(change), k) for k, (_, change, _) in enumerate(CORPUS, start=1)]
+    here = lint.lint_batch(entries, "bad.jsonl")
+    monkeypatch.setattr(lint, "NEAR_IN_THREAD_FROM", 0)
+    assert lint.lint_batch(entries, "bad.jsonl") == here
+    assert {f.rule for found, _ in here for f in found} >= {"duplicate_checks", "no_subject", "check_count"}
