@@ -12,7 +12,8 @@ A judge with `backend: openai` judges on CPU nodes (`judge-client.sbatch`): the 
 server. Where its `server.serve` names weights, the graph also starts that server: one job per
 judge (`judge-server.sbatch`, one node, the judge's GPUs, `afterok` on the generation its
 arrays wait for) runs `vllm serve` with the judge's engine settings, writes its address to
-`<run>/slurm/servers/<judge>.url` and stops once every judging task of its judge is done; the
+`<run>/slurm/servers/<judge>.url` and stops once every judging task of its judge is done (or
+none is left in the queue: a failed one never would be); the
 judge's arrays start `after` it has started (not after it ends) and wait for that address.
 
 Resume: a job script touches `<run>/slurm/done/<marker>` after its command succeeds, e.g.
@@ -248,7 +249,8 @@ def _served_judge_jobs(spec: RunSpec, j: ModelSpec, common: dict, prefix: str, s
     server = Job(server_key, "serve", "judge-server.sbatch", {
         **common, "job_name": f"{prefix}.{server_key}", "gpus": str(gpus), "time": s.time_judge,
         "judge": _q(j.name), "url_file": _q(url_file), "serve_command": serve_command(j),
-        "client_markers": " ".join(_q(m) for c in clients for m in c.markers)},
+        "client_markers": " ".join(_q(m) for c in clients for m in c.markers),
+        "client_names": _q(",".join(c.values["job_name"] for c in clients))},
         markers=[], array=False, gpus=gpus, nodes=1,
         after=list(dict.fromkeys(a for c in clients for a in c.after)), serves=[c.key for c in clients])
     return [server, *clients]

@@ -34,6 +34,35 @@ def real_slurm():
         stop_local_slurm()
 
 
+# `python` in the server job: `-m vllm.entrypoints.openai.api_server ... --port N` becomes a
+# server answering /health on that port (after a moment, as a loading model would); anything
+# else is the real Python.
+VLLM_SERVE_STAND_IN = f"""#!{sys.executable}
+import os, sys
+args = sys.argv[1:]
+if args[:2] != ["-m", "vllm.entrypoints.openai.api_server"]:
+    os.execv({sys.executable!r}, [{sys.executable!r}, *args])
+with open(os.environ["FAKE_SERVE_LOG"], "w") as f:
+    f.write(" ".join(args))
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+time.sleep(1)
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), H).serve_forever()
+"""
+
+
+
+@pytest.fixture
+def vllm_serve_stand_in() -> str:
+    """The text of a `python` that stands in for `vllm serve` (put it first on a job's PATH)."""
+    return VLLM_SERVE_STAND_IN
+
 # -- stand-ins for a SLURM login node's commands (the graph's tests; real SLURM is above) -------
 
 FAKE_SBATCH = f"""#!{sys.executable}

@@ -146,3 +146,45 @@ def test_a_cancelled_and_a_timed_out_task_are_shown_and_resubmitted_alone(real_s
     assert "Submitted 3 jobs (4 tasks)" in res.output and "generate" not in res.output, res.output
     wait_until_gone(job_ids(run_dir))
     assert "Every task is done." in gamut("status", cfg).output
+
+
+FAILING_JUDGE_LAUNCHER = """#!/bin/bash
+# every judging task fails (as a crash or an out-of-memory kill would); the rest succeeds
+[ "$1" = judge ] && { echo "judge: failed on purpose" >&2; exit 3; }
+exit 0
+"""
+
+
+def test_a_judge_server_stops_once_its_failed_clients_have_left_the_queue(real_slurm, gamut, tmp_path,
+                                                                         vllm_serve_stand_in):
+    """A served judge whose every client task fails: no shard is ever marked done, and the
+    server job (holding a GPU) ends by itself once none of its clients is queued or running,
+    saying why, instead of serving to its time limit."""
+    bin_dir = tmp_path / "bin"  # `python` in the jobs: a stand-in for `vllm serve` (nothing loads)
+    bin_dir.mkdir()
+    for name, text in (("python", vllm_serve_stand_in), ("launch", FAILING_JUDGE_LAUNCHER)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "served").mkdir()
+    (tmp_path / "served" / "config.json").write_text("{}")
+    cfg = write_run(tmp_path, launcher=str(bin_dir / "launch"), time_judge="00:10:00", shards_judge=1, setup=[
+        "export GAMUT_FAKE_GPUS=1 GAMUT_SERVER_POLL_S=1 GAMUT_SERVER_HOST=127.0.0.1",
+        f"export PATH={bin_dir}:$PATH FAKE_SERVE_LOG={tmp_path / 'serve.log'}"])
+    run = yaml.safe_load(cfg.read_text())
+    run["judges"] = [{"name": "j", "path": "served-judge", "backend": "openai",
+                      "server": {"base_url": "http://localhost:8000/v1", "serve": str(tmp_path / "served")}}]
+    cfg.write_text(yaml.safe_dump(run))
+    run_dir = tmp_path / "run"
+    res = gamut("slurm", cfg, "--submit")
+    assert res.exit_code == 0, res.output
+    subs = json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"][-1]["jobs"]
+    server = next(j["job_id"] for j in subs if j["key"] == "judge.j.server")
+    try:
+        wait_until_gone([server], timeout=180)  # the time limit is 10 minutes
+        log = next((run_dir / "slurm" / "logs").glob(f"*judge.j.server-{server}.out")).read_text()
+        assert "no judging task of j is queued or running" in log, log
+        assert "serving j at http://127.0.0.1:" in log  # it did serve first
+        st = gamut("status", cfg)
+        assert "FAILED" in st.output, st.output
+    finally:
+        subprocess.run(["scancel", *job_ids(run_dir)], timeout=30)

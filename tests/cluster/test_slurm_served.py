@@ -23,26 +23,12 @@ from gamut_local.cluster.slurm import dry_run_text, prepare, serve_command, serv
 from gamut_local.config import load_run_config
 from gamut_local.testing import processes
 
-# `python` in the server job: `-m vllm.entrypoints.openai.api_server ... --port N` becomes a
-# server answering /health on that port (after a moment, as a loading model would); anything
-# else is the real Python.
-FAKE_PYTHON = f"""#!{sys.executable}
-import os, sys
-args = sys.argv[1:]
-if args[:2] != ["-m", "vllm.entrypoints.openai.api_server"]:
-    os.execv({sys.executable!r}, [{sys.executable!r}, *args])
-with open(os.environ["FAKE_SERVE_LOG"], "w") as f:
-    f.write(" ".join(args))
-import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
-time.sleep(1)
-class H(BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def log_message(self, *a):
-        pass
-HTTPServer(("127.0.0.1", int(args[args.index("--port") + 1])), H).serve_forever()
+# `squeue -h ... -o %i`: the ids in FAKE_SQUEUE_IDS (queued or running), and what it was asked.
+FAKE_SQUEUE = f"""#!{sys.executable}
+import json, os, sys
+with open(os.environ["FAKE_SQUEUE_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+print("\\n".join(os.environ.get("FAKE_SQUEUE_IDS", "").split()))
 """
 
 
@@ -123,11 +109,14 @@ def test_the_graph_has_a_server_job_and_cpu_client_arrays_that_start_after_it(se
 
 
 def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are_done(served, fake_site, tmp_path,
-                                                                                       monkeypatch):
+                                                                                       monkeypatch, vllm_serve_stand_in):
     """The rendered scripts, run with bash: the server script starts the (stand-in) server,
     writes its address once /health answers; a client task waits for it, runs the judge with
     GAMUT_SERVER_URL set to it and marks its shard done; the server leaves when all are done."""
-    fake_site.add("python", FAKE_PYTHON)
+    fake_site.add("python", vllm_serve_stand_in)
+    fake_site.add("squeue", FAKE_SQUEUE)  # the client arrays stay queued while the test runs them
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5001_0 5001_1")
+    monkeypatch.setenv("FAKE_SQUEUE_LOG", str(tmp_path / "squeue.log"))
     monkeypatch.setenv("FAKE_SERVE_LOG", str(tmp_path / "serve.log"))
     sub = prepare(served)
     jobs = {j.key: j for j in sub.jobs}
@@ -157,8 +146,39 @@ def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are
             processes.kill_session(server.pid)  # the stand-in server, however the test ends
     assert server.returncode == 0, log.read_text()
     assert "every judging task of big is done" in log.read_text() and not url_file.exists()
+    assert (tmp_path / "squeue.log").read_text()  # it asked while the clients ran, and kept serving
     served_args = (tmp_path / "serve.log").read_text()
     assert "--served-model-name Qwen/Qwen3-VL-235B-A22B-Instruct" in served_args
+
+
+def test_the_server_job_stops_when_its_clients_left_the_queue_unfinished(served, fake_site, tmp_path, monkeypatch,
+                                                                         vllm_serve_stand_in):
+    """A client task that failed or was cancelled never marks its shard done: once none of the
+    judge's client jobs is queued or running, the server stops instead of holding its GPUs to
+    the time limit, and says why and what to do."""
+    fake_site.add("python", vllm_serve_stand_in)
+    fake_site.add("squeue", FAKE_SQUEUE)
+    monkeypatch.setenv("FAKE_SQUEUE_LOG", str(tmp_path / "squeue.log"))
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "")  # every client gone, none done
+    monkeypatch.setenv("FAKE_SERVE_LOG", str(tmp_path / "serve.log"))
+    sub = prepare(served)
+    server_job = next(j for j in sub.jobs if j.key == "judge.big.server")
+    env = {**os.environ, "SLURM_JOB_ID": "78", "TMPDIR": str(tmp_path / "tmp"), "GAMUT_SERVER_HOST": "127.0.0.1",
+           "GAMUT_SERVER_POLL_S": "1"}
+    (tmp_path / "tmp").mkdir()
+    url_file = server_url_file(Path(sub.spec.output_dir), "big")
+    with subprocess.Popen(["bash", "-c", server_job.script], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True) as server:
+        try:
+            out = server.communicate(timeout=120)[0]
+        finally:
+            processes.kill_session(server.pid)
+    assert server.returncode == 0, out
+    assert "no judging task of big is queued or running" in out and "gamut-local status" in out, out
+    assert not url_file.exists()  # the address is gone with the server
+    (asked,) = {tuple(a) for a in map(json.loads, (tmp_path / "squeue.log").read_text().splitlines())}
+    names = next(a for a in asked if a.startswith("--name="))[len("--name="):].split(",")
+    assert sorted(names) == sorted(j.values["job_name"] for j in sub.jobs if j.key.startswith("judge.big.small."))
 
 
 def test_served_weights_not_the_node_are_the_judges_identity(served, tmp_path, monkeypatch):
