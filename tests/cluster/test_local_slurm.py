@@ -1,7 +1,8 @@
 """The job graph on a real one-node SLURM (scripts/slurm_local.sh, fixture `real_slurm`), with
-`true` as the launcher: what is under test is SLURM's side (sbatch accepting the scripts,
-arrays, afterok, a failed task, its cancelled dependants, resubmission, `status`), not the
-stages (which resume inside a shard: tests/e2e/test_killed.py)."""
+`true` or a small script as the launcher (and a stand-in for `vllm serve`): what is under test
+is SLURM's side (sbatch accepting the scripts, arrays, afterok, a failed task, its cancelled
+dependants, a judge server outliving failed clients, resubmission, `status`), not the
+stages (which resume inside a shard: tests/e2e/test_slurm_run.py, tests/hostile/test_faults.py)."""
 
 from __future__ import annotations
 

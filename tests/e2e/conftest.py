@@ -1,5 +1,6 @@
 """The e2e run, once per session, in-process on the suite's SmolLM2 engine (`full_run`):
-test_run.py reads it, test_killed.py kills and resumes a `judge` process against it."""
+test_run.py reads it, test_killed.py and test_slurm_run.py compare what a killed `judge` and a
+SLURM run wrote with it."""
 
 from __future__ import annotations
 
