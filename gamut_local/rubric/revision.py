@@ -220,13 +220,11 @@ def _item_changes(a: dict, b: dict) -> tuple[dict, set]:
     equal records are equal (validation makes the same item of the same record): only the
     others are compared field by field, in Python, and at 100,000 items that took half of
     `diff`'s comparing."""
-    both = [k for k in a if k in b]
-    other = [k for k in both if a[k][2] is None or a[k][2] != b[k][2]]
-    retiered = [(k, a[k][0], b[k][0]) for k in other if a[k][0] != b[k][0]]
-    reworded = [k for k in other if _content(a[k][1]) != _content(b[k][1])]
-    added, removed = [k for k in b if k not in a], [k for k in a if k not in b]
-    changes = {"added": added, "removed": removed, "retiered": retiered, "reworded": reworded}
-    return changes, {*added, *removed, *(k for k, _, _ in retiered), *reworded}
+    same = {k for k in a if k in b and a[k][2] is not None and a[k][2] == b[k][2]}
+    changes = _changes(*({k: (tier, _content(item)) for k, (tier, item, _) in side.items() if k not in same}
+                         for side in (a, b)))
+    return changes, {*changes["added"], *changes["removed"], *(k for k, _, _ in changes["retiered"]),
+                     *changes["reworded"]}
 
 
 def _checks(q, only: set | None = None) -> dict:
