@@ -133,9 +133,9 @@ def store_columns(tables: list, file: list[int]) -> Columns:
     if verdict_store.PROB_COLUMNS[0] in table.column_names:
         probs = np.stack([arrow.floats(table.column(name).chunk(0)) for name in verdict_store.PROB_COLUMNS], axis=1)
     sizes = [t.num_rows for t in tables]
-    starts = np.repeat(np.cumsum([0, *sizes[:-1]]), sizes)
     return Columns({name: arrow.codes(table.column(name).chunk(0)) for name in CODED}, probs,
-                   np.repeat(np.asarray(file, dtype=np.int32), sizes), np.arange(1, len(starts) + 1) - starts)
+                   np.repeat(np.asarray(file, dtype=np.int32), sizes),
+                   np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
 
 
 def _value(record: dict, name: str):
