@@ -52,17 +52,23 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     is worded otherwise in the dataset now, and (given the run's `answers` files) those that
     graded another text of their answer."""
     with ThreadPoolExecutor(max_workers=1) as pool:
-        job = pool.submit(read_dataset_for_scores, dataset)
+        job = pool.submit(_dataset_and_checks, dataset, small_pool_max)
         try:
             table = read_verdicts(paths, probs=probs)
         except InputError:
             job.result()
             raise
-        read = job.result()
-    checks = current_check_hashes(read[0], small_pool_max) if dataset is not None else None
+        read, checks = job.result()
     table = without_stale(table, checks, answers, console)
     table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
     return table, (*read, expected_checks(checks))
+
+
+def _dataset_and_checks(dataset: Path | None, small_pool_max: int) -> tuple[tuple, dict | None]:
+    """`read_dataset_for_scores`, and the checks' current hashes (`current_check_hashes`; None
+    without a dataset): both while the verdicts are decoded."""
+    read = read_dataset_for_scores(dataset)
+    return read, current_check_hashes(read[0], small_pool_max) if dataset is not None else None
 
 
 def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
-
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
@@ -61,23 +59,10 @@ def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
         raise InputError(bad)
     files, run_dir = [Path(f) for f in files], Path(run_dir)
     table = read_verdicts(files)
-    check_settings(table, _held_settings(run_dir, [j for j in table.judges if not is_human(j)]))
+    held = [unit for judge in table.judges if not is_human(judge)
+            for unit in verdict_store.units_in(run_dir / "verdicts" / judge)]
+    check_settings(table, read_verdicts(held, probs=False))
     return import_records(load_records(files, Verdict, verdict_key), run_dir)
-
-
-def _held_settings(run_dir: Path, judges: list[str]) -> dict[str, tuple[str, str]]:
-    """{judge: (settings hash, where)} of the verdicts the run's store holds for these judges."""
-    from gamut_local.data.verdict_table import read_verdicts
-
-    units = [u for judge in judges if (run_dir / "verdicts" / judge).is_dir()
-             for u in verdict_store.units_in(run_dir / "verdicts" / judge)]
-    if not units:
-        return {}
-    table = read_verdicts(units, probs=False)
-    rows = np.flatnonzero(table.settings_hash >= 0)
-    judge, first = np.unique(table.judge[rows], return_index=True)
-    return {table.judges[j]: (table.settings_hashes[table.settings_hash[r]], f"{table.files[table.file[r]]}:{table.line[r]}")
-            for j, r in zip(judge.tolist(), rows[first].tolist())}
 
 
 def adopt_jsonl(path: Path, unit: Path) -> int:

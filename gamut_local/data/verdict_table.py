@@ -4,8 +4,8 @@
 validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
 (human verdicts, an old run's, a file named on the command line) record by record with the
 strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
-Each file becomes its columns (`FileColumns`: codes into the file's own dictionaries); they
-are merged into one table, and the checks that span files are made: no duplicate (question,
+The store files become one set of columns (`Columns`, dictionaries unified by Arrow), the
+JSONL files another; they are merged into one table in the order of the files, and the checks that span files are made: no duplicate (question,
 model, variant, judge, check) key (a human annotator's later verdict replaced the earlier as
 the JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
 `read_verdicts_reference` reads every file, the store's too, record by record: the tests'
@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,7 @@ from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VE
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
 # The identity hashes (rundir.identity) may be absent (code -1): records made before them, hand-made ones.
 IDENTITY_FIELDS = ("settings_hash", "check_hash", "answer_hash")
+CODED = (*STRING_FIELDS, *IDENTITY_FIELDS)
 
 # The per-row arrays of a VerdictTable (the rest are dictionaries and file records).
 ROW_FIELDS = ("judge", "model", "variant", "question", "check", "tier", "verdict", "probs", "file", "line",
@@ -103,57 +106,36 @@ def current_record(old: dict) -> dict | None:
     return file_record(path)
 
 
-# ---------------------------------------------------------------- one file's columns
+# ---------------------------------------------------------------- files' rows as columns
 
 @dataclass
-class FileColumns:
-    """One file's `n` verdicts: per coded field, (codes, dictionary) with code -1 for an absent
-    value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent (None: not read);
-    `input` the file's record (`file_record`; None: not from a file); `line` where each row is
-    (None: row k is line k + 1)."""
+class Columns:
+    """Rows read from files, before merging: per coded field (codes, dictionary), code -1 for
+    an absent value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent (None: not
+    read); `file` (a position in the read's list of files) and `line` (0: not from a file)."""
 
-    n: int
     codes: dict[str, tuple[np.ndarray, list[str]]]
     probs: np.ndarray | None
-    input: dict | None
-    line: np.ndarray | None = None
+    file: np.ndarray
+    line: np.ndarray
 
 
-def store_columns(paths: list[Path], probs: bool = True) -> list[FileColumns]:
-    """The verdict store files' columns, one FileColumns per file, as they are: typed,
-    dictionary-encoded, validated when written; only the schema version is checked
-    (`rundir.verdict_store`). The files are read side by side (pyarrow lets go of the GIL)
-    and their dictionaries unified by Arrow, so every file's codes index the same lists
-    (`merge_codes` maps each list once). Without `probs` the four probability columns (a
-    third of the decoding) are not read: NaN."""
-    if not paths:
-        return []
+def store_columns(tables: list, file: list[int]) -> Columns:
+    """Store files' Arrow tables (`verdict_store.read_files`: typed, dictionary-encoded,
+    validated when written) as one Columns, their dictionaries unified by Arrow; `file[k]`:
+    the position of table k's file. Probability columns not read: `probs` None."""
     import pyarrow as pa
-    from concurrent.futures import ThreadPoolExecutor
 
     from gamut_local.data import arrow
 
-    names = [*STRING_FIELDS, *IDENTITY_FIELDS]
-    wanted = [*names, *(verdict_store.PROB_COLUMNS if probs else ())]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:
-        read = list(pool.map(lambda p: (verdict_store.read_files([p], wanted), file_record(p)), paths))
-    sizes = [t.num_rows for t, _ in read]
-    if not sum(sizes):
-        return [FileColumns(0, {name: (np.zeros(0, dtype=np.int32), []) for name in names}, None, record)
-                for _, record in read]
-    table = pa.concat_tables([t for t, _ in read], promote_options="permissive")
-    table = table.unify_dictionaries().combine_chunks()
-    codes = {name: arrow.codes(table.column(name).chunk(0)) for name in names}
-    p = np.empty((table.num_rows, len(JUDGE_LABELS))) if probs else None
-    for k, name in enumerate(verdict_store.PROB_COLUMNS if probs else ()):
-        p[:, k] = arrow.floats(table.column(name).chunk(0))
-    out, at = [], 0
-    for size, (_, record) in zip(sizes, read):
-        rows = slice(at, at + size)
-        at += size
-        out.append(FileColumns(size, {k: (c[rows], values) for k, (c, values) in codes.items()},
-                               None if p is None else p[rows], record))
-    return out
+    table = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries().combine_chunks()
+    probs = None
+    if verdict_store.PROB_COLUMNS[0] in table.column_names:
+        probs = np.stack([arrow.floats(table.column(name).chunk(0)) for name in verdict_store.PROB_COLUMNS], axis=1)
+    sizes = [t.num_rows for t in tables]
+    return Columns({name: arrow.codes(table.column(name).chunk(0)) for name in CODED}, probs,
+                   np.repeat(np.asarray(file, dtype=np.int32), sizes),
+                   np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
 
 
 def _value(record: dict, name: str):
@@ -165,63 +147,57 @@ def _value(record: dict, name: str):
     return record[name]
 
 
-def record_columns(records: list[dict], input: dict | None = None, line=None) -> FileColumns:
-    """Verdict dicts (validated by the strict reader, or a caller's own) as one file's columns."""
+def record_columns(records: list[dict], file, line) -> Columns:
+    """Verdict dicts (validated by the strict reader, or a caller's own) as Columns."""
     codes = {}
-    for name in (*STRING_FIELDS, *IDENTITY_FIELDS):
+    for name in CODED:
         values = [_value(r, name) for r in records]
         names = sorted({v for v in values if v is not None})
         index = {v: i for i, v in enumerate(names)}
         codes[name] = (np.fromiter((index.get(v, -1) for v in values), dtype=np.int32, count=len(values)), names)
-    probs = np.full((len(records), len(JUDGE_LABELS)), np.nan)
-    for i, p in enumerate(r.get("probs") for r in records):
-        for k, label in enumerate(JUDGE_LABELS):
-            if p and label in p:
-                probs[i, k] = p[label]
-    return FileColumns(len(records), codes, probs, input, None if line is None else np.asarray(line, dtype=np.int32))
+    probs = np.array([[(r.get("probs") or {}).get(label, np.nan) for label in JUDGE_LABELS] for r in records],
+                     dtype=np.float64).reshape(-1, len(JUDGE_LABELS))
+    return Columns(codes, probs, np.asarray(file, dtype=np.int32), np.asarray(line, dtype=np.int32))
 
 
-def _strict_columns(paths: list[Path]) -> list[FileColumns]:
+def _strict_columns(paths: list[Path], file: list[int]) -> Columns:
     """Files through the strict record-by-record reader, together (every problem of every
-    file at once), one FileColumns per file."""
+    file at once); `file[k]`: the position of `paths[k]`."""
     where: list[tuple[int, int]] = []
     records = load_records(paths, Verdict, verdict_key, where=where)
-    rows: list[list[int]] = [[] for _ in paths]
-    for i, (k, _) in enumerate(where):
-        rows[k].append(i)
-    return [record_columns([records[i] for i in r], file_record(p), [where[i][1] for i in r])
-            for p, r in zip(paths, rows)]
+    k, line = np.array(where, dtype=np.int64).reshape(-1, 2).T
+    return record_columns(records, np.asarray(file, dtype=np.int32)[k], line)
 
 
 # ---------------------------------------------------------------- checks on the whole table
 
-def check_settings(table: VerdictTable, held: dict[str, tuple[str, str]] | None = None) -> None:
+def check_settings(table: VerdictTable, held: VerdictTable | None = None) -> None:
     """One settings hash per judge: verdicts made under two configurations (another prompt,
     other sampling) must not be scored as one judge. The judge stage refuses to append such
-    a mix; this catches files put together by hand. `held`: {judge: (settings hash, where)}
-    of the verdicts a run already holds, which the table's must match (`verdicts import`)."""
-    if table.settings_hash is None or not len(table):
-        return
-    problems = []
-    has = table.settings_hash >= 0
-    for j, judge in enumerate(table.judges):
-        rows = np.flatnonzero(has & (table.judge == j))
-        if not len(rows):
-            continue
-        codes, first = np.unique(table.settings_hash[rows], return_index=True)
-        order = np.argsort(first)
-        base = (held or {}).get(judge) or (table.settings_hashes[codes[order[0]]], _where(table, rows[first[order[0]]]))
-        for k in order:
-            if table.settings_hashes[codes[k]] == base[0]:
-                continue
-            row = rows[first[k]]
-            problems.append(Problem(
-                table.files[table.file[row]], int(table.line[row]) or None, "settings_hash",
-                f"judge {judge!r} has verdicts made under other settings: "
-                f"{table.settings_hashes[codes[k]]!r} here, {base[0]!r} at {base[1]}; "
-                "score one configuration of a judge at a time"))
+    a mix; this catches files put together by hand. `held`: the verdicts a run already holds,
+    whose settings the table's must match (`verdicts import`)."""
+    base, problems = {}, []  # judge: (its first settings hash, where)
+    for t in (held, table) if held is not None else (table,):
+        for row in _first_rows(t):
+            judge, value = t.judges[t.judge[row]], t.settings_hashes[t.settings_hash[row]]
+            first, where = base.setdefault(judge, (value, _where(t, row)))
+            if value != first and t is table:
+                problems.append(Problem(
+                    t.files[t.file[row]], int(t.line[row]) or None, "settings_hash",
+                    f"judge {judge!r} has verdicts made under other settings: {value!r} here, {first!r} at "
+                    f"{where}; score one configuration of a judge at a time"))
     if problems:
         raise InputError(problems)
+
+
+def _first_rows(table: VerdictTable) -> list[int]:
+    """The first row of each (judge, settings hash) pair, by judge, then row."""
+    if table.settings_hash is None:
+        return []
+    judge = table.judge.astype(np.int64)
+    key = np.where(table.settings_hash >= 0, judge * max(len(table.settings_hashes), 1) + table.settings_hash, -1)
+    pairs = np.flatnonzero(np.bincount(key[key >= 0]))
+    return sorted((int(np.argmax(key == k)) for k in pairs), key=lambda row: (table.judge[row], row))
 
 
 def _where(table: VerdictTable, row: int) -> str:
@@ -229,31 +205,18 @@ def _where(table: VerdictTable, row: int) -> str:
     return f"{name}:{table.line[row]}" if table.line[row] else name
 
 
-def _key_codes(table: VerdictTable) -> np.ndarray:
-    """One int per (question, model, variant, judge, check) key (row codes if they overflow)."""
+def has_repeats(table: VerdictTable) -> bool:
+    """Does a (question, model, variant, judge, check) key occur twice?"""
+    columns = ((table.question, len(table.questions)), (table.model, len(table.models)),
+               (table.variant, len(VARIANTS)), (table.judge, len(table.judges)), (table.check, len(table.checks)))
+    if math.prod(max(n, 1) for _, n in columns) >= 2**62:  # too many combinations for one int64
+        return len(np.unique(np.stack([codes for codes, _ in columns], axis=1), axis=0)) < len(table)
     key = np.zeros(len(table), dtype=np.int64)
-    size = 1
-    for codes, n in ((table.question, len(table.questions)), (table.model, len(table.models)),
-                     (table.variant, len(VARIANTS)), (table.judge, len(table.judges)),
-                     (table.check, len(table.checks))):
-        if size * max(n, 1) >= 2**62:  # too many combinations for one int64
-            keys = np.stack([table.question, table.model, table.variant, table.judge, table.check], axis=1)
-            return np.unique(keys, axis=0, return_inverse=True)[1].ravel()
+    for codes, n in columns:
         key = key * max(n, 1) + codes
-        size *= max(n, 1)
-    return key
-
-
-def repeated_keys(table: VerdictTable) -> np.ndarray:
-    """Rows whose key an earlier row already has."""
-    key = _key_codes(table)
-    size = int(key.max()) + 1 if len(key) else 0
-    if size <= 8 * len(key):  # dense keys (a full grid of verdicts): one count, no sort
-        if not (np.bincount(key, minlength=size) > 1).any():
-            return np.zeros(0, dtype=np.int64)
-    order = np.argsort(key, kind="stable")
-    again = np.r_[False, key[order][1:] == key[order][:-1]]
-    return np.sort(order[again])
+    if len(key) and key.max() <= 8 * len(key):  # dense keys (a full grid of verdicts): one count, no sort
+        return bool((np.bincount(key) > 1).any())
+    return len(np.unique(key)) < len(key)
 
 
 def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
@@ -263,58 +226,43 @@ def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
 
 # ---------------------------------------------------------------- files merged into one table
 
+FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}  # codes are positions in these
+
+
 def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
-    or the fixed vocabulary), code -1 (no value) kept."""
-    lists = {id(values): values for _, values in pairs}  # store files share their lists (`store_columns`)
-    dictionary = list(fixed) if fixed else sorted({v for values in lists.values() for v in values})
+    or the fixed vocabulary), code -1 (no value) kept: it takes each lookup's appended -1."""
+    dictionary = list(fixed) if fixed else sorted({v for _, values in pairs for v in values})
     index = {v: i for i, v in enumerate(dictionary)}
-    lookups = {k: np.array([index[v] for v in values] + [-1], dtype=dtype) for k, values in lists.items()}
-    out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
-    at = 0
-    for codes, values in pairs:
-        lookup = lookups[id(values)]
-        # Code -1 wraps to the appended -1. (mode "raise", the default, copies `out` first.)
-        np.take(lookup, codes, out=out[at:at + len(codes)], mode="wrap")
-        at += len(codes)
-    return out, dictionary
+    return np.concatenate([np.array([index[v] for v in values] + [-1], dtype=dtype)[codes]
+                           for codes, values in pairs]), dictionary
 
 
-def table_from_parts(parts: list[FileColumns], files: list[str]) -> VerdictTable:
-    """One table of the files' columns, in order (`files[k]` names `parts[k]`)."""
-    merged = {name: merge_codes([p.codes[name] for p in parts], fixed, dtype)
-              for name, fixed, dtype in (*((f, None, np.int32) for f in ("judge", "model", "question_id", "check_id",
-                                                                           *IDENTITY_FIELDS)),
-                                         ("variant", VARIANTS, np.int8), ("tier", TIERS, np.int8),
-                                         ("verdict", VERDICTS, np.int8))}
-    sizes = np.array([p.n for p in parts], dtype=np.int64)
-    line = [p.line if p.line is not None else np.arange(1, p.n + 1, dtype=np.int32) for p in parts]
-    return VerdictTable(
-        judges=merged["judge"][1], models=merged["model"][1], questions=merged["question_id"][1],
-        checks=merged["check_id"][1], files=files,
-        judge=merged["judge"][0], model=merged["model"][0], question=merged["question_id"][0],
-        check=merged["check_id"][0], variant=merged["variant"][0], tier=merged["tier"][0],
-        verdict=merged["verdict"][0],
-        probs=_probs(parts),
-        file=np.repeat(np.arange(len(parts), dtype=np.int32), sizes),
-        line=np.concatenate(line).astype(np.int32) if parts else np.zeros(0, dtype=np.int32),
-        **{f"{f}es": merged[f][1] for f in IDENTITY_FIELDS}, **{f: merged[f][0] for f in IDENTITY_FIELDS},
-        inputs=[p.input for p in parts if p.input is not None])
-
-
-def _probs(parts: list[FileColumns]) -> np.ndarray:
-    """The parts' probabilities as one (n, 4) array; where none were read, a read-only NaN
-    view that takes no memory (73 MB at paper scale)."""
-    n = sum(p.n for p in parts)
-    if all(p.probs is None for p in parts):
-        return np.broadcast_to(np.float64(np.nan), (n, len(JUDGE_LABELS)))
-    return np.concatenate([np.full((p.n, len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs
-                           for p in parts])
+def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict]) -> VerdictTable:
+    """One table of the parts' rows, in the order of their files (`files[file[i]]`)."""
+    file = np.concatenate([p.file for p in parts])
+    order = np.argsort(file, kind="stable") if len(parts) > 1 else slice(None)
+    rows = {}
+    for name in CODED:  # question_id -> question and questions, settings_hash -> settings_hashes
+        codes, dictionary = merge_codes([p.codes[name] for p in parts], FIXED.get(name),
+                                        np.int8 if name in FIXED else np.int32)
+        field = name.removesuffix("_id")
+        rows[field] = codes[order]
+        if name not in FIXED:
+            rows[field + ("es" if field.endswith("hash") else "s")] = dictionary
+    if all(p.probs is None for p in parts):  # a read-only NaN view that takes no memory (73 MB at paper scale)
+        probs = np.broadcast_to(np.float64(np.nan), (len(file), len(JUDGE_LABELS)))
+    else:
+        probs = np.concatenate([np.full((len(p.file), len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs
+                                for p in parts])[order]
+    return VerdictTable(files=files, inputs=inputs, probs=probs, file=file[order],
+                        line=np.concatenate([p.line for p in parts])[order], **rows)
 
 
 def table_from_records(records: list[dict]) -> VerdictTable:
     """Verdict dicts (a caller's, not from a file) as a VerdictTable."""
-    return table_from_parts([record_columns(records, line=np.zeros(len(records)))], ["<verdicts>"])
+    return table_from_parts([record_columns(records, np.zeros(len(records)), np.zeros(len(records)))],
+                            ["<verdicts>"], [])
 
 
 def store_files(paths) -> list[Path]:
@@ -332,7 +280,8 @@ def store_files(paths) -> list[Path]:
 def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     """Every file, store files too, through the strict record-by-record reader."""
     paths = store_files(paths)
-    table = table_from_parts(_strict_columns(paths), [str(p) for p in paths])
+    table = table_from_parts([_strict_columns(paths, list(range(len(paths))))], [str(p) for p in paths],
+                             [file_record(p) for p in paths])
     check_settings(table)
     return table
 
@@ -340,17 +289,21 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
 def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
     (see the module docstring); `probs=False`: the store's probability columns are not read
-    (NaN), for readers that never look at them. Store files are read side by side (pyarrow
-    lets go of the GIL). Raises InputError with the strict reader's own FILE:LINE messages."""
+    (NaN), for readers that never look at them. Raises InputError with the strict reader's
+    own FILE:LINE messages."""
     paths = store_files(paths)
-    jsonl = [p for p in paths if not verdict_store.is_store(p)]
-    columns = dict(zip(jsonl, _strict_columns(jsonl))) if jsonl else {}
-    stored = [p for p in paths if p not in columns]
-    columns.update(zip(stored, store_columns(stored, probs)))
-    table = table_from_parts([columns[p] for p in paths], [str(p) for p in paths])
+    stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
+    jsonl = sorted(set(range(len(paths))) - set(stored))
+    wanted = [*CODED, *(verdict_store.PROB_COLUMNS if probs else ())]
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
+        tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
+        inputs = pool.map(file_record, paths)
+        parts = [_strict_columns([paths[k] for k in jsonl], jsonl)] if jsonl or not stored else []
+        parts += [store_columns(list(tables), stored)] if stored else []
+    table = table_from_parts(parts, [str(p) for p in paths], list(inputs))
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
-    if len(repeated_keys(table)):
+    if has_repeats(table):
         read_verdicts_reference(paths)  # raises, naming each duplicate and its first line
     check_settings(table)
     return table

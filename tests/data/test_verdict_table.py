@@ -24,6 +24,26 @@ GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j"
         "settings_hash": "abc", "attempts": 1}
 
 
+def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(tmp_path):
+    """Store units and JSONL files in one read, a JSONL file between two units: the column
+    path merges the store's rows and the JSONL's into the order of the files, each row with
+    its own file and line, as the record-by-record reader has them."""
+    from gamut_local.data.verdict_io import import_records
+    from gamut_local.rundir import verdict_store
+
+    records = [{**r, "settings_hash": f"h-{r['judge']}"} for r in make_records(seed=4, models=("m1", "m2", "m3"),
+                                                                                  questions=4, checks=3)]
+    import_records([r for r in records if r["model"] != "m2"], tmp_path / "run")
+    units = verdict_store.units_in(tmp_path / "run")
+    jsonl = tmp_path / "m2.jsonl"
+    write_jsonl(jsonl, [r for r in records if r["model"] == "m2"])
+    paths = [u for u in units if u.name.startswith("m1")] + [jsonl] + [u for u in units if u.name.startswith("m3")]
+    got = vt.read_verdicts(paths)
+    assert_same_table(got, vt.read_verdicts_reference(paths))
+    assert got.files[got.file[0]] == str(paths[0]) and len(set(got.file.tolist())) == len(paths)
+    assert np.all(np.diff(got.file) >= 0)
+
+
 def test_sample_gold_tables_are_identical():
     assert_same_table(vt.read_verdicts([GOLD]), vt.read_verdicts_reference([GOLD]))
 
