@@ -234,7 +234,7 @@ def _read_one(path: Path, problems: list[Problem], text: str | None = None,
     file, or None with its problems added. The line is what `import` writes and what the
     header's hash is of: dumped once, and only an edited record travels back whole from a
     worker process. `text`, `line`: the file's text and its record's line, where read already
-    (`_joined`)."""
+    (a large file read in pieces, `_read_files`)."""
     if text is None:
         try:
             text = path.read_text(encoding="utf-8")
