@@ -181,25 +181,26 @@ _MAX_DEPTH = 50  # deeper: the strict loader's own answer ("nested too deeply" w
 _NO_KEY = object()
 
 
-def load(text: str):
+def load(text: str, depth: int = 0):
     """The value `config.load_yaml_node(text)` reads, by the same parser (libyaml's), each
     value made straight from the parser's events; None (read it with the strict loader) for
     a text with an anchor, alias or tag, a key given twice, a key that is a collection, a
     plain scalar read as other than a string, number, boolean or null, no document or more
-    than one, or one the parser refuses: the strict loader has the messages for those."""
+    than one, or one the parser refuses: the strict loader has the messages for those.
+    `depth`: how deep in a larger document the text's value stands (a piece of one)."""
     try:
         parser = CParser(text)
     except Exception:  # noqa: BLE001 - whatever it is, the strict loader says it
         return None
     try:
-        return _build(parser.get_event)
+        return _build(parser.get_event, depth)
     except Exception:  # noqa: BLE001 - Unsupported, or the parser's error: the strict loader's turn
         return None
     finally:
         parser.dispose()
 
 
-def _build(get):
+def _build(get, depth: int):
     if type(get()) is not StreamStartEvent or type(get()) is not DocumentStartEvent:
         raise Unsupported
     stack: list = []  # the open collections, innermost last
@@ -213,7 +214,7 @@ def _build(get):
                 raise Unsupported
             value = _plain(event.value) if event.implicit[0] else event.value
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
-            if event.anchor is not None or event.tag is not None or len(stack) >= _MAX_DEPTH:
+            if event.anchor is not None or event.tag is not None or len(stack) + depth >= _MAX_DEPTH:
                 raise Unsupported
             value = {} if kind is MappingStartEvent else []
         elif kind is MappingEndEvent or kind is SequenceEndEvent:

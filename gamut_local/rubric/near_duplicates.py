@@ -138,8 +138,9 @@ def _shared(words: np.ndarray, starts: np.ndarray, sizes: np.ndarray, i: np.ndar
 
 
 def _candidates(word: np.ndarray, member: np.ndarray):
-    """Blocks of (i, j), i < j, for every two members of a run of one word (`word` sorted,
-    then `member`): each member pairs with the earlier members of its run."""
+    """Blocks of (a, b), places in `member` of every two members of a run of one word
+    (`word` sorted, then `member`), a before b: each member pairs with the earlier members of
+    its run."""
     run = np.flatnonzero(np.r_[True, word[1:] != word[:-1]]) if len(word) else np.zeros(0, np.int64)
     first = np.repeat(run, np.diff(np.r_[run, len(word)]))
     earlier = np.arange(len(word)) - first
@@ -147,7 +148,7 @@ def _candidates(word: np.ndarray, member: np.ndarray):
     cuts = [0, *(np.flatnonzero(np.diff(block)) + 1).tolist(), len(word)]
     for lo, hi in pairwise(cuts):
         m = np.arange(lo, hi)
-        yield member[_ranges(first[m], earlier[m])], np.repeat(member[m], earlier[m])
+        yield _ranges(first[m], earlier[m]), np.repeat(m, earlier[m])
 
 
 def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.85,
@@ -178,16 +179,26 @@ def first_near_duplicates(texts: list[str], groups: list, threshold: float = 0.8
     starts = np.cumsum(sizes) - sizes
     # ceil(t*|x|) less a hair, so float rounding can only lengthen the prefix (never miss)
     prefix = sizes - np.ceil(threshold * sizes - 1e-9).astype(np.int64) + 1
-    in_prefix = np.arange(len(word)) - starts[owner] < prefix[owner]
+    place = np.arange(len(word)) - starts[owner]  # of each word in its set
+    in_prefix = place < prefix[owner]
     ids = {g: k for k, g in enumerate(dict.fromkeys(groups))}  # each group a number, without a loop per text
     group = np.fromiter(map(ids.__getitem__, groups), np.int64, n)
     if None in ids:  # None is another group than every text's, its own included
         alone = np.flatnonzero(group == ids[None])
         group[alone] = -1 - alone
     order = np.lexsort((owner[in_prefix], word[in_prefix]))
+    member, place = owner[in_prefix][order], place[in_prefix][order]
     near = [np.zeros(0, np.int64)]
-    for i, j in _candidates(word[in_prefix][order], owner[in_prefix][order]):
-        i, j = i[group[i] != group[j]], j[group[i] != group[j]]
+    for a, b in _candidates(word[in_prefix][order], member):
+        i, j = member[a], member[b]
+        # Positional filter (Xiao et al. 2008): if this is the first word two sets share, they
+        # share at most it and the words after it in each. Where that many cannot reach the
+        # threshold (by the same float division as below: it rises with the count), the pair
+        # is dropped here; a near pair is scored through its first shared word, which lies in
+        # both prefixes, and there the bound holds.
+        most = np.minimum(sizes[i] - place[a], sizes[j] - place[b])
+        keep = (group[i] != group[j]) & (most / (sizes[i] + sizes[j] - most) >= threshold)
+        i, j = i[keep], j[keep]
         both = _shared(word, starts, sizes, i, j, vocab)
         hit = both / (sizes[i] + sizes[j] - both) >= threshold
         near.append(j[hit] * n + i[hit])

@@ -80,7 +80,7 @@ def test_a_failure_in_a_worker_leaves_no_file(tmp_path, monkeypatch, workers):
     monkeypatch.setattr(revise, "export_text", fail_on_q20)
     with pytest.raises(OSError, match="No space left"):
         revise.export_dataset(_source(tmp_path), tmp_path / "yaml")
-    assert list((tmp_path / "yaml").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.jsonl"]  # no folder, no temporary one
 
 
 def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
@@ -198,3 +198,44 @@ def test_a_large_export_is_on_disk_by_one_syncfs_before_any_rename(tmp_path, mon
     assert kinds[0] == "syncfs" and kinds.count("syncfs") == 1 and kinds.index("replace") == 1
     assert [e[1] for e in events if e[0] == "fsync"] == [str(folder), str(tmp_path)]
     assert kinds[-2:] == ["fsync", "fsync"]
+
+
+def _import(folder, out):
+    try:
+        return {k: v for k, v in revise.import_dir(folder, out, revised_on="2026-01-01").items() if k != "out"}, None
+    except InputError as e:
+        return None, [str(p) for p in e.problems]
+
+
+@pytest.mark.parametrize("use_workers", [False, True])
+def test_import_reads_a_large_file_in_pieces_as_it_reads_it_whole(tmp_path, monkeypatch, use_workers):
+    """`import` cuts a large file's items into pieces (read by worker processes) and joins
+    them: the same bytes, the same edits found, and the same problems at the same lines as
+    reading each file whole; a file whose pieces do not read is read whole."""
+    path = _mixed_dataset(tmp_path)
+    revise.export_dataset(path, tmp_path / "yaml")
+    files = sorted((tmp_path / "yaml").iterdir())
+    cases = {"unedited": {}, "edited": {3: ("tier: valuable", "tier: context")},
+             "bad item": {5: ("tier: valuable", "tier: vital")},
+             "spans pieces": {5: ("    evidence:\n", "    note: 'open\n  - x'\n    evidence:\n")}}
+    for name, edits in cases.items():
+        for k, (old, new) in edits.items():
+            files[k].write_text(files[k].read_text().replace(old, new, 1))
+        whole = _import(tmp_path / "yaml", tmp_path / f"{name}-whole.jsonl")
+        with monkeypatch.context() as m:
+            m.setattr(revise, "PIECES_FROM", 0)
+            m.setattr(revise, "ITEMS_PER_PIECE", 2)
+            cut = []
+            real = revise.item_pieces
+            m.setattr(revise, "item_pieces", lambda *a: cut.append(1) or real(*a))
+            forked = _use_workers(m) if use_workers else []
+            pieces = _import(tmp_path / "yaml", tmp_path / f"{name}-pieces.jsonl")
+        assert cut and forked == ([1] if use_workers else [])
+        assert pieces == whole, name
+        if whole[0] is not None:
+            assert (tmp_path / f"{name}-pieces.jsonl").read_bytes() == (tmp_path / f"{name}-whole.jsonl").read_bytes()
+        for p in files:  # the folder as exported, for the next case
+            p.unlink()
+        (tmp_path / "yaml").rmdir()
+        revise.export_dataset(path, tmp_path / "yaml")
+    assert whole[0] is None and "note: Extra inputs" in str(whole)  # the last: read whole (" - x" in a quote)

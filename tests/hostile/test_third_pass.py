@@ -86,9 +86,12 @@ def test_compiled_check_dicts_are_the_checks_dumped():
         assert check_dicts_for(q) == [c.model_dump() for c in checks_for(q)]
 
 
-def test_an_export_is_on_disk_when_it_says_so(tmp_path, monkeypatch):
+@pytest.mark.parametrize("folder_exists", [False, True])
+def test_an_export_is_on_disk_when_it_says_so(tmp_path, monkeypatch, folder_exists):
     """Every file's bytes are fsynced before its rename (a crash leaves it whole or absent)
-    and the folder after the last rename (so the names last too); before, nothing was."""
+    and the folder after the last rename (so the names last too); before, nothing was. A new
+    folder is written whole under another name and renamed once, after its files and itself
+    were fsynced; into an existing one, each file is renamed from a temporary file."""
     from gamut_local.stages import revise
 
     events = []
@@ -99,17 +102,23 @@ def test_an_export_is_on_disk_when_it_says_so(tmp_path, monkeypatch):
     src = tmp_path / "d.jsonl"
     src.write_text("".join(json.dumps(_odd_record(k)) + "\n" for k in range(5)))
     folder = tmp_path / "yaml"
+    if folder_exists:
+        folder.mkdir()
     paths = revise.export_dataset(src, folder)
-    assert len(paths) == 5
+    assert len(paths) == 5 and sorted(folder.iterdir()) == paths
     synced = [e[1] for e in events if e[0] == "fsync"]
     renames = [i for i, e in enumerate(events) if e[0] == "replace"]
     for i in renames:
         assert events[i][1] in synced[:i], f"{events[i][1]} renamed before it was fsynced"
+    assert len(renames) == (5 if folder_exists else 1)
     assert str(folder) in [e[1] for e in events[renames[-1]:] if e[0] == "fsync"]
-    assert str(tmp_path) in synced  # the folder was new: its name is in its parent
+    assert folder_exists or str(tmp_path) in synced  # the folder was new: its name is in its parent
 
 
-def test_an_export_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("folder_exists", [False, True])
+def test_an_export_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch, folder_exists):
+    """Into a new folder (written whole beside it, then renamed) nothing is left, neither the
+    folder nor its temporary; into an existing one, no file (one temporary file each)."""
     from gamut_local.stages import revise
 
     real = revise.export_text
@@ -122,9 +131,12 @@ def test_an_export_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(revise, "export_text", fail_on_the_third)
     src = tmp_path / "d.jsonl"
     src.write_text("".join(json.dumps(_odd_record(k)) + "\n" for k in range(5)))
+    if folder_exists:
+        (tmp_path / "yaml").mkdir()
     with pytest.raises(OSError):
         revise.export_dataset(src, tmp_path / "yaml")
-    assert list((tmp_path / "yaml").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["d.jsonl", "yaml"] if folder_exists else ["d.jsonl"])
+    assert not folder_exists or list((tmp_path / "yaml").iterdir()) == []
 
 
 # -- the strict YAML loader's fast paths ----------------------------------------------------

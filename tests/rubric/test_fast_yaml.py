@@ -145,3 +145,70 @@ def test_an_ordinary_rubric_is_exported_and_imported_without_pyyamls_python_laye
         assert revision.export_text(record, Question.model_validate(record), "s.jsonl") == text
         data, _, node, problems = revision.import_text(text, "f.yaml")
         assert problems == [] and data == record and node is None
+
+
+# -- a large exported file read in pieces of items (`revision.item_pieces`) ---------------------
+
+def _in_pieces(text: str, size: int):
+    """The record's JSON line as read piece by piece, or None where that declines."""
+    split = revision.item_pieces(text, size)
+    if split is None:
+        return None
+    rest, pieces = split
+    return revision.joined_line(rest, [revision.piece_json(p) for p in pieces])
+
+
+def _exported(texts: list[str]) -> str | None:
+    from gamut_local.data.records import Question
+
+    record = json.loads(json.dumps(_record(texts)))
+    record["meta_rubric"]["snippets"] = [{"id": "s1", "title": "T", "text": "E."}]
+    try:
+        return revision.export_text(record, Question.model_validate(record), "src.jsonl")
+    except Exception:  # a text the schema refuses (blank)
+        return None
+
+
+def _whole_line(text: str):
+    kind, value = _strict(text)
+    return revision._json_line(value) if kind == "value" else None
+
+
+def test_an_ordinary_export_reads_in_pieces_as_it_reads_whole():
+    from gamut_local.data.records import Question
+
+    for record in [json.loads(json.dumps(r)) for r in sample_records()]:
+        text = revision.export_text(record, Question.model_validate(record), "s.jsonl")
+        for size in (1, 2, 1000):
+            line = _in_pieces(text, size)
+            if record.get("meta_rubric") is None:  # checks given as they are: no items to cut
+                assert revision.item_pieces(text, size) is None
+                continue
+            assert line is not None and line == _whole_line(text) == revision._json_line(record)
+
+
+# Lines that, put among an export's items, make it read otherwise, or not at all, or only whole.
+EDIT_LINES = ["  - x\n", "  -\n", "  - id: z\n", "    fact: 'open\n", '    fact: "open\n', "  snippets: []\n",
+              "  items: []\n", "---\n", "...\n", "# c\n", "  # c\n", "\n", "   \n", "\tx\n", "    - y\n",
+              "   odd: 1\n", " x: 1\n", "y: 2\n", "meta_rubric:\n", "    id: again\n", "    steps: &a [1]\n",
+              "    more: *a\n", "    fact: |\n      block\n  - after\n", "    q: \"a\n  - b\"\n", "  - 'a\n",
+              "  items:\n", "\r", "    x: \u2028  - y\n", "    deep: " + "[" * 60 + "]" * 60 + "\n"]
+
+
+@FAST
+@given(st.lists(st.sampled_from(HOSTILE) | st.text(min_size=1, max_size=20), min_size=1, max_size=6),
+       st.lists(st.tuples(st.integers(0, 10_000), st.sampled_from(EDIT_LINES)), max_size=4),
+       st.sampled_from([1, 2, 3]))
+def test_an_edited_export_reads_in_pieces_as_it_reads_whole_or_declines(texts, edits, size):
+    """The pieces never read to another record than the whole file (the strict loader's), and
+    never to a record where the whole file does not read."""
+    text = _exported([t for t in texts if "\ud800" > t or t > "\udfff"] or ["x"])
+    if text is None:
+        return
+    lines = text.splitlines(keepends=True)
+    for at, line in edits:
+        lines.insert(at % (len(lines) + 1), line)
+    text = "".join(lines)
+    line = _in_pieces(text, size)
+    if line is not None:
+        assert line == _whole_line(text)

@@ -7,6 +7,8 @@ import copy
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gamut_local.data.records import Question
 from gamut_local.rubric.lint import lint_question, lint_questions
@@ -275,3 +277,20 @@ def test_the_search_in_a_thread_finds_what_it_finds_here(monkeypatch):
     monkeypatch.setattr(lint, "NEAR_IN_THREAD_FROM", 0)
     assert lint.lint_batch(entries, "bad.jsonl") == here
     assert {f.rule for found, _ in here for f in found} >= {"duplicate_checks", "no_subject", "check_count"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([f"w{k}" for k in range(14)]), max_size=12).map(" ".join),
+                min_size=2, max_size=40),
+       st.lists(st.sampled_from(["a", "b", "c", None]), min_size=40, max_size=40),
+       st.sampled_from([0.85, 0.3, 0.5, 0.6, 2 / 3, 0.75, 0.8, 0.9, 1.0]))
+def test_the_search_with_its_filters_finds_what_all_pairs_find(texts, groups, t):
+    """Sets of every size sharing words at every place (where the prefix and positional
+    filters prune): the same pairs as comparing every one, at thresholds that land on and
+    between the ratios of small counts."""
+    from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
+    from gamut_local.testing.authoring import all_pairs_near_duplicates
+
+    groups = groups[:len(texts)]
+    assert first_near_duplicates(texts, groups, t) == all_pairs_near_duplicates(
+        [content_words(x) for x in texts], groups, t)
