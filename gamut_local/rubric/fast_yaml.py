@@ -181,26 +181,25 @@ _MAX_DEPTH = 50  # deeper: the strict loader's own answer ("nested too deeply" w
 _NO_KEY = object()
 
 
-def load(text: str, depth: int = 0):
+def load(text: str):
     """The value `config.load_yaml_node(text)` reads, by the same parser (libyaml's), each
     value made straight from the parser's events; None (read it with the strict loader) for
     a text with an anchor, alias or tag, a key given twice, a key that is a collection, a
     plain scalar read as other than a string, number, boolean or null, no document or more
-    than one, or one the parser refuses: the strict loader has the messages for those.
-    `depth`: how deep in a larger document the text's value stands (a piece of one)."""
+    than one, or one the parser refuses: the strict loader has the messages for those."""
     try:
         parser = CParser(text)
     except Exception:  # noqa: BLE001 - whatever it is, the strict loader says it
         return None
     try:
-        return _build(parser.get_event, depth)
+        return _build(parser.get_event)
     except Exception:  # noqa: BLE001 - Unsupported, or the parser's error: the strict loader's turn
         return None
     finally:
         parser.dispose()
 
 
-def _build(get, depth: int):
+def _build(get):
     if type(get()) is not StreamStartEvent or type(get()) is not DocumentStartEvent:
         raise Unsupported
     stack: list = []  # the open collections, innermost last
@@ -214,7 +213,7 @@ def _build(get, depth: int):
                 raise Unsupported
             value = _plain(event.value) if event.implicit[0] else event.value
         elif kind is MappingStartEvent or kind is SequenceStartEvent:
-            if event.anchor is not None or event.tag is not None or len(stack) + depth >= _MAX_DEPTH:
+            if event.anchor is not None or event.tag is not None or len(stack) >= _MAX_DEPTH:
                 raise Unsupported
             value = {} if kind is MappingStartEvent else []
         elif kind is MappingEndEvent or kind is SequenceEndEvent:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
 
 import yaml
 
@@ -55,12 +54,7 @@ class _Dumper(_BASE_DUMPER):
 
 def record_hash(record: dict) -> str:
     """The hash an export's header names: of the record as JSON Lines writes it."""
-    return text_hash(_json_line(record))
-
-
-def _json_line(value) -> str:
-    """`value` as JSON Lines writes a record (`rundir.store.dumps`): sorted keys, no spaces."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return text_hash(json.dumps(record, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
 
 
 def text_hash(line: str) -> str:
@@ -203,77 +197,8 @@ def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, 
         return None, None, None, [Problem(file, None, "", "not valid YAML: nested too deeply")]
     if not isinstance(data, dict):
         return None, None, None, [Problem(file, None, "", "expected a YAML mapping (one question record)")]
-    return data, source_hash_of(text), node, []
-
-
-def source_hash_of(text: str) -> str | None:
-    """The hash an exported file's header names (`record_hash` of the record exported)."""
     m = HASH_LINE.search(text)
-    return m.group(1) if m else None
-
-
-# Reading one large exported file in pieces (by worker processes): its meta-rubric's items,
-# a block sequence written by `export_text` under these lines, are cut into runs of items at
-# the lines that start an item ("  - " in the first column); each run is a YAML text of its
-# own that reads to those items, the rest of the file reads to the record without them.
-_ITEMS_HEAD = "\nmeta_rubric:\n  items:\n"
-_ITEM_START = re.compile(r"\n  - ")  # a literal first: re finds it by a fast search, not at every position
-_NOT_INDENTED = re.compile(r"\n(?!   |  - )")  # a line that may end the items: unless blank or a comment
-_BLANK_OR_COMMENT = re.compile(r"[ \t]*(?:#[^\n]*)?(?:\n|$)")
-_OTHER_BREAKS = ("\r", "\x85", "\u2028", "\u2029")  # line breaks to YAML, not to the patterns above
-_ITEMS_DEPTH = 2  # a piece's items stand in the record's meta_rubric's items
-
-
-def _items_end(text: str, start: int) -> int:
-    """Where the items' lines that begin at `start` end: at the first line that neither
-    starts an item ("  - "), nor is indented further, nor is blank or a comment."""
-    for m in _NOT_INDENTED.finditer(text, start - 1):
-        if not _BLANK_OR_COMMENT.match(text, m.end()):
-            return m.end()
-        if m.end() == len(text):
-            break
-    return len(text)
-
-
-def item_pieces(text: str, size: int) -> tuple[str, list[str]] | None:
-    """(`text` without its meta-rubric's items, their lines in pieces of `size` items) for a
-    file laid out as `export_text` writes it; None for any other layout (then read it whole).
-    Each piece starts at an item's first line, so a construct that spans two (a quoted text
-    over several lines) leaves one piece unreadable, and `joined_line` then declines."""
-    at = text.find(_ITEMS_HEAD)
-    if at < 0 or text.find(_ITEMS_HEAD, at + 1) >= 0 or any(b in text for b in _OTHER_BREAKS):
-        return None
-    start = at + len(_ITEMS_HEAD)
-    end = _items_end(text, start)
-    starts = [m.start() + 1 for m in _ITEM_START.finditer(text, start - 1, end)]
-    if not starts or not all(map(_BLANK_OR_COMMENT.fullmatch, text[start:starts[0]].split("\n")[:-1])):
-        return None  # the items' first line (but blanks and comments) must start an item
-    cuts = [start, *starts[size::size], end]
-    return text[:start] + text[end:], [text[a:b] for a, b in zip(cuts, cuts[1:])]
-
-
-def piece_json(piece: str) -> str | None:
-    """A piece's items (`item_pieces`) as they stand in the record's JSON line, or None where
-    it does not read (by itself) as a list of them."""
-    items = fast_yaml.load(piece, _ITEMS_DEPTH)
-    return _json_line(items)[1:-1] if type(items) is list and items else None
-
-
-def joined_line(rest: str, pieces: list[str | None]) -> str | None:
-    """The record's JSON line (`rundir.store.dumps`) from the text without its items and its
-    pieces' JSON (`piece_json`); None where a piece did not read, or the rest did not read to
-    a record whose meta_rubric holds `items:` and nothing under it."""
-    data = fast_yaml.load(rest) if None not in pieces else None
-    meta = data.get("meta_rubric") if type(data) is dict else None
-    if type(meta) is not dict or "items" not in meta or meta["items"] is not None:
-        return None
-    mark = f'["{secrets.token_hex(16)}"]'  # where the items go: a random text, so never one of the record's
-    meta["items"] = json.loads(mark)
-    line = _json_line(data)
-    if line.count(mark) != 1:
-        return None
-    head, _, tail = line.partition(mark)
-    return head + "[" + ",".join(pieces) + "]" + tail
+    return data, m.group(1) if m else None, node, []
 
 
 def _items(q, raw: dict | None) -> dict:

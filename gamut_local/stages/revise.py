@@ -8,7 +8,6 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -32,13 +31,9 @@ from gamut_local.rubric.revision import (
     diff_question,
     export_text,
     import_text,
-    item_pieces,
     items_text,
-    joined_line,
     line_of,
     node_of,
-    piece_json,
-    source_hash_of,
     text_hash,
 )
 from gamut_local.rubric.workers import in_processes, shared
@@ -228,26 +223,20 @@ def _write_each(folder: Path, files) -> list[Path]:
     return written
 
 
-def _read_one(path: Path, problems: list[Problem], text: str | None = None,
-              line: str | None = None) -> tuple[str, str, dict | None] | None:
+def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | None] | None:
     """(question id, the record as its JSON line, the record if it was edited) for one YAML
     file, or None with its problems added. The line is what `import` writes and what the
     header's hash is of: dumped once, and only an edited record travels back whole from a
-    worker process. `text`, `line`: the file's text and its record's line, where read already
-    (a large file read in pieces, `_read_files`)."""
-    if text is None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            problems.append(Problem(str(path), None, "", f"not valid UTF-8 (byte {e.start})"))
-            return None
-    if line is None:
-        rec, source_hash, node, found = import_text(text, str(path))
-        problems.extend(found)
-        if rec is None:
-            return None
-    else:
-        rec, source_hash, node = json.loads(line), source_hash_of(text), None
+    worker process."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        problems.append(Problem(str(path), None, "", f"not valid UTF-8 (byte {e.start})"))
+        return None
+    rec, source_hash, node, found = import_text(text, str(path))
+    problems.extend(found)
+    if rec is None:
+        return None
     try:
         Question.model_validate(rec)
     except ValidationError as e:
@@ -256,64 +245,17 @@ def _read_one(path: Path, problems: list[Problem], text: str | None = None,
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
             problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
         return None
-    line = dumps(rec) if line is None else line
+    line = dumps(rec)
     return rec["question_id"], line, None if text_hash(line) == source_hash else rec
 
 
-PIECES_FROM = 1 << 20  # bytes: a file this large is read in pieces of ITEMS_PER_PIECE items
-ITEMS_PER_PIECE = 50
-
-
-def _read_some(start: int, stop: int) -> list:
-    """Per unit of work: a whole file's (path, `_read_one`, problems), or a piece's
-    `piece_json` (a str or None)."""
+def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
     out = []
     with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
-        for unit in shared()[start:stop]:
-            if isinstance(unit, str):
-                out.append(piece_json(unit))
-                continue
+        for path in shared()[start:stop]:
             problems: list[Problem] = []
-            out.append((unit, _read_one(unit, problems), problems))
+            out.append((path, _read_one(path, problems), problems))
     return out
-
-
-def _units(files: list[Path]) -> tuple[list, dict[Path, tuple[str, str, int]]]:
-    """The work of reading `files`: each file whole (its path), or a large one's pieces of
-    items (`item_pieces`), for worker processes to share; and for the files cut so, their
-    text, the rest without the items and the number of pieces."""
-    units, cut = [], {}
-    for path in files:
-        if path.stat().st_size >= PIECES_FROM:
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                text = None  # read whole: `_read_one` says where
-            split = item_pieces(text, ITEMS_PER_PIECE) if text is not None else None
-            if split is not None:
-                cut[path] = (text, split[0], len(split[1]))
-                units += split[1]
-                continue
-        units.append(path)
-    return units, cut
-
-
-def _read_files(files: list[Path]) -> Iterator[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
-    """`_read_one` of each file, in order, in worker processes for many or large files: a
-    large file's items are read in pieces, and where the pieces do not read as the whole
-    file would, the whole file is read here."""
-    units, cut = _units(files)
-    results = in_processes(_read_some, len(units), units)
-    for path in files:
-        if path not in cut:
-            yield next(results)
-            continue
-        text, rest, n = cut[path]
-        line = joined_line(rest, [next(results) for _ in range(n)])
-        problems: list[Problem] = []
-        with gc_paused():
-            got = _read_one(path, problems, text, line)
-        yield path, got, problems
 
 
 def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
@@ -328,7 +270,7 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     problems: list[Problem] = []
     lines, revised, seen = [], [], {}
     today = revised_on or datetime.now(UTC).date().isoformat()
-    for path, got, found in _read_files(files):
+    for path, got, found in in_processes(_read_some, len(files), files):
         problems += found
         if got is None:
             continue
