@@ -1,11 +1,14 @@
-"""judge-ray.sbatch on a real two-node SLURM: two slurmd, each in its own network and UTS
-namespace (its own host name and address on a private bridge this test makes and removes;
-no traffic leaves the machine), and a second slurmctld on other ports with its own config, so
-the one-node cluster of `real_slurm` keeps running. The job's `srun` steps really run on both
-nodes, and each node's `ray start` gets that node's own address. Where Ray is installed (this
-interpreter's, or a `ray` on PATH) it is real, and the job checks that one Ray cluster holds
-both nodes by their own addresses; elsewhere `ray` is a stand-in (Ray is not a dependency of
-the project). vLLM across the two nodes is not run here (docs/slurm.md says why).
+"""judge-ray.sbatch on a real two-node SLURM with a real Ray: two slurmd, each in its own
+network and UTS namespace (its own host name and address on a private bridge this test makes
+and removes; no traffic leaves the machine), and a second slurmctld on other ports with its own
+config, so the one-node cluster of `real_slurm` keeps running. The job's `srun` steps run on
+both nodes, each node's `ray start` gets that node's own address, and the judge's stand-in
+places one GPU bundle on each node as vLLM's Ray executor does and runs a task in each. Only
+the judge is a stand-in: vLLM's CPU build refuses the Ray executor (docs/slurm.md says why).
+
+Marked `alone`: it runs in `make test`'s serial pass with nothing beside it, because Ray gives
+a new node's raylet a fixed 30 s to register, which a 2-core machine busy with the other
+tests' workers can exceed.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ import pytest
 import yaml
 
 from gamut_local.cluster.slurm import prepare
-from gamut_local.testing.slurm_cluster import render_slurm_conf
+from gamut_local.testing.slurm_cluster import on_ci, render_slurm_conf
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.alone]
 
 # A subnet and ports of this process's own, so two test sessions on one machine do not meet.
 _N = os.getpid() % 200
@@ -35,44 +38,38 @@ HOST_IP = f"10.77.{_N}.1"
 CTLD_PORT, SLURMD_PORT = 6917 + 2 * _N, 6918 + 2 * _N
 TOOLS = ("ip", "nsenter", "unshare")
 
-# Stand-ins where Ray is not installed: `ray start` records its arguments, the address the node
-# sees as its own and the node's name; the job's Ray check reads the node count from them.
-FAKE_RAY = f"""#!{sys.executable}
-import json, os, socket, subprocess, sys
-ip = subprocess.run(["hostname", "-I"], capture_output=True, text=True).stdout.split()[0]
-with open(os.environ["TWO_NODE_LOG"], "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "host": socket.gethostname(), "ip": ip,
-                        "VLLM_HOST_IP": os.environ.get("VLLM_HOST_IP")}}) + "\\n")
-"""
-FAKE_PYTHON = """#!/bin/bash
-grep -c '"start"' "$TWO_NODE_LOG"
-"""
-# The judge's stand-in: where Ray is real, it also lists the Ray cluster's live nodes.
+# The judge's stand-in: as vLLM's Ray executor does (`initialize_ray_cluster`), one placement
+# group of a GPU bundle per rank, spread over the nodes; then one task in each bundle reports
+# the node it ran on and the GPU Ray gave it.
 LAUNCHER = """#!/usr/bin/env python
 import json, os, socket, sys
-nodes = None
-if os.environ.get("TWO_NODE_REAL_RAY"):
-    import ray
-    ray.init(address="auto", logging_level="ERROR")
-    nodes = sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"])
+import ray
+from ray.util.placement_group import placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+ray.init(address="auto", logging_level="ERROR")
+pg = placement_group([{"GPU": 1, "CPU": 1}] * 2, strategy="STRICT_SPREAD")
+ray.get(pg.ready(), timeout=120)
+@ray.remote(num_gpus=1, num_cpus=1)
+def where():
+    return socket.gethostname(), os.environ.get("VLLM_HOST_IP"), ray.get_gpu_ids()
+ranks = ray.get([where.options(scheduling_strategy=PlacementGroupSchedulingStrategy(pg, i)).remote()
+                 for i in range(2)], timeout=180)
 with open(os.environ["TWO_NODE_LOG"], "a") as f:
-    f.write(json.dumps({"launcher": sys.argv[1:], "host": socket.gethostname(), "ray_nodes": nodes,
+    f.write(json.dumps({"launcher": sys.argv[1:], "host": socket.gethostname(), "ranks": sorted(ranks),
+                        "nodes": sorted(n["NodeManagerAddress"] for n in ray.nodes() if n["Alive"]),
                         "RAY_ADDRESS": os.environ.get("RAY_ADDRESS"),
                         "VLLM_HOST_IP": os.environ.get("VLLM_HOST_IP")}) + "\\n")
 """
 
 
-def ray_bin() -> str | None:
-    """The folder of Ray's own `ray` and a `python` that imports it: this interpreter's, else the
-    first `ray` on PATH; None where Ray is not installed (it is not a project dependency)."""
+def ray_bin() -> str:
+    """The folder of this interpreter's `ray` (`make test` installs Ray; the project's `ray`
+    extra is for users). Without it the test is skipped, and fails on CI."""
     here = Path(sys.executable).parent
-    if importlib.util.find_spec("ray") is not None and (here / "ray").exists():
-        return str(here)
-    ray = shutil.which("ray")
-    if ray and subprocess.run([str(Path(ray).parent / "python"), "-c", "import ray"],
-                              capture_output=True, timeout=120).returncode == 0:
-        return str(Path(ray).parent)
-    return None
+    if importlib.util.find_spec("ray") is None or not (here / "ray").exists():
+        reason = f"Ray is not installed in {here}: `make test` installs it ({here}/pip install 'ray>=2.48')"
+        pytest.fail(f"CI needs Ray: {reason}") if on_ci() else pytest.skip(reason)
+    return str(here)
 
 
 def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -165,21 +162,16 @@ def two_nodes(real_slurm, monkeypatch):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    real = ray_bin()
-    stand_ins = {"launcher": LAUNCHER} if real else {"ray": FAKE_RAY, "python": FAKE_PYTHON, "launcher": LAUNCHER}
-    for name, text in stand_ins.items():
-        (bin_dir / name).write_text(text if name != "launcher" or real else text.replace(
-            "#!/usr/bin/env python", f"#!{sys.executable}"))
-        (bin_dir / name).chmod(0o755)
-    if real:
-        monkeypatch.setenv("TWO_NODE_REAL_RAY", "1")
-    monkeypatch.setenv("GAMUT_RAY_HEAD_WAIT", "15" if real else "1")  # a real Ray head takes seconds
+def test_judge_ray_places_one_gpu_rank_on_each_of_two_real_nodes(two_nodes, tmp_path, monkeypatch):
+    ray = ray_bin()
+    launcher = tmp_path / "bin" / "launcher"
+    launcher.parent.mkdir()
+    launcher.write_text(LAUNCHER.replace("#!/usr/bin/env python", f"#!{ray}/python"))
+    launcher.chmod(0o755)
+    monkeypatch.setenv("GAMUT_RAY_HEAD_WAIT", "15")  # a Ray head takes seconds on a busy machine
     log = tmp_path / "two-node.log"
     monkeypatch.setenv("TWO_NODE_LOG", str(log))
-    monkeypatch.setenv("PATH", os.pathsep.join([str(bin_dir), *([real] if real else []), os.environ["PATH"]]))
+    monkeypatch.setenv("PATH", os.pathsep.join([ray, os.environ["PATH"]]))
     (tmp_path / "data.jsonl").write_text(json.dumps({
         "question_id": "q1", "domain": "d", "question": "What is this?",
         "checks": [{"check_id": "c1", "text": "It says cat.", "tier": "answer_critical"}]}) + "\n")
@@ -194,7 +186,7 @@ def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_p
         "judges": [{"name": "jr", "path": str(tmp_path / "j"), "nodes": 2, "engine": {
             "tensor_parallel_size": 1, "extra": {"pipeline_parallel_size": 2, "distributed_executor_backend": "ray"}}}],
         "slurm": {"gpus_per_node": 1, "cpus_per_gpu": 1, "mem_per_gpu": "500M", "cpus_score": 1, "mem_score": "500M",
-                  "time_judge": "00:05:00", "time_score": "00:05:00", "launcher": str(bin_dir / "launcher"),
+                  "time_judge": "00:05:00", "time_score": "00:05:00", "launcher": str(launcher),
                   "setup": ["export GAMUT_FAKE_GPUS=1"]}}))
     job = next(j for j in prepare(cfg).jobs if j.stage == "judge")
     assert "ray start" in job.script and "#SBATCH --nodes=2" in job.script and "#SBATCH --exclusive" not in job.script
@@ -204,25 +196,19 @@ def test_judge_ray_starts_a_head_and_a_worker_on_two_real_nodes(two_nodes, tmp_p
     res = _run("sbatch", "--parsable", "--array=0", str(script), check=False)
     assert res.returncode == 0, res.stderr
     job_id = res.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         state = _run("scontrol", "-o", "show", "job", job_id, check=False).stdout
         if "JobState=COMPLETED" in state or "JobState=FAILED" in state:
             break
-        time.sleep(0.3)
+        time.sleep(0.5)
     logs = "".join(p.read_text() for p in (tmp_path / "run" / "slurm" / "logs").iterdir())
     assert "JobState=COMPLETED" in state, f"{state}\n{logs}"
-    records = [json.loads(x) for x in log.read_text().splitlines()]
-    (launch,) = [r for r in records if "launcher" in r]
-    assert launch["host"] == "gn1" and launch["VLLM_HOST_IP"] == NODES["gn1"]
-    assert launch["RAY_ADDRESS"].startswith(NODES["gn1"] + ":") and launch["launcher"][0] == "judge"
+    (launch,) = [json.loads(x) for x in log.read_text().splitlines()]
+    # The judge ran on the head node, with the head's address; one Ray cluster of both nodes,
+    # each by its own address, and one GPU rank on each node, run there.
+    assert launch["host"] == "gn1" and launch["VLLM_HOST_IP"] == NODES["gn1"] and launch["launcher"][0] == "judge"
+    assert launch["RAY_ADDRESS"].startswith(NODES["gn1"] + ":")
+    assert launch["nodes"] == sorted(NODES.values())
+    assert [(host, ip, len(gpus)) for host, ip, gpus in launch["ranks"]] == [(n, a, 1) for n, a in NODES.items()]
     assert (tmp_path / "run" / "slurm" / "done" / "judge.jr.reference.multimodal.shard-0-of-1").exists()
-    if real:  # one Ray cluster of the two nodes, each by its own address
-        assert launch["ray_nodes"] == sorted(NODES.values())
-        return
-    starts = sorted((r for r in records if r.get("argv", [""])[0] == "start"), key=lambda r: r["host"])
-    # Each node's `ray start` ran on that node, with the address it has there.
-    assert [(s["host"], s["ip"], s["VLLM_HOST_IP"]) for s in starts] == [(n, a, a) for n, a in NODES.items()]
-    head, worker = starts
-    assert "--head" in head["argv"] and f"--node-ip-address={NODES['gn1']}" in head["argv"]
-    assert any(a.startswith(f"--address={NODES['gn1']}:") for a in worker["argv"])
