@@ -133,8 +133,8 @@ def store_columns(tables: list, file: list[int]) -> Columns:
         probs = np.stack([np.concatenate([arrow.floats(t.column(name).combine_chunks()) for t in tables])
                           for name in verdict_store.PROB_COLUMNS], axis=1)
     sizes = [t.num_rows for t in tables]
-    return Columns({name: [arrow.codes(c) for t in tables for c in t.column(name).chunks] for name in CODED}, probs,
-                   np.repeat(np.asarray(file, dtype=np.int32), sizes),
+    codes = {name: [arrow.codes(c) for t in tables for c in t.column(name).chunks] for name in CODED}
+    return Columns(codes, probs, np.repeat(np.asarray(file, dtype=np.int32), sizes),
                    np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
 
 
@@ -154,7 +154,7 @@ def record_columns(records: list[dict], file, line) -> Columns:
         values = [_value(r, name) for r in records]
         names = sorted({v for v in values if v is not None})
         index = {v: i for i, v in enumerate(names)}
-        codes[name] = [(np.fromiter((index.get(v, -1) for v in values), dtype=np.int32, count=len(values)), names)]
+        codes[name] = [(np.fromiter((index.get(v, -1) for v in values), np.int32, len(values)), names)]
     probs = np.array([[(r.get("probs") or {}).get(label, np.nan) for label in JUDGE_LABELS] for r in records],
                      dtype=np.float64).reshape(-1, len(JUDGE_LABELS))
     return Columns(codes, probs, np.asarray(file, dtype=np.int32), np.asarray(line, dtype=np.int32))
