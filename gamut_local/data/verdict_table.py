@@ -133,7 +133,8 @@ def store_columns(tables: list, file: list[int]) -> Columns:
         probs = np.stack([np.concatenate([arrow.floats(t.column(name).combine_chunks()) for t in tables])
                           for name in verdict_store.PROB_COLUMNS], axis=1)
     sizes = [t.num_rows for t in tables]
-    codes = {name: [arrow.codes(c) for t in tables for c in t.column(name).chunks] for name in CODED}
+    codes = {name: [arrow.codes(c) for t in tables for c in t.column(name).chunks]
+             for name in CODED if name in tables[0].column_names}
     return Columns(codes, probs, np.repeat(np.asarray(file, dtype=np.int32), sizes),
                    np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
 
@@ -239,7 +240,8 @@ def distinct(key: np.ndarray, total: int) -> np.ndarray:
 
 def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
     """The table of some rows (indices or a mask); the dictionaries stay as they are."""
-    return dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
+    return dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS
+                                         if getattr(table, f) is not None})
 
 
 # ---------------------------------------------------------------- files merged into one table
@@ -268,7 +270,9 @@ def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict])
     file = np.concatenate([p.file for p in parts])
     order = np.argsort(file, kind="stable") if len(parts) > 1 else slice(None)
     rows = {}
-    for name in CODED:  # question_id -> question and questions, settings_hash -> settings_hashes
+    # question_id -> question and questions, settings_hash -> settings_hashes; a field some
+    # part did not read (the store's answer_hash, unless asked for) stays None.
+    for name in (n for n in CODED if all(n in p.codes for p in parts)):
         codes, dictionary = merge_codes([pair for p in parts for pair in p.codes[name]], FIXED.get(name),
                                         np.int8 if name in FIXED else np.int32)
         field = name.removesuffix("_id")
@@ -311,15 +315,17 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     return table
 
 
-def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTable:
+def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
     (see the module docstring); `probs=False`: the store's probability columns are not read
-    (NaN), for readers that never look at them. Raises InputError with the strict reader's
-    own FILE:LINE messages."""
+    (NaN), for readers that never look at them; `answer_hashes=False`: nor its answer hashes
+    (`answer_hash` None), for readers given no answers to compare them with. Raises
+    InputError with the strict reader's own FILE:LINE messages."""
     paths = store_files(paths)
     stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
     jsonl = sorted(set(range(len(paths))) - set(stored))
-    wanted = [*CODED, *(verdict_store.PROB_COLUMNS if probs else ())]
+    wanted = [*(c for c in CODED if answer_hashes or c != "answer_hash"),
+              *(verdict_store.PROB_COLUMNS if probs else ())]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
         tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
         inputs = pool.map(file_record, paths)
