@@ -4,10 +4,12 @@
 validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
 (human verdicts, an old run's, a file named on the command line) record by record with the
 strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
-The store files become one set of columns (`Columns`, dictionaries unified by Arrow), the
-JSONL files another; they are merged into one table in the order of the files, and the checks that span files are made: no duplicate (question,
-model, variant, judge, check) key (a human annotator's later verdict replaced the earlier as
-the JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
+The store files become one set of columns (`Columns`: each file's dictionary codes as read),
+the JSONL files another; they are merged into one table in the order of the files (every
+code mapped to one sorted dictionary in one pass: `merge_codes`), and the checks that span
+files are made: no duplicate (question, model, variant, judge, check) key (a human
+annotator's later verdict replaced the earlier as the JSONL was read: `rundir.human`), one
+settings hash per judge (`check_settings`).
 `read_verdicts_reference` reads every file, the store's too, record by record: the tests'
 yardstick for the column path, and the source of the duplicate messages.
 """
@@ -253,10 +255,10 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
     or the fixed vocabulary), code -1 (no value) kept: it takes each lookup's appended -1.
     Pairs with the same dictionary (a store's files mostly have) share one lookup."""
-    distinct = {tuple(values) for _, values in pairs}
-    dictionary = list(fixed) if fixed else sorted(set().union(*distinct))
+    dictionaries = {tuple(values) for _, values in pairs}
+    dictionary = list(fixed) if fixed else sorted(set().union(*dictionaries))
     index = {v: i for i, v in enumerate(dictionary)}
-    lookups = {values: np.array([index[v] for v in values] + [-1], dtype=dtype) for values in distinct}
+    lookups = {values: np.array([index[v] for v in values] + [-1], dtype=dtype) for values in dictionaries}
     out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
     start = 0
     for codes, values in pairs:
