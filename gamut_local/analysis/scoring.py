@@ -3,11 +3,11 @@ and `report` write, all from the same arrays.
 
 `score_table` runs the formula (`metrics.score_counts` on one `verdict_counts`) once over every
 verdict and keeps the response scores as a dense judges x systems x questions array (a *system*
-is a (model, variant) pair; NaN where a judge graded nothing of that response). Everything else derives
-from it: GAMUT scores, tier scores, verdict rates, per-domain scores, the bootstrap (one
-resampling matrix over questions, shared by every judge and system so differences pair),
-and the judge-agreement panel's full-coverage scores. Full precision throughout; rounding
-is for display only (`reporting`).
+is a (model, variant) pair; NaN where a judge graded nothing of that response). Everything
+else derives from it: GAMUT scores, tier scores, verdict rates, per-domain scores, the
+bootstrap (one resampling matrix over questions, shared by every judge and system so
+differences pair), and the judge-agreement panel's full-coverage scores. Full precision
+throughout; rounding is for display only (`reporting`).
 
 Coverage: the question axis is the *expected grid*, not only what was graded. With a dataset
 the caller passes each (question, variant)'s number of checks (`Question.checks_for_variant`);
