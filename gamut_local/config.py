@@ -14,14 +14,12 @@ one config serves machines that keep weights in different places. A model `path`
 from __future__ import annotations
 
 import functools
-import gc
 import hashlib
 import json
 import os
 import re
 import types
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal, Union, get_args, get_origin
@@ -31,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
+from gamut_local.gc_pause import gc_paused
 from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
 
 # A SLURM time limit: M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
@@ -587,25 +586,6 @@ def _node_lines(node, path: tuple = (), out: Lines | None = None) -> Lines:
             out.setdefault((*path, i), item.start_mark.line + 1)
             _node_lines(item, (*path, i), out)
     return out
-
-
-@contextmanager
-def gc_paused():
-    """The cyclic garbage collector off while a large input is read into fresh objects: it
-    would walk them all again each time the heap grows by a quarter, and a document read
-    whole makes no cycles (a cyclic alias is refused). Reference counting still frees.
-
-    On the way out what was read is frozen (`gc.freeze`: left out of every later collection)
-    rather than handed back to the collector, whose first collection would walk it all: at
-    100,000 items that one walk took 2.5 CPU-s, longer than reading the dataset."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if was:
-            gc.enable()
 
 
 def load_yaml_lines(text: str) -> tuple[object, Lines]:

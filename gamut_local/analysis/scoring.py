@@ -1,13 +1,13 @@
 """One scoring path: a verdict table -> response scores -> every table that `score`, `agree`
 and `report` write, all from the same arrays.
 
-`score_table` runs the formula (`metrics.score_responses`) once over every verdict and keeps
-the response scores as a dense judges x systems x questions array (a *system* is a (model,
-variant) pair; NaN where a judge graded nothing of that response). Everything else derives
-from it: GAMUT scores, tier scores, verdict rates, per-domain scores, the bootstrap (one
-resampling matrix over questions, shared by every judge and system so differences pair),
-and the judge-agreement panel's full-coverage scores. Full precision throughout; rounding
-is for display only (`reporting`).
+`score_table` runs the formula (`metrics.score_counts` on one `verdict_counts`) once over every
+verdict and keeps the response scores as a dense judges x systems x questions array (a *system*
+is a (model, variant) pair; NaN where a judge graded nothing of that response). Everything
+else derives from it: GAMUT scores, tier scores, verdict rates, per-domain scores, the
+bootstrap (one resampling matrix over questions, shared by every judge and system so
+differences pair), and the judge-agreement panel's full-coverage scores. Full precision
+throughout; rounding is for display only (`reporting`).
 
 Coverage: the question axis is the *expected grid*, not only what was graded. With a dataset
 the caller passes each (question, variant)'s number of checks (`Question.checks_for_variant`);
@@ -30,7 +30,7 @@ from functools import cached_property
 
 import numpy as np
 
-from gamut_local.analysis.metrics import N_TIERS, N_VERDICTS, bootstrap_weights, score_responses
+from gamut_local.analysis.metrics import N_TIERS, N_VERDICTS, bootstrap_weights, score_counts, verdict_counts
 from gamut_local.analysis.stats import bootstrap_means
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import is_human
@@ -122,7 +122,7 @@ def system_index(table) -> tuple[list[tuple[str, str]], np.ndarray]:
 
 def score_table(table, domains: dict[str, str] | None = None, *, expected: dict | None = None, seed: int = 0,
                 n_boot: int = N_BOOT, **formula) -> Scores:
-    """Score every verdict of the table at once (`metrics.score_responses`).
+    """Score every verdict of the table at once (the formula: `metrics.score_counts`).
 
     `expected`: {(question_id, variant): number of checks} from the dataset; None: the grid
     the verdicts imply (`implied_expected`)."""
@@ -135,8 +135,9 @@ def score_table(table, domains: dict[str, str] | None = None, *, expected: dict 
     at = _positions(table.questions, questions)
     J, S, Q = len(table.judges), len(systems), len(questions)
     response = (table.judge.astype(np.int64) * S + system) * Q + at[table.question]
-    score, tiers = score_responses(table.verdict, table.tier, response, J * S * Q, **settings)
-    counts = np.bincount(response * N_VERDICTS + table.verdict, minlength=J * S * Q * N_VERDICTS)
+    by_tier = verdict_counts(table.verdict, table.tier, response, J * S * Q)  # (tier, verdict, response)
+    score, tiers = score_counts(by_tier, **settings)
+    counts = by_tier.sum(axis=0).T  # the verdict counts over all tiers, (response, verdict)
     variant_of = np.array([VARIANTS.index(v) for _, v in systems], dtype=np.int64)
     return Scores(list(table.judges), systems, questions, score.reshape(J, S, Q),
                   tiers.reshape(J, S, Q, N_TIERS), counts.reshape(J, S, Q, N_VERDICTS),

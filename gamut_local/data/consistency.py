@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gamut_local.data.verdict_table import distinct, row_key
 from gamut_local.errors import Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
@@ -27,16 +28,6 @@ def _checks(question, variant: str, compiled: dict):
         compiled[question.question_id] = checks_for(question)
     pick = getattr(question, "checks_for_variant", None)
     return pick(variant, compiled[question.question_id]) if pick else compiled[question.question_id]
-
-
-def distinct(key: np.ndarray, total: int) -> np.ndarray:
-    """The distinct values of `key` (ints in [0, total)), sorted: a full grid of keys is
-    marked in one array (no sort of every row), a sparse one sorted."""
-    if total > 8 * len(key) + 1024:
-        return np.unique(key)
-    present = np.zeros(total, dtype=bool)
-    present[key] = True
-    return np.flatnonzero(present)
 
 
 def table_problems(table, questions) -> list[Problem]:
@@ -152,17 +143,6 @@ def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, 
     bad &= expected != -3
     bad &= codes >= 0
     return bad
-
-
-def row_key(parts: list[np.ndarray], sizes: list[int]) -> np.ndarray:
-    """One int per row for a tuple of codes (`parts[k]` in [0, sizes[k])), built in place:
-    int32 where every combination fits (half the memory traffic of int64 over millions of rows)."""
-    total = int(np.prod(sizes, dtype=np.int64))
-    key = parts[0].astype(np.int32 if total < 2**31 else np.int64)
-    for part, size in zip(parts[1:], sizes[1:]):
-        key *= size
-        key += part
-    return key
 
 
 def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, str] | None):

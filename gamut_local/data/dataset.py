@@ -16,10 +16,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gamut_local.config import gc_paused
 from gamut_local.data.gamut_release import Loaded, load_release_pair
 from gamut_local.data.records import Question, resolve_image, validate_questions
 from gamut_local.errors import InputError, Problem
+from gamut_local.gc_pause import gc_paused
 from gamut_local.rundir.store import read_jsonl
 
 TEXT_ONLY_SUFFIX = "_text_only"  # release/test.parquet is read with release/test_text_only.parquet

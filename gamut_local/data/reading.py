@@ -54,7 +54,7 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     with ThreadPoolExecutor(max_workers=1) as pool:
         job = pool.submit(_dataset_and_checks, dataset, small_pool_max)
         try:
-            table = read_verdicts(paths, probs=probs)
+            table = read_verdicts(paths, probs=probs, answer_hashes=answers is not None)
         except InputError:
             job.result()
             raise

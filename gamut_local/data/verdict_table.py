@@ -4,10 +4,12 @@
 validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
 (human verdicts, an old run's, a file named on the command line) record by record with the
 strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
-The store files become one set of columns (`Columns`, dictionaries unified by Arrow), the
-JSONL files another; they are merged into one table in the order of the files, and the checks that span files are made: no duplicate (question,
-model, variant, judge, check) key (a human annotator's later verdict replaced the earlier as
-the JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
+The store files become one set of columns (`Columns`: each file's dictionary codes as read),
+the JSONL files another; they are merged into one table in the order of the files (every
+code mapped to one sorted dictionary in one pass: `merge_codes`), and the checks that span
+files are made: no duplicate (question, model, variant, judge, check) key (a human
+annotator's later verdict replaced the earlier as the JSONL was read: `rundir.human`), one
+settings hash per judge (`check_settings`).
 `read_verdicts_reference` reads every file, the store's too, record by record: the tests'
 yardstick for the column path, and the source of the duplicate messages.
 """
@@ -110,11 +112,12 @@ def current_record(old: dict) -> dict | None:
 
 @dataclass
 class Columns:
-    """Rows read from files, before merging: per coded field (codes, dictionary), code -1 for
-    an absent value; `probs` (n, 4) in `vocab.JUDGE_LABELS` order, NaN where absent (None: not
-    read); `file` (a position in the read's list of files) and `line` (0: not from a file)."""
+    """Rows read from files, before merging: per coded field its (codes, dictionary) pairs, one
+    per run of rows (a store file's chunk), code -1 for an absent value; `probs` (n, 4) in
+    `vocab.JUDGE_LABELS` order, NaN where absent (None: not read); `file` (a position in the
+    read's list of files) and `line` (0: not from a file)."""
 
-    codes: dict[str, tuple[np.ndarray, list[str]]]
+    codes: dict[str, list[tuple[np.ndarray, list[str]]]]
     probs: np.ndarray | None
     file: np.ndarray
     line: np.ndarray
@@ -122,19 +125,19 @@ class Columns:
 
 def store_columns(tables: list, file: list[int]) -> Columns:
     """Store files' Arrow tables (`verdict_store.read_files`: typed, dictionary-encoded,
-    validated when written) as one Columns, their dictionaries unified by Arrow; `file[k]`:
-    the position of table k's file. Probability columns not read: `probs` None."""
-    import pyarrow as pa
-
+    validated when written) as one Columns, each chunk's codes as read (`merge_codes` maps
+    them all in one pass); `file[k]`: the position of table k's file. Probability columns not
+    read: `probs` None."""
     from gamut_local.data import arrow
 
-    table = pa.concat_tables(tables, promote_options="permissive").unify_dictionaries().combine_chunks()
     probs = None
-    if verdict_store.PROB_COLUMNS[0] in table.column_names:
-        probs = np.stack([arrow.floats(table.column(name).chunk(0)) for name in verdict_store.PROB_COLUMNS], axis=1)
+    if verdict_store.PROB_COLUMNS[0] in tables[0].column_names:
+        probs = np.stack([np.concatenate([arrow.floats(t.column(name).combine_chunks()) for t in tables])
+                          for name in verdict_store.PROB_COLUMNS], axis=1)
     sizes = [t.num_rows for t in tables]
-    return Columns({name: arrow.codes(table.column(name).chunk(0)) for name in CODED}, probs,
-                   np.repeat(np.asarray(file, dtype=np.int32), sizes),
+    codes = {name: [arrow.codes(c) for t in tables for c in t.column(name).chunks]
+             for name in CODED if name in tables[0].column_names}
+    return Columns(codes, probs, np.repeat(np.asarray(file, dtype=np.int32), sizes),
                    np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
 
 
@@ -154,7 +157,7 @@ def record_columns(records: list[dict], file, line) -> Columns:
         values = [_value(r, name) for r in records]
         names = sorted({v for v in values if v is not None})
         index = {v: i for i, v in enumerate(names)}
-        codes[name] = (np.fromiter((index.get(v, -1) for v in values), dtype=np.int32, count=len(values)), names)
+        codes[name] = [(np.fromiter((index.get(v, -1) for v in values), np.int32, len(values)), names)]
     probs = np.array([[(r.get("probs") or {}).get(label, np.nan) for label in JUDGE_LABELS] for r in records],
                      dtype=np.float64).reshape(-1, len(JUDGE_LABELS))
     return Columns(codes, probs, np.asarray(file, dtype=np.int32), np.asarray(line, dtype=np.int32))
@@ -194,9 +197,10 @@ def _first_rows(table: VerdictTable) -> list[int]:
     """The first row of each (judge, settings hash) pair, by judge, then row."""
     if table.settings_hash is None:
         return []
-    judge = table.judge.astype(np.int64)
-    key = np.where(table.settings_hash >= 0, judge * max(len(table.settings_hashes), 1) + table.settings_hash, -1)
-    pairs = np.flatnonzero(np.bincount(key[key >= 0]))
+    sizes = [max(len(table.judges), 1), len(table.settings_hashes) + 1]
+    key = row_key([table.judge, table.settings_hash], sizes)
+    key += 1  # judge * width + hash code + 1: a multiple of the width where a row has no hash
+    pairs = [k for k in distinct(key, math.prod(sizes)).tolist() if k % sizes[1]]
     return sorted((int(np.argmax(key == k)) for k in pairs), key=lambda row: (table.judge[row], row))
 
 
@@ -209,19 +213,37 @@ def has_repeats(table: VerdictTable) -> bool:
     """Does a (question, model, variant, judge, check) key occur twice?"""
     columns = ((table.question, len(table.questions)), (table.model, len(table.models)),
                (table.variant, len(VARIANTS)), (table.judge, len(table.judges)), (table.check, len(table.checks)))
-    if math.prod(max(n, 1) for _, n in columns) >= 2**62:  # too many combinations for one int64
+    sizes = [max(n, 1) for _, n in columns]
+    if math.prod(sizes) >= 2**62:  # too many combinations for one int64
         return len(np.unique(np.stack([codes for codes, _ in columns], axis=1), axis=0)) < len(table)
-    key = np.zeros(len(table), dtype=np.int64)
-    for codes, n in columns:
-        key = key * max(n, 1) + codes
-    if len(key) and key.max() <= 8 * len(key):  # dense keys (a full grid of verdicts): one count, no sort
-        return bool((np.bincount(key) > 1).any())
-    return len(np.unique(key)) < len(key)
+    return len(distinct(row_key([codes for codes, _ in columns], sizes), math.prod(sizes))) < len(table)
+
+
+def row_key(parts: list[np.ndarray], sizes: list[int]) -> np.ndarray:
+    """One int per row for a tuple of codes (`parts[k]` in [0, sizes[k])), built in place:
+    int32 where every combination fits (half the memory traffic of int64 over millions of rows)."""
+    total = math.prod(sizes)
+    key = parts[0].astype(np.int32 if total < 2**31 else np.int64)
+    for part, size in zip(parts[1:], sizes[1:]):
+        key *= size
+        key += part
+    return key
+
+
+def distinct(key: np.ndarray, total: int) -> np.ndarray:
+    """The distinct values of `key` (ints in [0, total)), sorted: a full grid of keys is
+    marked in one array (no sort of every row), a sparse one sorted."""
+    if total > 8 * len(key) + 1024:
+        return np.unique(key)
+    present = np.zeros(total, dtype=bool)
+    present[key] = True
+    return np.flatnonzero(present)
 
 
 def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
     """The table of some rows (indices or a mask); the dictionaries stay as they are."""
-    return dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS})
+    return dataclasses.replace(table, **{f: getattr(table, f)[rows] for f in ROW_FIELDS
+                                         if getattr(table, f) is not None})
 
 
 # ---------------------------------------------------------------- files merged into one table
@@ -231,11 +253,18 @@ FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}  # codes are p
 
 def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
-    or the fixed vocabulary), code -1 (no value) kept: it takes each lookup's appended -1."""
-    dictionary = list(fixed) if fixed else sorted({v for _, values in pairs for v in values})
+    or the fixed vocabulary), code -1 (no value) kept: it takes each lookup's appended -1.
+    Pairs with the same dictionary (a store's files mostly have) share one lookup."""
+    dictionaries = {tuple(values) for _, values in pairs}
+    dictionary = list(fixed) if fixed else sorted(set().union(*dictionaries))
     index = {v: i for i, v in enumerate(dictionary)}
-    return np.concatenate([np.array([index[v] for v in values] + [-1], dtype=dtype)[codes]
-                           for codes, values in pairs]), dictionary
+    lookups = {values: np.array([index[v] for v in values] + [-1], dtype=dtype) for values in dictionaries}
+    out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
+    start = 0
+    for codes, values in pairs:
+        np.take(lookups[tuple(values)], codes, out=out[start:start + len(codes)])
+        start += len(codes)
+    return out, dictionary
 
 
 def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict]) -> VerdictTable:
@@ -243,8 +272,10 @@ def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict])
     file = np.concatenate([p.file for p in parts])
     order = np.argsort(file, kind="stable") if len(parts) > 1 else slice(None)
     rows = {}
-    for name in CODED:  # question_id -> question and questions, settings_hash -> settings_hashes
-        codes, dictionary = merge_codes([p.codes[name] for p in parts], FIXED.get(name),
+    # question_id -> question and questions, settings_hash -> settings_hashes; a field some
+    # part did not read (the store's answer_hash, unless asked for) stays None.
+    for name in (n for n in CODED if all(n in p.codes for p in parts)):
+        codes, dictionary = merge_codes([pair for p in parts for pair in p.codes[name]], FIXED.get(name),
                                         np.int8 if name in FIXED else np.int32)
         field = name.removesuffix("_id")
         rows[field] = codes[order]
@@ -286,15 +317,17 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     return table
 
 
-def read_verdicts(paths: list[str | Path], *, probs: bool = True) -> VerdictTable:
+def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
     (see the module docstring); `probs=False`: the store's probability columns are not read
-    (NaN), for readers that never look at them. Raises InputError with the strict reader's
-    own FILE:LINE messages."""
+    (NaN), for readers that never look at them; `answer_hashes=False`: nor its answer hashes
+    (`answer_hash` None), for readers given no answers to compare them with. Raises
+    InputError with the strict reader's own FILE:LINE messages."""
     paths = store_files(paths)
     stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
     jsonl = sorted(set(range(len(paths))) - set(stored))
-    wanted = [*CODED, *(verdict_store.PROB_COLUMNS if probs else ())]
+    wanted = [*(c for c in CODED if answer_hashes or c != "answer_hash"),
+              *(verdict_store.PROB_COLUMNS if probs else ())]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
         tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
         inputs = pool.map(file_record, paths)

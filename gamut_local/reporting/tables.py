@@ -13,6 +13,7 @@ import csv
 import hashlib
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -74,7 +75,12 @@ def with_correction(doc: ScoresFile, scores: Scores, correction: tuple[dict, dic
 def write_scores_files(out: Path, table: VerdictTable, scores: Scores, dataset: dict | None,
                        correction: tuple[dict, dict] | None = None) -> ScoresFile:
     """scores.json and its per-response file, from a scored table."""
-    doc = scores_document(table, scores, dataset, write_responses(out, scores), correction)
+    # The bootstrap draws (numpy lets go of the GIL) while the per-response file is written.
+    with ThreadPoolExecutor(1) as pool:
+        drawn = pool.submit(lambda: scores.boot)
+        responses = write_responses(out, scores)
+        drawn.result()
+    doc = scores_document(table, scores, dataset, responses, correction)
     write_model(out, doc)
     return doc
 

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
-from gamut_local.config import JudgeSpec
 from gamut_local.prompts.candidate import CANDIDATE_TEMPLATE_HASH
 from gamut_local.prompts.judge import JUDGE_TEMPLATE_HASH
+
+if TYPE_CHECKING:  # the config models cost score and agree 0.05 s to import; a hash needs none
+    from gamut_local.config import JudgeSpec
 
 HASH_CHARS = 12  # 48 bits: collisions within one run's records are not a practical concern
 ANSWER_IDENTITY = ("settings_hash", "prompt_hash")

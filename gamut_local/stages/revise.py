@@ -21,10 +21,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from gamut_local.config import gc_paused
 from gamut_local.data.dataset import load_question_rows
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
+from gamut_local.gc_pause import gc_paused
 from gamut_local.rubric.revision import (
     diff_lines,
     diff_order,

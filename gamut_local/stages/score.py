@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from gamut_local.analysis.design import read_sample
 from gamut_local.analysis.outputs import ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, require_complete, response_columns, score_table
-from gamut_local.config import RunSpec
 from gamut_local.data.consistency import table_problems
 from gamut_local.data.verdict_table import (
     VerdictTable,
@@ -33,6 +33,9 @@ from gamut_local.data.reading import read_verdicts_and_dataset
 from gamut_local.reporting.tables import scores_document, write_scores_files
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS
+
+if TYPE_CHECKING:  # `score` reads no config: their models cost 0.05 s to import
+    from gamut_local.config import RunSpec
 
 
 def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT,

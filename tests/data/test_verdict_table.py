@@ -2,6 +2,7 @@
 verdicts as JSONL (same table, same scores, same agreement), and the very same error
 messages on a corpus of bad verdict files, read directly and brought in by `verdicts import`."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -31,8 +32,8 @@ def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(t
     from gamut_local.data.verdict_io import import_records
     from gamut_local.rundir import verdict_store
 
-    records = [{**r, "settings_hash": f"h-{r['judge']}"} for r in make_records(seed=4, models=("m1", "m2", "m3"),
-                                                                                  questions=4, checks=3)]
+    records = [{**r, "settings_hash": f"h-{r['judge']}", "answer_hash": f"a-{r['model']}-{r['question_id']}"}
+               for r in make_records(seed=4, models=("m1", "m2", "m3"), questions=4, checks=3)]
     import_records([r for r in records if r["model"] != "m2"], tmp_path / "run")
     units = verdict_store.units_in(tmp_path / "run")
     jsonl = tmp_path / "m2.jsonl"
@@ -42,6 +43,10 @@ def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(t
     assert_same_table(got, vt.read_verdicts_reference(paths))
     assert got.files[got.file[0]] == str(paths[0]) and len(set(got.file.tolist())) == len(paths)
     assert np.all(np.diff(got.file) >= 0)
+    # Without answer hashes (a reader given no answers): the same table less that column.
+    without = vt.read_verdicts(paths, answer_hashes=False)
+    assert without.answer_hash is None and without.answer_hashes == []
+    assert_same_table(dataclasses.replace(without, answer_hash=got.answer_hash, answer_hashes=got.answer_hashes), got)
 
 
 def test_sample_gold_tables_are_identical():
