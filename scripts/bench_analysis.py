@@ -17,20 +17,23 @@ rusage of that child):
 - DuckDB's SQL of the GAMUT formula (GROUP BYs) over the same Parquet files (`read_parquet`)
   and over the equivalent JSON Lines (`read_json_auto`), one process each.
 
-Prints one JSON object: seconds, CPU seconds, peak RSS, the ratios and whether each of the
-issue's targets is met (score and agree within 2x of DuckDB over the Parquet and at most 0.5x
-of DuckDB's read_json_auto over the JSONL; a fresh report within 1.5x of DuckDB over the
-JSONL, a current one under 1 s; the first page of `view` under 3 s; peak RSS under 1 GB
-each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `test` extra).
+Every command runs `--rounds` times (3), DuckDB's and ours in turn, and each figure is the
+median of its rounds (peak RSS the largest). Prints one JSON object: seconds, CPU seconds,
+peak RSS, the ratios and whether each of the issue's targets is met (score and agree within
+2x of DuckDB over the Parquet and at most 0.5x of DuckDB's read_json_auto over the JSONL; a
+fresh report within 1.5x of DuckDB over the JSONL, a current one under 1 s; the first page
+of `view` under 3 s; peak RSS under 1 GB each), and the store's size on disk against the
+JSONL's. Needs `duckdb` (the `test` extra).
 Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
-        [--variants 2] [--judges 3] [--dir /tmp/gamut-bench-run] [--keep]
+        [--variants 2] [--judges 3] [--rounds 3] [--dir /tmp/gamut-bench-run] [--keep]
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -268,6 +271,13 @@ def time_commands(root: Path) -> dict:
     return out
 
 
+def median_of(runs: list[dict]) -> dict:
+    """Each figure's median over the rounds (peak RSS: the largest)."""
+    return {"seconds": float(np.median([r["seconds"] for r in runs])),
+            "cpu_seconds": float(np.median([r["cpu_seconds"] for r in runs])),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in runs), "rounds": len(runs)}
+
+
 def _ratios(r: dict, ref: dict, key: str) -> None:
     r[f"ratio_to_{key}"] = round(r["seconds"] / ref["seconds"], 2)
     r[f"cpu_ratio_to_{key}"] = round(r["cpu_seconds"] / ref["cpu_seconds"], 2)
@@ -298,6 +308,7 @@ def main() -> None:
     ap.add_argument("--judges", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gamut-bench-run"))
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of every command; each figure is the median")
     ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
     args = ap.parse_args()
 
@@ -310,11 +321,18 @@ def main() -> None:
     size = {kind: sum(p.stat().st_size for p in root.glob(pattern)) / 2**20
             for kind, pattern in (("store", "verdicts/*/*.parquet"), ("jsonl", "jsonl/*/*.jsonl"))}
 
+    # Bytecode compiled once, as an installed package has it: where PYTHONDONTWRITEBYTECODE is
+    # set (this machine), every command would otherwise compile the package again (~0.04 s).
+    compileall.compile_dir(Path(verdict_store.__file__).parents[1], quiet=1)
     load_before = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure
-    results = {name: timed_process([sys.executable, "-c", DUCKDB_SCRIPT, reader,
-                                    *sorted(str(p) for p in root.glob(pattern))])
-               for name, (reader, pattern) in DUCKDB_READERS.items()}
-    results["gamut_local"] = time_commands(root)
+    rounds = []  # DuckDB and ours in turn, round after round: a load spike hits one round, not one side
+    for _ in range(args.rounds):
+        r = {name: timed_process([sys.executable, "-c", DUCKDB_SCRIPT, reader, *sorted(str(p) for p in root.glob(pattern))])
+             for name, (reader, pattern) in DUCKDB_READERS.items()}
+        r["gamut_local"] = time_commands(root)
+        rounds.append(r)
+    results = {name: median_of([r[name] for r in rounds]) for name in DUCKDB_READERS}
+    results["gamut_local"] = {name: median_of([r["gamut_local"][name] for r in rounds]) for name in rounds[0]["gamut_local"]}
     targets(results)
     print(json.dumps({
         "shape": {"questions": args.questions, "checks": args.checks, "models": args.models,
@@ -322,7 +340,7 @@ def main() -> None:
         "verdicts": built["verdicts"], "store_mb": round(size["store"], 1), "jsonl_mb": round(size["jsonl"], 1),
         "store_to_jsonl": round(size["store"] / size["jsonl"], 3),
         "build_s (not timed work)": round(build_s, 1),
-        "load_average_1min_before": load_before,
+        "rounds": args.rounds, "load_average_1min_before": load_before,
         "load_average_1min_after": round(os.getloadavg()[0], 2),
         "cpus": os.cpu_count(),
         "results": results,
