@@ -17,7 +17,7 @@ from pathlib import Path
 
 # Every figure (`figures.FIGURES`), in the order the workers take them: slowest first
 # (measured at paper scale, scripts/bench_analysis.py), so the workers finish together.
-SLOWEST_FIRST = ("domains", "verdicts", "tiers", "leaderboard", "judge_scatter", "variants", "confusion")
+SLOWEST_FIRST = ("leaderboard", "tiers", "verdicts", "domains", "judge_scatter", "variants", "confusion")
 
 
 def draw(name: str, tables: dict, out_dir: Path) -> Path | None:

@@ -91,3 +91,38 @@ def test_the_scatter_legend_names_only_systems_with_a_point(tmp_path, monkeypatc
     named = {t.get_text() for t in legend.get_texts()}
     plotted = {s["label"] for s in tables["systems"]} - {"solo (text)"}
     assert named == plotted
+
+
+def _saved(monkeypatch, names, tables, tmp_path) -> list:
+    """The figures `names` as `save_figure` left them (laid out and drawn)."""
+    saved, real = [], figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: saved.append(fig) or real(fig, path))
+    for name in names:
+        figures.draw(name, tables, tmp_path)
+    return saved
+
+
+def test_a_legend_below_the_panels_overlaps_none_of_them(tmp_path, monkeypatch):
+    """The strip `save_figure` adds below a laid-out figure holds the whole legend."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for fig in _saved(monkeypatch, ("tiers", "verdicts", "variants"), _tables(), tmp_path):
+        renderer = FigureCanvasAgg(fig).get_renderer()  # closed figures lose their canvas
+        (legend,) = fig.legends
+        box = legend.get_window_extent(renderer)
+        assert box.y0 >= 0
+        assert all(box.y1 < ax.get_tightbbox(renderer).y0 for ax in fig.axes if ax.get_visible())
+
+
+def test_the_domain_panels_share_their_rows_names_and_colour_scale(tmp_path, monkeypatch):
+    """Every panel has every system's row (blank where its judge scored none), named once on the left."""
+    tables = _tables()
+    gone = tables["domains"][0]["label"]
+    tables["domains"] = [d for d in tables["domains"] if (d["judge"], d["label"]) != ("judge-b", gone)]
+    (fig,) = _saved(monkeypatch, ("domains",), tables, tmp_path)
+    *panels, bar = fig.axes
+    assert [ax.get_title() for ax in panels] == [f"judge: {j}" for j in tables["judges"]]
+    labels = [t.get_text() for t in panels[0].get_yticklabels()]
+    assert len(labels) == len({d["label"] for d in tables["domains"]})
+    assert all(ax.images[0].get_array().shape[0] == len(labels) and not ax.get_yticklabels() for ax in panels[1:])
+    assert bar.get_ylabel() == "GAMUT score"
