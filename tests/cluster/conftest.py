@@ -18,16 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from gamut_local.testing.slurm_cluster import ensure_local_slurm, on_ci, stop_local_slurm
+from gamut_local.testing.slurm_cluster import ensure_local_slurm, skip_or_fail, stop_local_slurm
 
 
 @pytest.fixture(scope="session")
 def real_slurm():
     started, reason = ensure_local_slurm()
     if reason:
-        if on_ci():
-            pytest.fail(f"CI needs the local SLURM cluster: {reason}")
-        pytest.skip(reason)
+        skip_or_fail("the local SLURM cluster", reason)
     yield
     # Under xdist another worker may still use it: a cluster started there is left running.
     if started and not os.environ.get("PYTEST_XDIST_WORKER"):

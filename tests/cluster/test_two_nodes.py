@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from gamut_local.cluster.slurm import prepare
-from gamut_local.testing.slurm_cluster import on_ci, render_slurm_conf
+from gamut_local.testing.slurm_cluster import render_slurm_conf, skip_or_fail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.alone]
 
@@ -68,7 +68,7 @@ def ray_bin() -> str:
     here = Path(sys.executable).parent
     if importlib.util.find_spec("ray") is None or not (here / "ray").exists():
         reason = f"Ray is not installed in {here}: `make test` installs it ({here}/pip install 'ray>=2.48')"
-        pytest.fail(f"CI needs Ray: {reason}") if on_ci() else pytest.skip(reason)
+        skip_or_fail("Ray", reason)
     return str(here)
 
 

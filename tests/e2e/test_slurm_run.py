@@ -31,7 +31,7 @@ from gamut_local.data.records import answer_key, verdict_key
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import Shard, verdict_files
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.testing.slurm_cluster import ensure_local_slurm, on_ci
+from gamut_local.testing.slurm_cluster import ensure_local_slurm, skip_or_fail
 from gamut_local.testing.small_run import write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm]
@@ -53,9 +53,7 @@ def real_slurm():
     left running: .ci/run, or the cluster tests' session fixture, own it."""
     _, reason = ensure_local_slurm()
     if reason:
-        if on_ci():
-            pytest.fail(f"CI needs the local SLURM cluster: {reason}")
-        pytest.skip(reason)
+        skip_or_fail("the local SLURM cluster", reason)
 
 
 def _submission(run_dir: Path, n: int = -1) -> dict[str, dict]:
