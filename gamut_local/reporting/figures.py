@@ -31,10 +31,11 @@ TIER_COLOURS = {"answer_critical": "#1565c0", "valuable": "#42a5f5", "context": 
 DPI = 110
 PNG_LEVEL = 3
 LEGEND_PAD = 0.3  # inches around a legend below the panels
+PANEL_COLS = 3  # panels (one per judge) side by side, at most
 
 
 def _grid(n: int, width: float, height: float):
-    cols = min(n, 3)
+    cols = min(n, PANEL_COLS)
     rows = math.ceil(n / cols)
     # Made at the saving dpi: the layout pass and the drawing then share one renderer, and
     # with it the text measurements matplotlib caches per renderer.
@@ -200,7 +201,7 @@ def domain_heatmap(tables: dict, path: Path) -> Path | None:
     # left of each row of panels, and one colour bar serves all panels (one scale).
     scored = [d["label"] for d in tables["domains"]]
     labels = [lab for lab in dict.fromkeys([r["label"] for r in tables["leaderboard"]] + scored) if lab in scored]
-    cols = min(len(groups), 3)
+    cols = min(len(groups), PANEL_COLS)
     n_rows, width = math.ceil(len(groups) / cols), max(2.5, 0.45 * len(domains))
     # Room beside the panels for the names and the colour bar; `save_figure` fits them in.
     fig = plt.figure(figsize=(cols * width + 3.5, n_rows * (_row_height(len(labels)) + 1.4)), dpi=DPI)
