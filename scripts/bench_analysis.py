@@ -311,6 +311,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every command; each figure is the median")
     ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
     args = ap.parse_args()
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, not {args.rounds}")
 
     root = args.dir
     shutil.rmtree(root, ignore_errors=True)

@@ -77,3 +77,13 @@ def test_each_figure_is_the_median_of_its_rounds_and_memory_the_largest(bench):
     runs = [{"seconds": s, "cpu_seconds": c, "peak_rss_mb": m} for s, c, m in ((3.0, 1.0, 10.0), (1.0, 5.0, 30.0),
                                                                              (2.0, 2.0, 20.0))]
     assert bench.median_of(runs) == {"seconds": 2.0, "cpu_seconds": 2.0, "peak_rss_mb": 30.0, "rounds": 3}
+
+
+def test_no_rounds_is_refused_before_anything_is_built(tmp_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(SCRIPT), "--rounds", "0", "--dir", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--rounds must be at least 1, not 0" in res.stderr
+    assert not (tmp_path / "run").exists()
