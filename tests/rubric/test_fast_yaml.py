@@ -118,7 +118,10 @@ def _record(texts: list[str]) -> dict:
 def test_an_exported_record_reads_back_to_itself(texts):
     from gamut_local.data.records import Question
 
-    record = _record([t for t in texts if "\ud800" > t or t > "\udfff"] or ["x"])
+    # The strict reader refuses a lone surrogate anywhere in a string (rundir.store), so no
+    # record holding one reaches an export. (Comparing whole strings with the range, as this
+    # once did, kept "lone \udfff" and failed whenever hypothesis drew it.)
+    record = _record([t for t in texts if not any("\ud800" <= ch <= "\udfff" for ch in t)] or ["x"])
     record = json.loads(json.dumps(record))  # as a JSONL reader gives it
     try:
         question = Question.model_validate(record)
