@@ -8,11 +8,11 @@ verdicts as current (`stale_verdicts`). Both work on the columns of a
 
 from __future__ import annotations
 
-from pathlib import Path
+from itertools import repeat
 
 import numpy as np
 
-from gamut_local.data.verdict_table import distinct, row_key
+from gamut_local.data.verdict_table import row_key
 from gamut_local.errors import Problem
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
@@ -21,73 +21,46 @@ from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VARIANTS
 MAX_SHOWN = 20  # problems listed per kind; the rest are counted
 
 
-def _checks(question, variant: str, compiled: dict):
-    # A question may grade its text_only answers on other checks (the release's text-only split);
-    # its compiled checks serve both variants (`compiled`: question id -> checks, this call's).
-    if question.question_id not in compiled:
-        compiled[question.question_id] = checks_for(question)
-    pick = getattr(question, "checks_for_variant", None)
-    return pick(variant, compiled[question.question_id]) if pick else compiled[question.question_id]
-
-
-def table_problems(table, questions) -> list[Problem]:
+def table_problems(table, questions, checks: dict[tuple, tuple[str, str]]) -> list[Problem]:
     """Each verdict of a `data.verdict_table.VerdictTable` the dataset does not back: unknown
-    question, unknown check of a known question, or a tier that is not the check's tier.
-    Column-wise: each distinct (question, variant, check, tier) is looked up once, and the
-    first verdict of each bad one is named by file and line (at most MAX_SHOWN, then a count).
-    (One settings hash per judge is `verdict_table.check_settings`, made on every read.)"""
-    n = len(table)
-    if not n:
+    question, unknown check of a known question, or a tier that is not the check's tier
+    (`checks`: `current_checks` of the dataset's `questions`, compiled with the run's settings).
+    Column-wise: every row takes its check's tier by one index (`_row_lookup`), and the first
+    verdict of each bad (question, variant, check, tier) is named by file and line (at most
+    MAX_SHOWN, then a count). (One settings hash per judge is `verdict_table.check_settings`,
+    made on every read.)"""
+    if not len(table):
         return []
-    nv, nc, nt = len(VARIANTS), max(len(table.checks), 1), len(TIERS)
-    sizes = (max(len(table.questions), 1), nv, nc, nt)
-    key = row_key([table.question, table.variant, table.check, table.tier], list(sizes))
-    combos = distinct(key, int(np.prod(sizes, dtype=np.int64)))
-    by_id = {q.question_id: q for q in questions}
-    tiers: dict[tuple, dict[str, str]] = {}
-    compiled: dict[str, list] = {}
-    bad: dict[int, tuple[str, str]] = {}
-    for k, q, v, c, t in zip(combos.tolist(), *(p.tolist() for p in np.unravel_index(combos, sizes))):
-        qid, variant, check, tier = table.questions[q], VARIANTS[v], table.checks[c], TIERS[t]
-        if qid not in by_id:
-            bad[k] = ("question_id", f"question {qid!r} is not in the dataset")
-            continue
-        if (qid, variant) not in tiers:
-            tiers[qid, variant] = {x.check_id: x.tier for x in _checks(by_id[qid], variant, compiled)}
-        want = tiers[qid, variant].get(check)
-        if want is None:
-            bad[k] = ("check_id", f"question {qid!r} has no check {check!r} in the dataset")
-        elif want != tier:
-            bad[k] = ("tier", f"check {check!r} of {qid!r} is {want!r} in the dataset, not {tier!r}")
-    if not bad:
+    known = np.zeros(len(table.questions), dtype=bool)
+    positions = _lookup(table.questions, [q.question_id for q in questions], -1)
+    known[positions[positions >= 0]] = True
+    q, v, c = (table.question, table.questions), (table.variant, list(VARIANTS)), (table.check, table.checks)
+    tier = _row_lookup([q, v, c], list(checks), _lookup(TIERS, [t for t, _ in checks.values()], -1))
+    question_ok = known[table.question]
+    bad = ~question_ok | (tier != table.tier)
+    rows = np.flatnonzero(bad)
+    if not len(rows):
         return []
-    keys = np.array(sorted(bad), dtype=np.int64)
-    rows = np.flatnonzero(np.isin(key, keys))
-    first: dict[int, int] = {}
-    for r in rows.tolist():
-        first.setdefault(int(key[r]), r)
-        if len(first) == len(bad):
-            break
-    order = sorted(first.items(), key=lambda kr: kr[1])
-    problems = [Problem(table.files[table.file[r]], int(table.line[r]) or None, *bad[k]) for k, r in order[:MAX_SHOWN]]
-    if len(order) > MAX_SHOWN:
+    sizes = [max(len(table.questions), 1), len(VARIANTS), max(len(table.checks), 1), len(TIERS)]
+    key = row_key([table.question[rows], table.variant[rows], table.check[rows], table.tier[rows]], sizes)
+    first = rows[np.sort(np.unique(key, return_index=True)[1])]  # each bad combination's first row
+    problems = [Problem(table.files[table.file[r]], int(table.line[r]) or None, *_problem(table, r, tier[r], question_ok[r]))
+                for r in first[:MAX_SHOWN].tolist()]
+    if len(first) > MAX_SHOWN:
         problems.append(Problem(table.files[0] if len(table.files) == 1 else f"{len(table.files)} verdict files",
-                                None, "", f"and {len(order) - MAX_SHOWN} more kinds of verdict the dataset "
+                                None, "", f"and {len(first) - MAX_SHOWN} more kinds of verdict the dataset "
                                           "does not back"))
     return problems
 
 
-def check_against_dataset(table, dataset) -> None:
-    """Raise InputError if any verdict of `table` is for a question, check or tier that the
-    dataset file (None: nothing to check) does not have; `score --dataset` calls this."""
-    if dataset is None:
-        return
-    from gamut_local.data.dataset import load_questions
-    from gamut_local.errors import InputError
-
-    problems = table_problems(table, load_questions(Path(dataset), check_images=False))
-    if problems:
-        raise InputError(problems)
+def _problem(table, row: int, want: int, question_ok: bool) -> tuple[str, str]:
+    """(field, message) for a verdict the dataset does not back (`want`: its check's tier code, -3: no such check)."""
+    qid, check, tier = table.questions[table.question[row]], table.checks[table.check[row]], TIERS[table.tier[row]]
+    if not question_ok:
+        return "question_id", f"question {qid!r} is not in the dataset"
+    if want < 0:
+        return "check_id", f"question {qid!r} has no check {check!r} in the dataset"
+    return "tier", f"check {check!r} of {qid!r} is {TIERS[want]!r} in the dataset, not {tier!r}"
 
 
 # ---------------------------------------------------------------- stale verdicts
@@ -95,8 +68,9 @@ def check_against_dataset(table, dataset) -> None:
 NO_IDENTITY = "no identity"  # records made before identity hashes, or written by hand
 
 
-def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple, str]:
-    """(question, variant, check) -> the `check_hash` a verdict on it must carry now."""
+def current_checks(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple, tuple[str, str]]:
+    """(question, variant, check) -> (tier, check_hash) of every check the judge stage grades
+    now: the dataset's questions compiled with the run's settings (`small_pool_max`)."""
     from gamut_local.rundir.identity import check_hash
 
     out, hashes = {}, {}
@@ -106,50 +80,60 @@ def current_check_hashes(questions, small_pool_max: int = SMALL_POOL_MAX) -> dic
             for c in q.checks_for_variant(variant, compiled):
                 # Variants mostly share their checks: each wording is hashed once.
                 what = (c.text, c.tier, c.kind)
-                out[q.question_id, variant, c.check_id] = hashes.get(what) or hashes.setdefault(what, check_hash(*what))
+                out[q.question_id, variant, c.check_id] = (c.tier, hashes.get(what) or
+                                                           hashes.setdefault(what, check_hash(*what)))
     return out
 
 
-def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, list[str]]], want: dict) -> np.ndarray:
-    """Rows whose hash (`codes` into `names`) differs from `want[key]`; rows of a key `want`
-    lacks are not judged here (another check names them); rows without a hash neither.
-    `keys`: (row codes, dictionary) per key part, in the order of `want`'s key tuples. Each
-    entry of `want` is looked up once, column by column, and the rows take their key's
-    expected hash by one index (keys are dense: questions x checks)."""
+def _row_lookup(keys: list[tuple[np.ndarray, list[str]]], want_keys: list[tuple], want: np.ndarray) -> np.ndarray:
+    """Each row's value in `want` (ints, one per key of `want_keys`), -3 where its key is not
+    in `want_keys`. `keys`: (row codes, dictionary) per key part, in the order of the key
+    tuples. Each wanted key is looked up once, column by column, and the rows take their
+    key's value by one index (keys are mostly dense: questions x checks)."""
     sizes = [max(len(names_k), 1) for _, names_k in keys]
     total = int(np.prod(sizes, dtype=np.int64))
-    # -3: a key `want` lacks; -2: a hash no row carries.
-    wanted = np.zeros(len(want), dtype=np.int64)
-    known = np.ones(len(want), dtype=bool)
-    for (_, names_k), size, column in zip(keys, sizes, zip(*want) if want else [()] * len(keys)):
-        index = {name: i for i, name in enumerate(names_k)}
-        part = np.fromiter((index.get(x, -1) for x in column), dtype=np.int64, count=len(want))
+    wanted = np.zeros(len(want_keys), dtype=np.int64)
+    known = np.ones(len(want_keys), dtype=bool)
+    for (_, names_k), size, column in zip(keys, sizes, zip(*want_keys) if want_keys else [()] * len(keys)):
+        part = _lookup(names_k, column, -1)
         known &= part >= 0
         wanted = wanted * size + part
-    index = {h: i for i, h in enumerate(names)}
-    found = np.fromiter((index.get(h, -2) for h in want.values()), dtype=np.int64, count=len(want))
-    wanted, found = wanted[known], found[known]
+    wanted, found = wanted[known], np.asarray(want)[known]
     key = row_key([part for part, _ in keys], sizes)
     if total <= 8 * len(key) + 1024:  # dense: one lookup array over every possible key
         lookup = np.full(total, -3, dtype=np.int32)
         lookup[wanted] = found
-        expected = lookup[key]
-    else:
-        order = np.argsort(wanted)
-        at = np.minimum(np.searchsorted(wanted, key, sorter=order), max(len(wanted) - 1, 0))
-        hit = wanted[order[at]] == key if len(wanted) else np.zeros(len(key), dtype=bool)
-        expected = np.where(hit, found[order[at]] if len(wanted) else -3, -3)
+        return lookup[key]
+    order = np.argsort(wanted)
+    at = np.minimum(np.searchsorted(wanted, key, sorter=order), max(len(wanted) - 1, 0))
+    hit = wanted[order[at]] == key if len(wanted) else np.zeros(len(key), dtype=bool)
+    return np.where(hit, found[order[at]] if len(wanted) else -3, -3)
+
+
+def _mismatch(codes: np.ndarray, names: list[str], keys: list[tuple[np.ndarray, list[str]]],
+              want_keys: list[tuple], want_hashes: list[str]) -> np.ndarray:
+    """Rows whose hash (`codes` into `names`) differs from their key's in `want_hashes` (`keys`,
+    `want_keys`: as `_row_lookup`'s); rows of a key not wanted are not judged here
+    (`table_problems` names them); rows without a hash neither."""
+    expected = _row_lookup(keys, want_keys, _lookup(names, want_hashes, -2))  # -2: a hash no row carries
     bad = codes != expected
     bad &= expected != -3
     bad &= codes >= 0
     return bad
 
 
-def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, str] | None):
+def _lookup(names: list[str], values, missing: int) -> np.ndarray:
+    """Each value's position in `names`, `missing` where it is not there. `map` over the dict's
+    own `get` runs in C: a generator here cost 0.07 s per 54,000 keys at paper scale."""
+    index = {name: i for i, name in enumerate(names)}
+    return np.fromiter(map(index.get, values, repeat(missing)), dtype=np.int64, count=len(values))
+
+
+def stale_verdicts(table, checks: dict[tuple, tuple[str, str]] | None, answers: dict[tuple, str] | None):
     """(mask of stale rows, {judge: {reason: count}}) for a `data.verdict_table.VerdictTable`.
 
     A verdict is stale when its `check_hash` is not the check's hash in the dataset now
-    (`checks`, from `current_check_hashes`), or its `answer_hash` not the hash of the answer on
+    (`checks`, from `current_checks`), or its `answer_hash` not the hash of the answer on
     disk now (`answers`: (question, model, variant) -> hash); None: not known, not compared.
     Stale rows are never scored as current. Rows without a hash are counted under
     NO_IDENTITY (kept: they cannot be shown stale either, and the count says so)."""
@@ -159,12 +143,13 @@ def stale_verdicts(table, checks: dict[tuple, str] | None, answers: dict[tuple, 
     if not n:
         return stale, reasons
     q, v = (table.question, table.questions), (table.variant, list(VARIANTS))
-    for field, want, keys in (("check_hash", checks, [q, v, (table.check, table.checks)]),
-                              ("answer_hash", answers, [q, (table.model, table.models), v])):
+    compared = (("check_hash", checks and (list(checks), [h for _, h in checks.values()]), [q, v, (table.check, table.checks)]),
+                ("answer_hash", answers and (list(answers), list(answers.values())), [q, (table.model, table.models), v]))
+    for field, want, keys in compared:  # want: (keys, hashes)
         codes = getattr(table, field)
         if not want or codes is None or not (codes >= 0).any():  # nothing to compare with
             continue
-        bad = _mismatch(codes, getattr(table, f"{field}es"), keys, want)
+        bad = _mismatch(codes, getattr(table, f"{field}es"), keys, *want)
         _count(reasons, table, bad & ~stale, field)
         stale |= bad
     if checks is not None and table.check_hash is not None:

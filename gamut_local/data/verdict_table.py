@@ -17,7 +17,6 @@ yardstick for the column path, and the source of the duplicate messages.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,7 @@ import numpy as np
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
+from gamut_local.rundir.identity import file_record
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
 STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -82,30 +82,6 @@ class VerdictTable:
 
     def __len__(self) -> int:
         return len(self.verdict)
-
-
-# ---------------------------------------------------------------- inputs and their hashes
-
-def file_record(path: Path) -> dict:
-    """Path, size, mtime and content hash of an input file (what the outputs name)."""
-    stat = path.stat()
-    with open(path, "rb") as f:
-        sha256 = hashlib.file_digest(f, "sha256").hexdigest()
-    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
-
-
-def current_record(old: dict) -> dict | None:
-    """`old` still describes its file? Same size and mtime: trust the hash (as git's index
-    does); else hash again. Returns the file's record now, or None if it is gone. The one
-    rule for whether an output is current with its inputs (`reporting.tables`)."""
-    path = Path(old.get("path", ""))
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    if stat.st_size == old.get("bytes") and stat.st_mtime_ns == old.get("mtime_ns"):
-        return dict(old)
-    return file_record(path)
 
 
 # ---------------------------------------------------------------- files' rows as columns
@@ -183,12 +159,12 @@ def check_settings(table: VerdictTable, held: VerdictTable | None = None) -> Non
     for t in (held, table) if held is not None else (table,):
         for row in _first_rows(t):
             judge, value = t.judges[t.judge[row]], t.settings_hashes[t.settings_hash[row]]
-            first, where = base.setdefault(judge, (value, _where(t, row)))
+            name, line = t.files[t.file[row]], int(t.line[row]) or None
+            first, where = base.setdefault(judge, (value, f"{name}:{line}" if line else name))
             if value != first and t is table:
-                problems.append(Problem(
-                    t.files[t.file[row]], int(t.line[row]) or None, "settings_hash",
+                problems.append(Problem(name, line, "settings_hash", (
                     f"judge {judge!r} has verdicts made under other settings: {value!r} here, {first!r} at "
-                    f"{where}; score one configuration of a judge at a time"))
+                    f"{where}; score one configuration of a judge at a time")))
     if problems:
         raise InputError(problems)
 
@@ -202,11 +178,6 @@ def _first_rows(table: VerdictTable) -> list[int]:
     key += 1  # judge * width + hash code + 1: a multiple of the width where a row has no hash
     pairs = [k for k in distinct(key, math.prod(sizes)).tolist() if k % sizes[1]]
     return sorted((int(np.argmax(key == k)) for k in pairs), key=lambda row: (table.judge[row], row))
-
-
-def _where(table: VerdictTable, row: int) -> str:
-    name = table.files[table.file[row]]
-    return f"{name}:{table.line[row]}" if table.line[row] else name
 
 
 def has_repeats(table: VerdictTable) -> bool:

@@ -3,7 +3,7 @@
 cells are Python's shortest round-trip repr of each double); rounding is the Markdown's job.
 
 A scores or agreement file is *current* for a set of inputs when it names the same files
-(paths resolved) with the same content hashes (`data.verdict_table.current_record` rehashes
+(paths resolved) with the same content hashes (`rundir.identity.current_record` rehashes
 only a file whose size or mtime changed) and the same bootstrap settings.
 """
 
@@ -30,7 +30,8 @@ from gamut_local.analysis.scoring import (
 )
 from gamut_local.data import arrow
 from gamut_local.data.reading import read_responses
-from gamut_local.data.verdict_table import VerdictTable, current_record
+from gamut_local.data.verdict_table import VerdictTable
+from gamut_local.rundir.identity import current_record
 from gamut_local.reporting.drawing import SLOWEST_FIRST
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VERDICTS

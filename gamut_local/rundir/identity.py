@@ -15,13 +15,16 @@ judge set-up) and is never scored or resumed as if it were current. One rule per
 | verdict | `answer_hash`   | the graded response's text                                          |
 
 Human verdicts carry `check_hash` and `answer_hash` of what the annotator was shown.
-docs/outputs.md documents each field.
+docs/outputs.md documents each field. An output file (scores, agreement, the report) names
+its input files by path, size, mtime and sha256 (`file_record`) and is current while each
+still is (`current_record`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gamut_local.prompts.candidate import CANDIDATE_TEMPLATE_HASH
@@ -73,3 +76,27 @@ def stale_fields(record: dict, current: dict[str, str | None]) -> list[str]:
     value is None is not compared: nothing to compare it with). A field the record lacks
     counts as differing: a record made before that hash existed cannot be shown current."""
     return [f for f, want in current.items() if want is not None and record.get(f) != want]
+
+
+# ---------------------------------------------------------------- an output's input files
+
+def file_record(path: Path) -> dict:
+    """Path, size, mtime and content hash of an input file: what an output names it by."""
+    stat = path.stat()
+    with open(path, "rb") as f:
+        sha256 = hashlib.file_digest(f, "sha256").hexdigest()
+    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
+
+
+def current_record(old: dict) -> dict | None:
+    """`old` still describes its file? Same size and mtime: trust the hash (as git's index
+    does); else hash again. Returns the file's record now, or None if it is gone. The one
+    rule for whether an output is current with its inputs (`reporting.tables`)."""
+    path = Path(old.get("path", ""))
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    if stat.st_size == old.get("bytes") and stat.st_mtime_ns == old.get("mtime_ns"):
+        return dict(old)
+    return file_record(path)

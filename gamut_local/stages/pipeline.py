@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 
 from gamut_local.config import RunSpec, load_run_config
-from gamut_local.data.consistency import table_problems
+from gamut_local.data.consistency import current_checks, table_problems
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import load_answers
 from gamut_local.data.verdict_table import read_verdicts
@@ -66,7 +66,7 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
         if answers:
             problems += extra_answer_problems(spec, answers, by_id, extra_only=True)
         if verdicts is not None:
-            problems += table_problems(verdicts, questions)
+            problems += table_problems(verdicts, questions, current_checks(questions, spec.compile.small_pool_max))
     for m in [*spec.models, *spec.judges]:
         problem = model_problem(m)
         if problem:

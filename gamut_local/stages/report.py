@@ -40,7 +40,7 @@ from gamut_local.reporting import current
 from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
-from gamut_local.data.reading import read_verdicts_and_dataset
+from gamut_local.data.reading import expected_checks, read_verdicts_and_dataset
 from gamut_local.reporting.tables import (
     current_figures,
     read_current_agreement,
@@ -185,9 +185,9 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
                                   answers=answers, small_pool_max=small_pool_max)
     if current is None:
         computing()
-        table, (_, domains, dataset_input, expected) = read_verdicts_and_dataset(
+        table, (_, domains, dataset_input, checks) = read_verdicts_and_dataset(
             files, dataset, console, answers=answers, small_pool_max=small_pool_max)
-        scores = score_table(table, domains, expected=expected, seed=seed)
+        scores = score_table(table, domains, expected=expected_checks(checks), seed=seed)
         require_complete(scores, str(run_dir), allow_incomplete)
         doc = write_scores_files(scores_path(run_dir), table, scores, dataset_input)
     else:

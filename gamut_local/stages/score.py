@@ -29,7 +29,7 @@ from gamut_local.data.verdict_table import (
     table_from_records,
 )
 from gamut_local.errors import InputError, Problem
-from gamut_local.data.reading import read_verdicts_and_dataset
+from gamut_local.data.reading import expected_checks, read_verdicts_and_dataset
 from gamut_local.reporting.tables import scores_document, write_scores_files
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS
@@ -80,13 +80,13 @@ def _read_checked(paths, dataset: Path | None, console: Console | None = None, a
                   small_pool_max: int = SMALL_POOL_MAX):
     """(verdict table, domains, dataset input record, expected checks), the verdicts checked
     against the dataset, stale ones left out."""
-    table, (questions, domains, dataset_input, expected) = read_verdicts_and_dataset(
+    table, (questions, domains, dataset_input, checks) = read_verdicts_and_dataset(
         paths, dataset, console, answers=answers, small_pool_max=small_pool_max)
     if dataset is not None:
-        problems = table_problems(table, questions)
+        problems = table_problems(table, questions, checks)
         if problems:
             raise InputError(problems)
-    return table, domains, dataset_input, expected
+    return table, domains, dataset_input, expected_checks(checks)
 
 
 def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from gamut_local.data.reading import expected_checks
 from gamut_local.errors import InputError
 from gamut_local.rundir.human import is_human
 from gamut_local.viewer.index import RunIndex
@@ -45,13 +46,6 @@ def _table(index: RunIndex, records: list[dict]):
         verdict=cat([v.code, np.array([VERDICTS.index(r["verdict"]) for r, _ in keep], dtype=np.int8)]))
 
 
-def _expected(index: RunIndex) -> dict[tuple[str, str], int]:
-    out: dict[tuple[str, str], int] = {}
-    for qid, variant, _ in index.check_hashes:
-        out[(qid, variant)] = out.get((qid, variant), 0) + 1
-    return out
-
-
 def sample_board(index: RunIndex, name: str) -> dict:
     """Per model judge: each system's judge-only, corrected and human-only scores with CIs, the
     bias and how many responses are labeled, from the human verdicts made so far."""
@@ -71,7 +65,7 @@ def sample_board(index: RunIndex, name: str) -> dict:
     if not any(r.get("sample_id") == design.sample_id for r in records):
         out["error"] = "no human verdicts in this sample's queue yet"
         return out
-    scores = score_table(_table(index, records), expected=_expected(index))
+    scores = score_table(_table(index, records), expected=expected_checks(index.current_checks))
     try:
         rows, _ = correct(scores, design, GOLD, name, outside=outside, notes=notes)
     except InputError as e:  # the `correct` extra is not installed

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.data.consistency import current_check_hashes, describe_stale, stale_verdicts
+from gamut_local.data.consistency import current_checks, describe_stale, stale_verdicts
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
 from gamut_local.errors import InputError
@@ -110,10 +110,10 @@ class RunIndex:
         return [] if q is None else _checks(q, self.small_pool_max)
 
     @cached_property
-    def check_hashes(self) -> dict[tuple, str]:
-        """(question, variant, check) -> the check's hash as shown now, computed once: the
-        dataset and the compile setting do not change while the app runs."""
-        return current_check_hashes(self.questions.values(), self.small_pool_max)
+    def current_checks(self) -> dict[tuple, tuple[str, str]]:
+        """(question, variant, check) -> the check's (tier, hash) as shown now, computed once:
+        the dataset and the compile setting do not change while the app runs."""
+        return current_checks(self.questions.values(), self.small_pool_max)
 
     @cached_property
     def answer_hashes(self) -> dict[tuple, str]:
@@ -123,7 +123,7 @@ class RunIndex:
     def shown_identity(self, question_id: str, model: str, variant: str, check_id: str) -> dict:
         """The `check_hash` and `answer_hash` of the check and response this viewer shows for a
         cell now (None where it has none to show)."""
-        return {"check_hash": self.check_hashes.get((question_id, variant, check_id)),
+        return {"check_hash": self.current_checks.get((question_id, variant, check_id), (None, None))[1],
                 "answer_hash": self.answer_hashes.get((question_id, model, variant))}
 
     def is_stale(self, record: dict) -> bool:
@@ -215,7 +215,7 @@ def read_samples(run_dir: Path, notes: list[str]) -> dict:
 
 def _without_stale(table, questions: dict, answers: dict, small_pool_max: int):
     """The model judges' table less its stale verdicts, and a note per judge saying so."""
-    checks = current_check_hashes(questions.values(), small_pool_max)
+    checks = current_checks(questions.values(), small_pool_max)
     hashes = {k: answer_hash(a["response"]) for k, a in answers.items()}
     stale, reasons = stale_verdicts(table, checks, hashes)
     return (take_rows(table, np.flatnonzero(~stale)) if stale.any() else table), describe_stale(reasons)

@@ -15,6 +15,7 @@ from gamut_local.analysis.scoring import score_table
 from gamut_local.data import verdict_table as vt
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError
+from gamut_local.rundir.identity import current_record, file_record
 from gamut_local.rundir.store import write_jsonl
 from gamut_local.testing.synthetic import assert_same_table, make_records
 
@@ -243,9 +244,9 @@ def test_record_level_messages_are_load_records_own(tmp_path):
 def test_input_records_say_when_a_file_changed(tmp_path):
     path = tmp_path / "v.jsonl"
     path.write_bytes(lines(line()))
-    rec = vt.file_record(path)
-    assert vt.current_record(rec) == rec
+    rec = file_record(path)
+    assert current_record(rec) == rec
     path.write_bytes(lines(line(verdict="missing")))
-    assert vt.current_record(rec)["sha256"] != rec["sha256"]
+    assert current_record(rec)["sha256"] != rec["sha256"]
     path.unlink()
-    assert vt.current_record(rec) is None
+    assert current_record(rec) is None
