@@ -7,6 +7,7 @@ that needs them, so `gamut-local score` starts without torch.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -36,6 +37,11 @@ def _global_options(debug: bool = typer.Option(False, "--debug", help="On an int
     # rescans the ever larger heap of a big dataset, and took half the time of `validate`
     # and `lint` at 100,000 items (scripts/bench_authoring.py). Cycles are still collected.
     gc.set_threshold(100_000, 50, 1000)
+    # Arrow's own allocator (mimalloc) gave memory back and faulted it in again erratically on
+    # a 2-core VM: `score` at paper scale took 0.96-1.49 s with it, 0.94-1.05 s with the
+    # system allocator (scripts/bench_analysis.py). Read when pyarrow is first imported, which
+    # no command does before this; a pool the user chose is kept.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
 def _os_problem(e: OSError) -> str:

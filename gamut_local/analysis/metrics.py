@@ -42,8 +42,10 @@ def verdict_counts(verdict, tier, response, n_responses: int) -> np.ndarray:
     row that the formula works on whole.
     """
     code = np.asarray(tier, dtype=np.int8) * N_VERDICTS + np.asarray(verdict, dtype=np.int8)
-    flat = np.multiply(code, n_responses, dtype=np.int64)
-    flat += np.asarray(response)
+    response = np.asarray(response)
+    flat = np.multiply(code, n_responses, dtype=response.dtype if response.dtype == np.int32 and
+                       N_TIERS * N_VERDICTS * n_responses < 2**31 else np.int64)
+    flat += response
     counts = np.bincount(flat, minlength=N_TIERS * N_VERDICTS * n_responses)
     return counts.reshape(N_TIERS, N_VERDICTS, n_responses)
 

@@ -145,22 +145,43 @@ def _delta2(level: str, n_c: np.ndarray) -> np.ndarray:
 
 def coincidence_matrix(data, n_values: int) -> np.ndarray:
     """Krippendorff's coincidence matrix of raters x units codes 0..n_values-1 (negative =
-    missing). Units with fewer than two values are not pairable and add nothing."""
+    missing). Units with fewer than two values are not pairable and add nothing.
+
+    With n_uc the count of value c in unit u and m_u its number of values,
+
+        o[c, d] = sum over units with m_u >= 2 of (n_uc n_ud - [c = d] n_uc) / (m_u - 1).
+
+    A unit enters only through its count vector (n_u1 ... n_uk), and a few raters give few
+    distinct vectors (at most C(raters + k, k)): each unit is coded as one integer (its counts
+    as digits in base raters + 1), the codes are counted, and the sum runs over the distinct
+    vectors, not over the million units of a paper-scale panel."""
     data = np.asarray(data)
     if data.ndim != 2:
         raise ValueError("data must be raters x units")
-    k = n_values
-    m_u = (data >= 0).sum(axis=0)
-    keep = m_u >= 2
-    sub = data[:, keep]
-    n_units = sub.shape[1]
-    cols = np.broadcast_to(np.arange(n_units), sub.shape)
-    ok = sub >= 0
-    # Value counts per unit (units x values) with one bincount over unit*k + value.
-    counts = np.bincount(cols[ok] * k + sub[ok], minlength=n_units * k).reshape(n_units, k)
-    counts = counts.astype(float)
-    w = 1.0 / (m_u[keep] - 1.0)
+    k, base = n_values, data.shape[0] + 1
+    if base ** k >= 2**63:
+        raise ValueError(f"{data.shape[0]} raters and {k} values are too many to code a unit as one int64")
+    if data.size and data.max() >= k:
+        raise ValueError(f"codes must be below n_values ({k}); got {data.max()}")
+    place = base ** np.arange(k, dtype=np.int64)
+    code = np.zeros(data.shape[1], dtype=np.int64)
+    for row in data:  # one rater at a time: no (raters x units) temporary
+        code += np.where(row >= 0, place[np.maximum(row, 0)], 0)
+    kinds, freq = _count_codes(code, base ** k)
+    counts = (kinds[:, None] // place) % base  # (distinct vectors, k)
+    m = counts.sum(axis=1)
+    pairable = m >= 2
+    counts, w = counts[pairable].astype(float), freq[pairable] / (m[pairable] - 1.0)
     return (counts * w[:, None]).T @ counts - np.diag(w @ counts)
+
+
+def _count_codes(code: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, how often each occurs) of non-negative ints below `size`."""
+    if size <= 8 * len(code) + 1024:
+        freq = np.bincount(code, minlength=size)
+        kinds = np.flatnonzero(freq)
+        return kinds, freq[kinds]
+    return np.unique(code, return_counts=True)
 
 
 def alpha_from_coincidence(coincidence, level: str = "nominal") -> float:

@@ -88,6 +88,20 @@ def test_krippendorff_alpha_matches_package(seed, level):
     assert stats.krippendorff_alpha(data, k, level) == pytest.approx(ref, abs=1e-10)
 
 
+@pytest.mark.parametrize("raters,k", [(2, 4), (3, 4), (7, 6)], ids=["2x4", "3x4", "7x6-sparse-codes"])
+def test_coincidence_matrix_is_the_per_unit_sum_of_its_definition(raters, k):
+    rng = np.random.default_rng(raters * k)
+    data = rng.integers(-1, k, size=(raters, 300))  # -1: missing
+    want = np.zeros((k, k))
+    for unit in data.T:
+        n = np.bincount(unit[unit >= 0], minlength=k).astype(float)
+        if n.sum() >= 2:
+            want += (np.outer(n, n) - np.diag(n)) / (n.sum() - 1)
+    assert np.allclose(stats.coincidence_matrix(data, k), want, rtol=0, atol=1e-9)
+    with pytest.raises(ValueError, match="below n_values"):
+        stats.coincidence_matrix(np.array([[0, k], [1, 1]]), k)
+
+
 def test_krippendorff_alpha_degenerate():
     value, why = stats.defined(stats.krippendorff_alpha, np.full((3, 10), 2), 4, "nominal")
     assert value is None and "same category" in why
