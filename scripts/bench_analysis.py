@@ -157,7 +157,7 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
                 path.write_text("".join(_verdict_lines(*args)))
                 unit = root / "verdicts" / judge / f"model-{m:02d}.{variant}.parquet"
                 unit.parent.mkdir(parents=True, exist_ok=True)
-                pq.write_table(_store_table(*args), unit, compression="zstd")
+                pq.write_table(_store_table(*args), unit, compression=verdict_store.COMPRESSION)
                 n += codes.size
     dataset = root / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({

@@ -75,7 +75,11 @@ def panel_from_table(table) -> Panel:
     judge (they graded one rubric); a disagreement is an InputError naming the verdict."""
     systems, system = system_index(table)
     Q, C = len(table.questions), max(len(table.checks), 1)
-    code = (system * Q + table.question) * C + table.check
+    code = system.astype(np.int32 if len(systems) * Q * C < 2**31 else np.int64)  # int32: half the traffic
+    code *= Q
+    code += table.question
+    code *= C
+    code += table.check
     keys, key_of = _dense_codes(code)
     key_tier = np.full(len(keys), -1, dtype=np.int8)
     key_tier[key_of] = table.tier

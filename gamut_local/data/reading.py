@@ -56,7 +56,8 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     with ThreadPoolExecutor(max_workers=1) as pool:
         job = pool.submit(_dataset_and_checks, dataset, small_pool_max)
         try:
-            table = read_verdicts(paths, probs=probs, answer_hashes=answers is not None)
+            table = read_verdicts(paths, probs=probs, answer_hashes=answers is not None,
+                                  check_hashes=dataset is not None)
         except InputError:
             job.result()
             raise

@@ -288,16 +288,18 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     return table
 
 
-def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True) -> VerdictTable:
+def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True,
+                  check_hashes: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
     (see the module docstring); `probs=False`: the store's probability columns are not read
-    (NaN), for readers that never look at them; `answer_hashes=False`: nor its answer hashes
-    (`answer_hash` None), for readers given no answers to compare them with. Raises
-    InputError with the strict reader's own FILE:LINE messages."""
+    (NaN), for readers that never look at them; `answer_hashes=False`, `check_hashes=False`:
+    nor its answer or check hashes (None), for readers given no answers or dataset to compare
+    them with. Raises InputError with the strict reader's own FILE:LINE messages."""
     paths = store_files(paths)
     stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
     jsonl = sorted(set(range(len(paths))) - set(stored))
-    wanted = [*(c for c in CODED if answer_hashes or c != "answer_hash"),
+    unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
+    wanted = [*(c for c in CODED if c not in unread),
               *(verdict_store.PROB_COLUMNS if probs else ())]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
         tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)

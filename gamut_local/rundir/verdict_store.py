@@ -36,6 +36,10 @@ from gamut_local.rundir.store import JOURNAL, fsync_path
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 SCHEMA_VERSION = 1
+# LZ4, not zstd: at paper scale the columns `score` reads decode in 0.089 s instead of 0.133 s
+# (one thread, 84 files) for a store 9% larger (104 MB against 95; the JSONL is 1,048 MB).
+# A reader takes either: the codec is in each file's own metadata.
+COMPRESSION = "lz4"
 META_KEY = b"gamut_local.verdicts"
 SUFFIX = ".parquet"
 PARTS = ".parts"
@@ -177,7 +181,7 @@ def _write_atomic(table, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f, compression="zstd")
+            pq.write_table(table, f, compression=COMPRESSION)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
