@@ -14,7 +14,6 @@ import numpy as np
 
 from gamut_local.data.verdict_table import row_key
 from gamut_local.errors import Problem
-from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir.human import is_human
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VARIANTS
 
@@ -71,6 +70,7 @@ NO_IDENTITY = "no identity"  # records made before identity hashes, or written b
 def current_checks(questions, small_pool_max: int = SMALL_POOL_MAX) -> dict[tuple, tuple[str, str]]:
     """(question, variant, check) -> (tier, check_hash) of every check the judge stage grades
     now: the dataset's questions compiled with the run's settings (`small_pool_max`)."""
+    from gamut_local.rubric.compiler import checks_for  # the rubric models: only where a dataset is read
     from gamut_local.rundir.identity import check_hash
 
     out, hashes = {}, {}

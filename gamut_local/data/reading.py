@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 
 from gamut_local.data.consistency import current_checks, describe_stale, stale_verdicts
-from gamut_local.data.records import current_answer_hashes
 from gamut_local.data.verdict_table import VerdictTable, read_verdicts, take_rows
 from gamut_local.rundir.identity import file_record
 from gamut_local.errors import InputError
@@ -77,6 +76,8 @@ def _dataset_and_checks(dataset: Path | None, small_pool_max: int) -> tuple[tupl
 def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
     """The table less its stale verdicts (`data.consistency.stale_verdicts`), with `stale`
     and `answer_inputs` set; what was left out is said on the console."""
+    from gamut_local.data.records import current_answer_hashes  # the record models: only where answers are read
+
     answer_hashes = current_answer_hashes(answers) if answers is not None else None
     stale, reasons = stale_verdicts(table, checks, answer_hashes)
     out = take_rows(table, np.flatnonzero(~stale)) if stale.any() else table

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.identity import file_record
@@ -142,6 +141,8 @@ def record_columns(records: list[dict], file, line) -> Columns:
 def _strict_columns(paths: list[Path], file: list[int]) -> Columns:
     """Files through the strict record-by-record reader, together (every problem of every
     file at once); `file[k]`: the position of `paths[k]`."""
+    from gamut_local.data.records import Verdict, load_records, verdict_key  # its models: 12 ms a store-only read spares
+
     where: list[tuple[int, int]] = []
     records = load_records(paths, Verdict, verdict_key, where=where)
     k, line = np.array(where, dtype=np.int64).reshape(-1, 2).T
@@ -240,8 +241,9 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
 
 def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict]) -> VerdictTable:
     """One table of the parts' rows, in the order of their files (`files[file[i]]`)."""
-    file = np.concatenate([p.file for p in parts])
-    order = np.argsort(file, kind="stable") if len(parts) > 1 else slice(None)
+    one = len(parts) == 1  # its arrays are taken as they are: a copy of millions of rows costs page faults
+    file = parts[0].file if one else np.concatenate([p.file for p in parts])
+    order = slice(None) if one else np.argsort(file, kind="stable")
     rows = {}
     # question_id -> question and questions, settings_hash -> settings_hashes; a field some
     # part did not read (the store's answer_hash, unless asked for) stays None.
@@ -255,10 +257,10 @@ def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict])
     if all(p.probs is None for p in parts):  # a read-only NaN view that takes no memory (73 MB at paper scale)
         probs = np.broadcast_to(np.float64(np.nan), (len(file), len(JUDGE_LABELS)))
     else:
-        probs = np.concatenate([np.full((len(p.file), len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs
-                                for p in parts])[order]
-    return VerdictTable(files=files, inputs=inputs, probs=probs, file=file[order],
-                        line=np.concatenate([p.line for p in parts])[order], **rows)
+        probs = parts[0].probs if one else np.concatenate(
+            [np.full((len(p.file), len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs for p in parts])[order]
+    line = parts[0].line if one else np.concatenate([p.line for p in parts])[order]
+    return VerdictTable(files=files, inputs=inputs, probs=probs, file=file[order], line=line, **rows)
 
 
 def table_from_records(records: list[dict]) -> VerdictTable:

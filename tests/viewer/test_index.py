@@ -179,7 +179,7 @@ def test_is_stale_compiles_no_check_after_the_first_call(sample_run, monkeypatch
         raise AssertionError("checks compiled again")
 
     for module, name in ((index_module, "_checks"), (index_module, "checks_for"), (index_module, "check_hash"),
-                         ("gamut_local.data.consistency.checks_for", None), ("gamut_local.rundir.identity.check_hash", None)):
+                         ("gamut_local.rubric.compiler.checks_for", None), ("gamut_local.rundir.identity.check_hash", None)):
         if name is None:
             monkeypatch.setattr(module, compiling)
         else:
