@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 
 from gamut_local.analysis.agreement import agree_panel, panel_from_table
@@ -33,7 +34,7 @@ def write_agreement(out: Path, paths: list[Path], console: Console | None = None
     or the answers to compare with) are left out, human gold ones included. The rank
     statistics compare systems, so an incomplete system is refused unless `allow_incomplete`."""
     table = read_verdicts_and_dataset(paths, dataset, console, answers=answers, probs=gold is not None)[0]
-    judges = sorted({table.judges[j] for j in set(table.judge.tolist())})
+    judges = [table.judges[j] for j in np.flatnonzero(np.bincount(table.judge, minlength=len(table.judges)))]
     if len(judges) < 2:  # nothing to compare: an agreement file of no pairs would look like a result
         raise InputError([Problem(", ".join(str(p) for p in paths), None, "judge",
                                   f"only one judge ({', '.join(judges) or 'none'}) in these verdict files; "
