@@ -99,8 +99,9 @@ def _dense_codes(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if size > 8 * len(code):
         keys, key_of = np.unique(code, return_inverse=True)
         return keys, key_of.ravel()
-    used = np.bincount(code, minlength=size) > 0
-    return np.flatnonzero(used), (np.cumsum(used) - 1)[code]
+    used = np.zeros(size, dtype=bool)
+    used[code] = True  # not a bincount: that would copy the codes to int64 first
+    return np.flatnonzero(used), (np.cumsum(used) - 1).astype(code.dtype)[code]
 
 
 def _tier_clash(table, systems, row: int, other: int) -> Problem:

@@ -114,7 +114,8 @@ class Scores:
 def system_index(table) -> tuple[list[tuple[str, str]], np.ndarray]:
     """The (model, variant) pairs present in the table, sorted, and each row's index into them."""
     code = table.model * np.int32(len(VARIANTS)) + table.variant  # int32: models x variants never overflow
-    used = np.bincount(code, minlength=len(table.models) * len(VARIANTS)) > 0
+    used = np.zeros(len(table.models) * len(VARIANTS), dtype=bool)
+    used[code] = True  # not a bincount: that would copy the codes to int64 first
     remap = (np.cumsum(used) - 1).astype(np.int32)
     systems = [(table.models[c // len(VARIANTS)], VARIANTS[c % len(VARIANTS)]) for c in np.flatnonzero(used)]
     return systems, remap[code]
