@@ -43,8 +43,8 @@ def table_problems(table, questions, checks: dict[tuple, tuple[str, str]]) -> li
     sizes = [max(len(table.questions), 1), len(VARIANTS), max(len(table.checks), 1), len(TIERS)]
     key = row_key([table.question[rows], table.variant[rows], table.check[rows], table.tier[rows]], sizes)
     first = rows[np.sort(np.unique(key, return_index=True)[1])]  # each bad combination's first row
-    problems = [Problem(table.files[table.file[r]], int(table.line[r]) or None, *_problem(table, r, tier[r], question_ok[r]))
-                for r in first[:MAX_SHOWN].tolist()]
+    problems = [Problem(table.files[table.file[r]], int(table.line[r]) or None,
+                        *_problem(table, r, tier[r], question_ok[r])) for r in first[:MAX_SHOWN].tolist()]
     if len(first) > MAX_SHOWN:
         problems.append(Problem(table.files[0] if len(table.files) == 1 else f"{len(table.files)} verdict files",
                                 None, "", f"and {len(first) - MAX_SHOWN} more kinds of verdict the dataset "
@@ -53,7 +53,8 @@ def table_problems(table, questions, checks: dict[tuple, tuple[str, str]]) -> li
 
 
 def _problem(table, row: int, want: int, question_ok: bool) -> tuple[str, str]:
-    """(field, message) for a verdict the dataset does not back (`want`: its check's tier code, -3: no such check)."""
+    """(field, message) for a verdict the dataset does not back (`want`: its check's tier code,
+    -3: no such check)."""
     qid, check, tier = table.questions[table.question[row]], table.checks[table.check[row]], TIERS[table.tier[row]]
     if not question_ok:
         return "question_id", f"question {qid!r} is not in the dataset"
@@ -143,9 +144,10 @@ def stale_verdicts(table, checks: dict[tuple, tuple[str, str]] | None, answers: 
     if not n:
         return stale, reasons
     q, v = (table.question, table.questions), (table.variant, list(VARIANTS))
-    compared = (("check_hash", checks and (list(checks), [h for _, h in checks.values()]), [q, v, (table.check, table.checks)]),
-                ("answer_hash", answers and (list(answers), list(answers.values())), [q, (table.model, table.models), v]))
-    for field, want, keys in compared:  # want: (keys, hashes)
+    compared = (  # (field, (wanted keys, their hashes), the key's columns)
+        ("check_hash", checks and (list(checks), [h for _, h in checks.values()]), [q, v, (table.check, table.checks)]),
+        ("answer_hash", answers and (list(answers), list(answers.values())), [q, (table.model, table.models), v]))
+    for field, want, keys in compared:
         codes = getattr(table, field)
         if not want or codes is None or not (codes >= 0).any():  # nothing to compare with
             continue

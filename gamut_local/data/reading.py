@@ -15,8 +15,8 @@ import numpy as np
 
 from gamut_local.data.consistency import current_checks, describe_stale, stale_verdicts
 from gamut_local.data.verdict_table import VerdictTable, read_verdicts, take_rows
-from gamut_local.rundir.identity import file_record
 from gamut_local.errors import InputError
+from gamut_local.rundir.identity import file_record
 from gamut_local.vocab import SMALL_POOL_MAX
 
 
@@ -44,10 +44,10 @@ def expected_checks(checks: dict[tuple, tuple] | None) -> dict[tuple[str, str], 
 def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
                               small_pool_max: int = SMALL_POOL_MAX, probs: bool = False) -> tuple[VerdictTable, tuple]:
     """The verdict table and (questions, domains, dataset input: `read_dataset_for_scores`,
-    then the checks graded now: `current_checks`), read at the same time: the dataset's validation runs while
-    pyarrow decodes the verdicts (it releases the GIL). A bad dataset is reported first, as
-    when it was read first. `probs`: read the label probabilities too (only calibration
-    looks at them; scores and agreement never do).
+    then the checks graded now: `current_checks`), read at the same time: the dataset's
+    validation runs while pyarrow decodes the verdicts (it releases the GIL). A bad dataset is
+    reported first, as when it was read first. `probs`: read the label probabilities too (only
+    calibration looks at them; scores and agreement never do).
 
     Stale verdicts are left out of the table and counted (`without_stale`): those whose check
     is worded otherwise in the dataset now, and (given the run's `answers` files) those that

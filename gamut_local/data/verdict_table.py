@@ -301,8 +301,7 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
     jsonl = sorted(set(range(len(paths))) - set(stored))
     unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
-    wanted = [*(c for c in CODED if c not in unread),
-              *(verdict_store.PROB_COLUMNS if probs else ())]
+    wanted = [*(c for c in CODED if c not in unread), *(verdict_store.PROB_COLUMNS if probs else ())]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
         tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
         inputs = pool.map(file_record, paths)

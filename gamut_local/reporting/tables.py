@@ -31,8 +31,8 @@ from gamut_local.analysis.scoring import (
 from gamut_local.data import arrow
 from gamut_local.data.reading import read_responses
 from gamut_local.data.verdict_table import VerdictTable
-from gamut_local.rundir.identity import current_record
 from gamut_local.reporting.drawing import SLOWEST_FIRST
+from gamut_local.rundir.identity import current_record
 from gamut_local.rundir.store import write_bytes_atomic, write_json, write_text_atomic
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VERDICTS
 
