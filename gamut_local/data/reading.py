@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gamut_local.data.consistency import current_checks, describe_stale, stale_verdicts
+from gamut_local.data.consistency import current_checks, describe_stale, stale_verdicts, table_problems
 from gamut_local.data.verdict_table import VerdictTable, read_verdicts, take_rows
 from gamut_local.errors import InputError
 from gamut_local.rundir.identity import file_record
@@ -51,7 +51,9 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
 
     Stale verdicts are left out of the table and counted (`without_stale`): those whose check
     is worded otherwise in the dataset now, and (given the run's `answers` files) those that
-    graded another text of their answer."""
+    graded another text of their answer. With a dataset, a verdict it does not back (unknown
+    question or check, another tier: `table_problems`) is an InputError, whichever command
+    reads: scoring it would change the scores silently."""
     with ThreadPoolExecutor(max_workers=1) as pool:
         job = pool.submit(_dataset_and_checks, dataset, small_pool_max)
         try:
@@ -62,6 +64,9 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
             raise
         read, checks = job.result()
     table = without_stale(table, checks, answers, console)
+    problems = table_problems(table, read[0], checks) if dataset is not None else []
+    if problems:
+        raise InputError(problems)
     table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
     return table, (*read, checks)
 

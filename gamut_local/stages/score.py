@@ -23,7 +23,6 @@ from rich.console import Console
 from gamut_local.analysis.design import read_sample
 from gamut_local.analysis.outputs import ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, require_complete, response_columns, score_table
-from gamut_local.data.consistency import table_problems
 from gamut_local.data.verdict_table import (
     VerdictTable,
     table_from_records,
@@ -80,12 +79,8 @@ def _read_checked(paths, dataset: Path | None, console: Console | None = None, a
                   small_pool_max: int = SMALL_POOL_MAX):
     """(verdict table, domains, dataset input record, expected checks), the verdicts checked
     against the dataset, stale ones left out."""
-    table, (questions, domains, dataset_input, checks) = read_verdicts_and_dataset(
+    table, (_, domains, dataset_input, checks) = read_verdicts_and_dataset(
         paths, dataset, console, answers=answers, small_pool_max=small_pool_max)
-    if dataset is not None:
-        problems = table_problems(table, questions, checks)
-        if problems:
-            raise InputError(problems)
     return table, domains, dataset_input, expected_checks(checks)
 
 

@@ -71,6 +71,21 @@ def test_score_with_dataset_refuses_verdicts_it_does_not_back(world, expect):
     assert not (world.root / "s.json").exists() and "nothing was written" in out
 
 
+def test_report_and_agree_refuse_verdicts_the_dataset_does_not_back(world, expect):
+    """Every reader given a dataset checks the verdicts against it, not `score` alone: `report`
+    once scored a person's verdict on a question the dataset lacks as a question of its own."""
+    expect(0, "run", "--config", world.config(chunk_size=3), inputs_change=True)
+    human = world.verdicts(world.run_dir / "verdicts" / "human-ann" / "cand.text_only.jsonl", judge="human-ann",
+                           model="cand", qids=("q99",))
+    named = [f"{human}:1: question_id", "'q99' is not in the dataset"]
+    report = (world.run_dir / "report.md").read_bytes()
+    expect(1, "report", world.run_dir, named=named)
+    assert (world.run_dir / "report.md").read_bytes() == report
+    expect(1, "agree", world.run_dir / "verdicts", "--dataset", world.dataset, "--out", world.root / "a.json",
+           named=named)
+    assert not (world.root / "a.json").exists()
+
+
 def test_score_refuses_one_judge_under_two_settings(world, expect):
     a = world.verdicts(world.root / "a.jsonl", judge="j", qids=("q1", "q2"), settings_hash="aaaa")
     b = world.verdicts(world.root / "b.jsonl", judge="j", qids=("q3", "q4"), settings_hash="bbbb")
