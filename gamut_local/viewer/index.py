@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from gamut_local.analysis.scoring import system_index
 from gamut_local.data.consistency import current_checks, describe_stale, stale_verdicts
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, answer_key, load_records, verdict_key
@@ -27,7 +28,7 @@ from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import answer_hash, stale_fields
 from gamut_local.rundir.layout import sample_files, scores_path
 from gamut_local.viewer.opening import RunFiles, read_scores, run_files
-from gamut_local.vocab import SMALL_POOL_MAX, VARIANTS, VERDICTS
+from gamut_local.vocab import SMALL_POOL_MAX, VERDICTS
 
 INVALID = VERDICTS.index("invalid")
 _COLUMNS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
@@ -243,13 +244,7 @@ def verdicts_from_table(t, question_ids: list[str]) -> tuple[Verdicts, list[str]
     question_ids = question_ids + sorted(set(t.questions) - known)
     at = {q: i for i, q in enumerate(question_ids)}
     q = np.array([at[n] for n in t.questions] + [-1], dtype=np.int32)[t.question]
-    V = len(VARIANTS)
-    # (model, variant) codes are few: a bincount finds the used ones without sorting every row.
-    system = t.model.astype(np.int64) * V + t.variant
-    present = np.bincount(system, minlength=len(t.models) * V) > 0
-    used = np.flatnonzero(present)
-    s = (np.cumsum(present) - 1)[system].astype(np.int32)
-    systems = [(t.models[k // V], VARIANTS[k % V]) for k in used.tolist()]  # sorted by (model, variant)
+    systems, s = system_index(t)  # sorted by (model, variant), as the scores order them
     # One int64 key orders the rows by (question, system, check, judge): one sort (the reader
     # refused repeated keys, so any sort gives this one order; the default is the fastest).
     key = ((q.astype(np.int64) * max(len(systems), 1) + s) * max(len(t.checks), 1) + t.check) \
