@@ -256,11 +256,13 @@ def server_runs(offline, model_dir: Path, items, args, workdir: Path) -> dict:
 
     from gamut_local.config import JudgeSpec
     from gamut_local.engines import load_engine
+    from gamut_local.engines.vllm_engine import serve_args
     from gamut_local.testing.vllm_server import vllm_server
 
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache between runs
     runs = {}
-    with vllm_server(str(model_dir), "bench", workdir / "serve.log", engine=offline.engine) as url:
+    flags = serve_args(offline.model_copy(update={"path": "bench"}), str(model_dir))  # served as "bench"
+    with vllm_server(flags, workdir / "serve.log") as url:
         spec = JudgeSpec(name="bench", path="bench", backend="openai", vision=False,
                          server={"base_url": url, "max_concurrency": args.concurrency})
         engine = load_engine(spec)

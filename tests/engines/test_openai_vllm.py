@@ -14,6 +14,7 @@ import pytest
 
 from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
+from gamut_local.engines.vllm_engine import serve_args
 from gamut_local.prompts.judge import judge_conversations
 from gamut_local.rundir import verdict_store
 from gamut_local.testing.vllm_server import vllm_server
@@ -42,10 +43,11 @@ def offline_smollm2(one_engine, smollm2_vllm_spec):
 
 
 @pytest.fixture(scope="module")
-def served(offline_smollm2, one_engine, smollm2_dir, tmp_path_factory):
+def served(offline_smollm2, one_engine, smollm2_vllm_spec, smollm2_dir, tmp_path_factory):
     one_engine.close()
     log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
-    with vllm_server(smollm2_dir, "smollm2", log) as url:
+    # Served as "smollm2", with the flags a run's server job would give the offline spec.
+    with vllm_server(serve_args(smollm2_vllm_spec.model_copy(update={"path": "smollm2"}), smollm2_dir), log) as url:
         yield url
 
 

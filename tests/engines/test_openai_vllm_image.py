@@ -13,9 +13,8 @@ from PIL import Image
 
 from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, load_engine
-from gamut_local.engines.vllm_engine import pixel_kwargs
+from gamut_local.engines.vllm_engine import serve_args
 from gamut_local.prompts.judge import judge_conversations
-from gamut_local.testing.engines import TINY_VLM_TEST_ENGINE
 from gamut_local.testing.vllm_server import vllm_server
 from gamut_local.vocab import JUDGE_LABELS
 
@@ -42,11 +41,12 @@ def offline_tiny_vlm(one_engine, tiny_vlm_vllm_spec):
 
 
 @pytest.fixture(scope="module")
-def served(offline_tiny_vlm, tiny_qwen3_vl_dir, tmp_path_factory):
+def served(offline_tiny_vlm, tiny_vlm_vllm_spec, tiny_qwen3_vl_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm-serve-vl") / "serve.log"
-    e = TINY_VLM_TEST_ENGINE
-    with vllm_server(tiny_qwen3_vl_dir, "tiny-vl", log, engine=e,
-                     mm_processor_kwargs=pixel_kwargs(tiny_qwen3_vl_dir, e.min_pixels, e.max_pixels)) as url:
+    # Served as "tiny-vl", with the flags a run's server job would give the offline spec (its
+    # image caps as the engine's pixel_kwargs renders them for the processor).
+    with vllm_server(serve_args(tiny_vlm_vllm_spec.model_copy(update={"path": "tiny-vl"}), tiny_qwen3_vl_dir),
+                     log) as url:
         engine = load_engine(ModelSpec(name="tiny-vl-served", path="tiny-vl", backend="openai",
                                        server={"base_url": url}))
         try:
