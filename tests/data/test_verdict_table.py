@@ -48,6 +48,10 @@ def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(t
     without = vt.read_verdicts(paths, answer_hashes=False)
     assert without.answer_hash is None and without.answer_hashes == []
     assert_same_table(dataclasses.replace(without, answer_hash=got.answer_hash, answer_hashes=got.answer_hashes), got)
+    # Nor check hashes (a reader given no dataset).
+    without = vt.read_verdicts(paths, check_hashes=False)
+    assert without.check_hash is None and without.check_hashes == []
+    assert_same_table(dataclasses.replace(without, check_hash=got.check_hash, check_hashes=got.check_hashes), got)
 
 
 def test_sample_gold_tables_are_identical():
