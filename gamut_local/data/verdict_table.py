@@ -21,23 +21,23 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
 
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
-from gamut_local.rundir.identity import file_record
+from gamut_local.rundir.identity import VERDICT_IDENTITY, file_record
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
-STRING_FIELDS = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
-# The identity hashes (rundir.identity) may be absent (code -1): records made before them, hand-made ones.
-IDENTITY_FIELDS = ("settings_hash", "check_hash", "answer_hash")
-CODED = (*STRING_FIELDS, *IDENTITY_FIELDS)
+# Every verdict's strings, then its identity hashes, which may be absent (code -1): records
+# made before them, hand-made ones.
+CODED = (*verdict_store.REQUIRED, *VERDICT_IDENTITY)
 
 # The per-row arrays of a VerdictTable (the rest are dictionaries and file records).
 ROW_FIELDS = ("judge", "model", "variant", "question", "check", "tier", "verdict", "probs", "file", "line",
-              *IDENTITY_FIELDS)
+              *VERDICT_IDENTITY)
 
 
 @dataclass
@@ -119,7 +119,7 @@ def store_columns(tables: list, file: list[int]) -> Columns:
 def _value(record: dict, name: str):
     if name == "variant":
         return record.get(name, DEFAULT_VARIANT)
-    if name in IDENTITY_FIELDS:  # any JSON value in a caller's dict; a non-string one compared as text
+    if name in VERDICT_IDENTITY:  # any JSON value in a caller's dict; a non-string one compared as text
         value = record.get(name)
         return value if value is None or isinstance(value, str) else repr(value)
     return record[name]
@@ -131,11 +131,17 @@ def record_columns(records: list[dict], file, line) -> Columns:
     for name in CODED:
         values = [_value(r, name) for r in records]
         names = sorted({v for v in values if v is not None})
-        index = {v: i for i, v in enumerate(names)}
-        codes[name] = [(np.fromiter((index.get(v, -1) for v in values), np.int32, len(values)), names)]
+        codes[name] = [(positions(names, values, dtype=np.int32), names)]
     probs = np.array([[(r.get("probs") or {}).get(label, np.nan) for label in JUDGE_LABELS] for r in records],
                      dtype=np.float64).reshape(-1, len(JUDGE_LABELS))
     return Columns(codes, probs, np.asarray(file, dtype=np.int32), np.asarray(line, dtype=np.int32))
+
+
+def positions(names: list[str], values, missing: int = -1, dtype=np.int64) -> np.ndarray:
+    """Each value's position in `names`, `missing` where it is not there. `map` over the dict's
+    own `get` runs in C: a generator here cost 0.07 s per 54,000 keys at paper scale."""
+    index = {name: i for i, name in enumerate(names)}
+    return np.fromiter(map(index.get, values, repeat(missing)), dtype=dtype, count=len(values))
 
 
 def _strict_columns(paths: list[Path], file: list[int]) -> Columns:
