@@ -16,10 +16,13 @@ never shares its unit with another (array tasks differ by their shard suffix).
 - Every file carries `SCHEMA_VERSION` in its Parquet metadata; a reader refuses another.
 
 The writer validates every record (`validate`): our own stages write the store, so a bad
-record is a bug stopped at its source, not a reader's problem. Strings are dictionary
-encoded; the four label probabilities are the fixed columns `p_<label>` (null: no
-probabilities); fields outside the schema (a verdict imported from elsewhere may have them)
-go into `extra`, a JSON object, so an export gives them back.
+record is a bug stopped at its source. A file of this version may still be rewritten later by
+another tool (pyarrow keeps the metadata), so `read_files` checks the same rules on what it
+reads (`check_columns`: column-wise, from types, null counts and dictionaries).
+
+Strings are dictionary encoded; the four label probabilities are the fixed columns
+`p_<label>` (null: no probabilities); fields outside the schema (a verdict imported from
+elsewhere may have them) go into `extra`, a JSON object, so an export gives them back.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ INTEGERS = ("prompt_tokens", "num_cached_tokens", "attempts")
 KNOWN = (*REQUIRED, "raw", "probs", *CODED_OPTIONAL, *INTEGERS)
 _FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
 _SAFE = re.compile(NAME_PATTERN)
+_NAMES = ("model", "judge")  # they name files and folders
 _PART = re.compile(r"part-(\d{6})\.parquet")
 
 
@@ -72,15 +76,8 @@ def schema(meta: dict | None = None):
 
 def validate(rec: dict, where: str, no: int) -> list[Problem]:
     """What is wrong with one verdict record for the store ([] if nothing)."""
-    out = []
-    for name in REQUIRED:
-        value = rec.get(name, DEFAULT_VARIANT if name == "variant" else None)
-        if not isinstance(value, str) or not value:
-            out.append(Problem(where, no, name, "must be a non-empty string"))
-        elif name in _FIXED and value not in _FIXED[name]:
-            out.append(Problem(where, no, name, f"{value!r} is not one of {', '.join(_FIXED[name])}"))
-        elif name in ("model", "judge") and not _SAFE.fullmatch(value):
-            out.append(Problem(where, no, name, f"{value!r} cannot be used in a file name"))
+    out = [Problem(where, no, name, why) for name in REQUIRED
+           if (why := _required_problem(name, rec.get(name, DEFAULT_VARIANT if name == "variant" else None)))]
     for name in ("raw", *CODED_OPTIONAL):
         if rec.get(name) is not None and not isinstance(rec[name], str):
             out.append(Problem(where, no, name, "must be a string or null"))
@@ -95,6 +92,18 @@ def validate(rec: dict, where: str, no: int) -> list[Problem]:
                      for p in probs.values()):
             out.append(Problem(where, no, "probs", "must hold finite numbers"))
     return out
+
+
+def _required_problem(name: str, value) -> str | None:
+    """What is wrong with the value of a required field (None if nothing): the one rule for
+    records written (`validate`) and for files read (`check_columns`)."""
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    if name in _FIXED and value not in _FIXED[name]:
+        return f"{value!r} is not one of {', '.join(_FIXED[name])}"
+    if name in _NAMES and not _SAFE.fullmatch(value):
+        return f"{value!r} cannot be used in a file name"
+    return None
 
 
 def _whole(value) -> bool:
@@ -206,15 +215,35 @@ def _open(path: Path):
         raise
     except (OSError, pa.ArrowException) as e:
         raise InputError([Problem(str(path), None, "", f"not a readable Parquet file: {e}")]) from None
-    raw = (f.schema_arrow.metadata or {}).get(META_KEY)
-    meta = json.loads(raw) if raw else {}
-    version = meta.get("schema_version")
-    if version != SCHEMA_VERSION:
+    problem = _meta_problem(meta := _parsed((f.schema_arrow.metadata or {}).get(META_KEY)))
+    if problem:
         f.close()
-        why = "has no verdict-store schema version" if version is None else \
-            f"has verdict-store schema version {version!r}; this gamut-local reads version {SCHEMA_VERSION}"
-        raise InputError([Problem(str(path), None, "schema_version", why)])
+        raise InputError([Problem(str(path), None, *problem)])
     return f, meta
+
+
+def _parsed(raw: bytes | None):
+    """The store's metadata entry as JSON ({} where there is none; None where it is not JSON)."""
+    try:
+        return json.loads(raw) if raw else {}
+    except ValueError:  # UnicodeDecodeError is one
+        return None
+
+
+def _meta_problem(meta) -> tuple[str, str] | None:
+    """(field, why) if the metadata is not this version's (it names the last part a compacted
+    file holds, which readers trust to count nothing twice)."""
+    if not isinstance(meta, dict):
+        return "schema_version", f"its metadata {META_KEY.decode()!r} is not a JSON object"
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION or isinstance(version, bool):
+        return "schema_version", ("has no verdict-store schema version" if version is None else
+                                  f"has verdict-store schema version {version!r}; this gamut-local reads "
+                                  f"version {SCHEMA_VERSION}")
+    through = meta.get("through_part", 0)
+    if not isinstance(through, int) or isinstance(through, bool) or through < 0:
+        return "through_part", f"{through!r} is not a part number (a whole number, 0 or more)"
+    return None
 
 
 def _meta(path: Path) -> dict:
@@ -274,17 +303,76 @@ def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> Non
 
 
 def read_files(paths: list[Path], columns: list[str] | None = None):
-    """One Arrow table of these store files (each checked for the schema version)."""
+    """One Arrow table of these store files (each checked for the schema version and the
+    writer's rules: `check_columns`)."""
     import pyarrow as pa
 
     tables = []
     for p in paths:
         f, _ = _open(p)
         with f:  # one thread per file: callers read files side by side
-            tables.append(f.read(columns=columns, use_threads=False))
+            try:
+                table = f.read(columns=columns, use_threads=False)
+            except (OSError, pa.ArrowException) as e:  # a damaged page: the footer read fine
+                raise InputError([Problem(str(p), None, "", f"not a readable Parquet file: {e}")]) from None
+        check_columns(table, p, columns or schema().names)
+        tables.append(table)
     if not tables:
         return schema().empty_table() if columns is None else schema().empty_table().select(columns)
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
+
+
+def check_columns(table, path: Path, names) -> None:
+    """The writer's rules checked again on what a file holds: a file of this schema version
+    may have been rewritten since by another tool (pyarrow keeps the metadata), and readers
+    trust every value of a file they accept. Column-wise: the types, and each chunk of a
+    required column (`_required_problem`) through its null count and its dictionary (a few
+    values; ids by their lengths alone), so the rows are looked at only when a bad value is
+    there, to name the first row that holds it."""
+    expected, problems = schema(), []
+    hint = "; verdicts from elsewhere come in by `gamut-local verdicts import`"
+    for name in names:
+        want = expected.field(name).type
+        if name not in table.column_names:
+            problems.append(Problem(str(path), None, name, f"no such column, which the store's schema has{hint}"))
+        elif (got := table.schema.field(name).type) != want:
+            problems.append(Problem(str(path), None, name, f"a column of type {got}, not the store's {want}{hint}"))
+        elif name in REQUIRED or name in PROB_COLUMNS:
+            start = 0
+            for chunk in table.column(name).chunks:
+                rows = _bad_rows(chunk, name) if name in REQUIRED else _not_finite(chunk)
+                problems += [Problem(str(path), start + row, name, why) for row, why in rows]
+                start += len(chunk)
+    if problems:
+        raise InputError(problems[:20])
+
+
+def _bad_rows(chunk, name: str) -> list[tuple[int, str]]:
+    """(row from 1, why) of the first row of each bad value of a dictionary chunk (a null first)."""
+    import numpy as np
+
+    values = chunk.dictionary
+    if name in _FIXED or name in _NAMES:
+        bad = {k: why for k, v in enumerate(values.to_pylist()) if (why := _required_problem(name, v))}
+    else:  # an id breaks the rule only by being empty: seen in the offsets, not value by value
+        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + len(values) + 1]
+        bad = {int(k): _required_problem(name, "") for k in np.flatnonzero(offsets[1:] == offsets[:-1])}
+    if not bad and not chunk.null_count:
+        return []
+    codes = chunk.indices.to_pylist()  # only for a bad file: the rows that hold what is wrong
+    firsts = {k: codes.index(k) for k in [None, *bad] if k in codes}
+    return [(row + 1, bad.get(k) or _required_problem(name, None)) for k, row in sorted(firsts.items(), key=lambda kv: kv[1])]
+
+
+def _not_finite(chunk) -> list[tuple[int, str]]:
+    """(row from 1, why) of the first probability that is not a finite number (nulls aside)."""
+    import numpy as np
+
+    bad = ~np.isfinite(np.frombuffer(chunk.buffers()[1], dtype=np.float64)[chunk.offset:chunk.offset + len(chunk)])
+    if bad.any() and chunk.null_count:  # a null's slot holds whatever the buffer holds
+        bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
+        bad &= bits[chunk.offset:chunk.offset + len(chunk)].astype(bool)
+    return [(int(np.argmax(bad)) + 1, "must be a finite number or null")] if bad.any() else []
 
 
 def read_unit(unit: Path, columns: list[str] | None = None):

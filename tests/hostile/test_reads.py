@@ -100,3 +100,106 @@ def test_viewer_index_reads_past_a_torn_verdict_line(world, expect):
     _human_file_with_a_torn_tail(world)
     index = open_run(world.run_dir)
     assert len(index.cells.key) == 12 and len(index.humans["human-ann"]) == 3
+
+
+# ---------------------------------------------------------------- store files rewritten by another tool
+
+def _rewritten(world, name: str, column: str, change) -> object:
+    """A store unit of the world's verdicts, then rewritten by pyarrow as a person or another
+    tool might (pyarrow keeps the schema-version metadata): `change(table, column)` -> table."""
+    import pyarrow.parquet as pq
+
+    from gamut_local.rundir import verdict_store
+
+    rows = [json.loads(line) for line in world.verdicts(world.root / "v.jsonl").read_text().splitlines()]
+    unit = world.root / "store" / "gold" / f"{name}.text_only.parquet"
+    verdict_store.replace_unit(unit, rows)
+    pq.write_table(change(pq.read_table(unit), column), unit)
+    return unit
+
+
+def _value_at(row: int, value):
+    """Set one row's value of a dictionary column (rows counted from 1)."""
+    import pyarrow as pa
+
+    def change(table, column):
+        values = table.column(column).to_pylist()
+        values[row - 1] = value
+        field = pa.field(column, table.schema.field(column).type)  # nullable: another tool's may be
+        return table.set_column(table.schema.get_field_index(column), field,
+                                pa.array(values, type=pa.string()).dictionary_encode() if pa.types.is_dictionary(field.type)
+                                else pa.array(values, type=field.type))
+    return change
+
+
+def _retyped(typ):
+    import pyarrow as pa
+
+    def change(table, column):
+        return table.set_column(table.schema.get_field_index(column), pa.field(column, typ),
+                                table.column(column).cast(pa.string()).cast(typ) if typ != pa.int64() else
+                                pa.array(range(table.num_rows), type=typ))
+    return change
+
+
+def _kinds():
+    import pyarrow as pa
+
+    return {
+        "a verdict outside the labels": ("verdict", _value_at(5, "great"), ":5: verdict", "'great' is not one of"),
+        "a tier outside the tiers": ("tier", _value_at(2, "critical"), ":2: tier", "'critical' is not one of"),
+        "a variant outside the variants": ("variant", _value_at(7, "audio"), ":7: variant", "'audio' is not one of"),
+        "a judge name that escapes its folder": ("judge", _value_at(3, "../../etc"), ":3: judge",
+                                                 "cannot be used in a file name"),
+        "an empty check id": ("check_id", _value_at(4, ""), ":4: check_id", "must be a non-empty string"),
+        "a missing question id": ("question_id", _value_at(6, None), ":6: question_id", "must be a non-empty string"),
+        "a probability that is not finite": ("p_meets", _value_at(8, float("inf")), ":8: p_meets", "finite number"),
+        "verdicts as numbers": ("verdict", _retyped(pa.int64()), ": verdict", "a column of type int64"),
+        "verdicts as plain strings": ("verdict", _retyped(pa.string()), ": verdict", "a column of type string"),
+        "no verdict column": ("verdict", lambda t, c: t.drop_columns([c]), ": verdict", "no such column"),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_kinds()))
+def test_a_store_file_rewritten_with_bad_values_is_refused_naming_the_row(world, expect, kind):
+    """The writer validates every record, but a file of this schema version may be rewritten
+    afterwards: every reader checks the writer's rules column-wise and names file, row and
+    field (these once ended in 'internal error: KeyError')."""
+    column, change, where, why = _kinds()[kind]
+    unit = _rewritten(world, "m", column, change)
+    if not column.startswith("p_"):  # score reads no probabilities (export reads every column)
+        out = expect(1, "score", unit, "--out", world.root / "s.json", named=[f"{unit}{where}", why])
+        assert not (world.root / "s.json").exists() and "nothing was written" in out
+    expect(1, "verdicts", "export", unit, "--out", world.root / "e.jsonl", named=[f"{unit}{where}", why])
+    assert not (world.root / "e.jsonl").exists()
+
+
+def test_a_store_file_with_a_damaged_page_is_refused_naming_it(world, expect):
+    import pyarrow.parquet as pq
+
+    unit = _rewritten(world, "m", "verdict", lambda t, c: t)
+    chunk = pq.ParquetFile(unit).metadata.row_group(0).column(6)  # verdict's pages; the footer stays whole
+    assert chunk.path_in_schema == "verdict"
+    end = chunk.dictionary_page_offset + chunk.total_compressed_size
+    data = bytearray(unit.read_bytes())
+    for i in range(end - 8, end):  # the end of its column chunk
+        data[i] ^= 0xFF
+    unit.write_bytes(bytes(data))
+    expect(1, "score", unit, "--out", world.root / "s.json", named=[str(unit), "not a readable Parquet file"])
+
+
+@pytest.mark.parametrize("meta, field, why", [
+    (b"{not json", "schema_version", "is not a JSON object"),
+    (b"[1, 2]", "schema_version", "is not a JSON object"),
+    (b'{"schema_version": true}', "schema_version", "has verdict-store schema version True"),
+    (b'{"schema_version": 1, "through_part": "x"}', "through_part", "'x' is not a part number"),
+    (b'{"schema_version": 1, "through_part": -1}', "through_part", "-1 is not a part number"),
+])
+def test_a_store_file_with_garbled_metadata_is_refused_naming_it(world, expect, meta, field, why):
+    """The metadata says which parts a compacted file already holds: readers trust it to count
+    nothing twice, so a garbled one is refused (these once ended in 'internal error')."""
+    from gamut_local.rundir import verdict_store
+
+    unit = _rewritten(world, "m", "verdict", lambda t, c: t.replace_schema_metadata({verdict_store.META_KEY: meta}))
+    out = expect(1, "score", unit, "--out", world.root / "s.json", named=[f"{unit}: {field}", why])
+    assert not (world.root / "s.json").exists() and "nothing was written" in out
