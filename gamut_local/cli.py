@@ -15,7 +15,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from gamut_local.errors import InputError
+from gamut_local.errors import InputError, Problem
 from gamut_local.vocab import SMALL_POOL_MAX
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -286,7 +286,6 @@ def sample(
 ):
     """Draw a seeded stratified random sample of responses for people to grade in full, and
     record its design, so that `score --correct-with` can correct a judge's scores with it."""
-    from gamut_local.errors import Problem
     from gamut_local.stages.sample import draw_sample
 
     if per not in ("model", "shared") or (shared and per != "model"):
@@ -546,8 +545,6 @@ def view(
     try:
         from gamut_local.viewer.app import serve
     except ImportError as e:
-        from gamut_local.errors import Problem
-
         raise InputError([Problem("gamut-local view", None, "", f"needs the `view` extra ({e.name} is "
                                   "missing): pip install -e '.[view]'")])
     serve(run_dir, port=port, annotator=annotator, read_only=read_only, dataset=dataset,
@@ -782,6 +779,8 @@ def verdicts_export(
     from gamut_local.rundir.paths import check_outputs
 
     check_outputs({"--out": out_path}, list(inputs))
+    if out_path.suffix not in (".jsonl", ".parquet"):  # the format is the suffix: no file of the wrong kind
+        raise InputError([Problem(str(out_path), None, "--out", "give FILE.jsonl or FILE.parquet")])
     n = export(list(inputs), out_path)
     out.print(f"{out_path}: {n} verdicts", markup=False)
 
@@ -796,7 +795,9 @@ def verdicts_import(
     """Bring verdicts from elsewhere (or an old run's JSONL) into a run's verdict store; a verdict
     the store holds already is skipped, so importing twice adds nothing."""
     from gamut_local.data.verdict_io import import_files
+    from gamut_local.rundir.paths import check_outputs
 
+    check_outputs({"--into": into}, [], folders=("--into",))
     added = import_files(list(files), into)
     for path, n in added.items():
         out.print(f"{path}: +{n} verdicts", markup=False)

@@ -18,7 +18,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import Shard, store_path, verdicts_path
-from gamut_local.rundir.store import append_jsonl, write_text_atomic, dumps
+from gamut_local.rundir.store import JOURNAL, append_jsonl, write_text_atomic, dumps
 
 IMPORTED = ".imported"  # an old run's JSONL, once its verdicts are in the store
 
@@ -62,7 +62,35 @@ def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
     held = [unit for judge in table.judges if not is_human(judge)
             for unit in verdict_store.units_in(run_dir / "verdicts" / judge)]
     check_settings(table, read_verdicts(held, probs=False))
-    return import_records(load_records(files, Verdict, verdict_key), run_dir)
+    own = _own_files(files, table, run_dir)
+    # The run's own human files are read where they are (appended to themselves, they would double).
+    added = import_records(load_records([f for f in files if not own.get(f)], Verdict, verdict_key), run_dir)
+    for f, human in own.items():
+        if human:
+            JOURNAL.notices.append(f"{f}: a person's verdicts, read where they are: not imported again")
+        else:  # an old run's own JSONL, in its store now: renamed, as the judge stage adopts one
+            os.replace(f, f.with_name(f.name + IMPORTED))
+            JOURNAL.notices.append(f"{f}: in the run's store now; renamed {f.name + IMPORTED} (no reader lists it)")
+    return added
+
+
+def _own_files(files: list[Path], table, run_dir: Path) -> dict[Path, bool]:
+    """{file inside the run's verdicts folder: whether it holds a person's verdicts}. Such a
+    file holds one kind: a person's (which stay where they are) or a model judge's (which the
+    import moves into the store); a file with both is refused."""
+    from gamut_local.rundir.paths import inside
+
+    own, problems = {}, []
+    for k, f in enumerate(files):
+        if inside(f, run_dir / "verdicts"):
+            kinds = {is_human(table.judges[j]) for j in set(table.judge[table.file == k].tolist())}
+            own[f] = kinds == {True}
+            if len(kinds) > 1:
+                problems.append(Problem(str(f), None, "judge", "holds both a person's and a model judge's verdicts "
+                                        "inside the run; a person's stay JSONL where they are: split the file"))
+    if problems:
+        raise InputError(problems)
+    return own
 
 
 def adopt_jsonl(path: Path, unit: Path) -> int:

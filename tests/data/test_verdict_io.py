@@ -94,3 +94,44 @@ def test_import_refuses_a_judges_other_settings_than_the_run_holds(gamut, tmp_pa
     other.write_bytes(lines(line(model="m2")))
     assert gamut("verdicts", "import", other, "--into", run).exit_code == 0
     assert vt.read_verdicts([run]).settings_hashes == ["abc"]
+
+
+def test_importing_an_old_runs_own_jsonl_converts_it_once(gamut, tmp_path):
+    """An old run (verdicts as JSONL in its own folder) imported into itself: the model judge's
+    files move into the store and are renamed `.imported`, as the judge stage adopts one; a
+    person's files stay where they are. Every reader then counts each verdict once (the JSONL
+    and the store side by side were refused as duplicates before)."""
+    run = tmp_path / "run"
+    judged = run / "verdicts" / "j" / "m.multimodal.jsonl"
+    human = run / "verdicts" / "human-ann" / "m.multimodal.jsonl"
+    for path, judge in ((judged, "j"), (human, "human-ann")):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(lines(line(judge=judge), line(judge=judge, check_id="c2", verdict="missing")))
+    before = gamut("score", run, "--out", tmp_path / "before.json")
+    assert before.exit_code == 0, before.output
+    r = gamut("verdicts", "import", judged, human, "--into", run)
+    assert r.exit_code == 0 and "2 verdicts imported" in r.output, r.output
+    assert "renamed m.multimodal.jsonl.imported" in r.output and "read where they are" in r.output
+    assert not judged.exists() and judged.with_name(judged.name + ".imported").is_file()
+    assert human.read_bytes() == lines(line(judge="human-ann"), line(judge="human-ann", check_id="c2", verdict="missing"))
+    assert read_unit(run / "verdicts" / "j" / "m.multimodal.parquet").num_rows == 2
+    after = gamut("score", run, "--out", tmp_path / "after.json")
+    assert after.exit_code == 0, after.output
+    models = [json.loads((tmp_path / f"{n}.json").read_text())["models"] for n in ("before", "after")]
+    assert [(m["judge"], m["verdict_counts"]) for m in models[1]] == [(m["judge"], m["verdict_counts"]) for m in models[0]]
+    # A file inside the run with a person's and a model judge's verdicts is refused whole.
+    mixed = run / "verdicts" / "j" / "mixed.jsonl"
+    mixed.write_bytes(lines(line(model="m3"), line(model="m3", judge="human-ann")))
+    r = gamut("verdicts", "import", mixed, "--into", run)
+    assert r.exit_code == 1 and f"{mixed}: judge: holds both" in r.output and mixed.is_file(), r.output
+
+
+def test_import_into_a_file_and_export_to_an_unknown_suffix_are_refused(gamut, tmp_path):
+    path = tmp_path / "v.jsonl"
+    path.write_bytes(lines(line()))
+    r = gamut("verdicts", "import", path, "--into", path)
+    assert r.exit_code == 1 and f"{path}: --into: exists and is not a directory" in r.output, r.output
+    for name in ("v.csv", "v.json", "v"):
+        r = gamut("verdicts", "export", path, "--out", tmp_path / name)
+        assert r.exit_code == 1 and "give FILE.jsonl or FILE.parquet" in r.output, r.output
+        assert not (tmp_path / name).exists()
