@@ -75,22 +75,17 @@ def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
 
 
 def _own_files(files: list[Path], table, run_dir: Path) -> dict[Path, bool]:
-    """{file inside the run's verdicts folder: whether it holds a person's verdicts}. Such a
-    file holds one kind: a person's (which stay where they are) or a model judge's (which the
-    import moves into the store); a file with both is refused."""
+    """{file inside the run's verdicts folder: whether it holds a person's verdicts (which stay
+    where they are; a model judge's move into the store)}; a file with both is refused."""
     from gamut_local.rundir.paths import inside
 
-    own, problems = {}, []
-    for k, f in enumerate(files):
-        if inside(f, run_dir / "verdicts"):
-            kinds = {is_human(table.judges[j]) for j in set(table.judge[table.file == k].tolist())}
-            own[f] = kinds == {True}
-            if len(kinds) > 1:
-                problems.append(Problem(str(f), None, "judge", "holds both a person's and a model judge's verdicts "
-                                        "inside the run; a person's stay JSONL where they are: split the file"))
-    if problems:
-        raise InputError(problems)
-    return own
+    kinds = {f: {is_human(table.judges[j]) for j in set(table.judge[table.file == k].tolist())}
+             for k, f in enumerate(files) if inside(f, run_dir / "verdicts")}
+    mixed = [Problem(str(f), None, "judge", "holds a person's and a model judge's verdicts inside the run; a "
+                     "person's stay JSONL where they are: split the file") for f, k in kinds.items() if len(k) > 1]
+    if mixed:
+        raise InputError(mixed)
+    return {f: k == {True} for f, k in kinds.items()}
 
 
 def adopt_jsonl(path: Path, unit: Path) -> int:

@@ -1,15 +1,15 @@
 """Verdicts as one columnar table: integer codes per verdict plus the dictionaries they index.
 
 `read_verdicts` reads the verdict store's files (`rundir.verdict_store`: typed Parquet,
-validated when written) as Arrow columns, with no JSON parse and no cache, and JSONL files
-(human verdicts, an old run's, a file named on the command line) record by record with the
-strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`).
-The store files become one set of columns (`Columns`: each file's dictionary codes as read),
-the JSONL files another; they are merged into one table in the order of the files (every
-code mapped to one sorted dictionary in one pass: `merge_codes`), and the checks that span
-files are made: no duplicate (question, model, variant, judge, check) key (a human
-annotator's later verdict replaced the earlier as the JSONL was read: `rundir.human`), one
-settings hash per judge (`check_settings`).
+validated when written, checked column-wise when read) as Arrow columns, with no JSON parse
+and no cache, and JSONL files (human verdicts, an old run's, a file named on the command line)
+record by record with the strict reader (`data.records.load_records`, every problem as
+`FILE:LINE: field: message`). The store files become one set of columns (`Columns`: each
+file's dictionary codes as read), the JSONL files another; they are merged into one table in
+the order of the files (every code mapped to one sorted dictionary in one pass:
+`merge_codes`), and the checks that span files are made: no duplicate (question, model,
+variant, judge, check) key (a human annotator's later verdict replaced the earlier as the
+JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
 `read_verdicts_reference` reads every file, the store's too, record by record: the tests'
 yardstick for the column path, and the source of the duplicate messages.
 """
@@ -99,8 +99,8 @@ class Columns:
 
 
 def store_columns(tables: list, file: list[int]) -> Columns:
-    """Store files' Arrow tables (`verdict_store.read_files`: typed, dictionary-encoded,
-    validated when written) as one Columns, each chunk's codes as read (`merge_codes` maps
+    """Store files' Arrow tables (`verdict_store.read_files`: typed, dictionary-encoded, the
+    writer's rules checked) as one Columns, each chunk's codes as read (`merge_codes` maps
     them all in one pass); `file[k]`: the position of table k's file. Probability columns not
     read: `probs` None."""
     from gamut_local.data import arrow

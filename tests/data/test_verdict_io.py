@@ -123,7 +123,7 @@ def test_importing_an_old_runs_own_jsonl_converts_it_once(gamut, tmp_path):
     mixed = run / "verdicts" / "j" / "mixed.jsonl"
     mixed.write_bytes(lines(line(model="m3"), line(model="m3", judge="human-ann")))
     r = gamut("verdicts", "import", mixed, "--into", run)
-    assert r.exit_code == 1 and f"{mixed}: judge: holds both" in r.output and mixed.is_file(), r.output
+    assert r.exit_code == 1 and f"{mixed}: judge: holds a person" in r.output and mixed.is_file(), r.output
 
 
 def test_import_into_a_file_and_export_to_an_unknown_suffix_are_refused(gamut, tmp_path):
