@@ -130,6 +130,7 @@ def verdict_files(run_dir: Path, judge: str | None = None) -> list[Path]:
         raise InputError([Problem(str(p), None, "", f"these verdicts are also in the store "
                                   f"({p.with_suffix(verdict_store.SUFFIX).name}); keep one form: delete this "
                                   "file if `gamut-local verdicts import` brought it in already") for p in both])
+    verdict_store.note_old_jsonl(jsonl, root)
     return sorted(units + jsonl)
 
 

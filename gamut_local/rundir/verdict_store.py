@@ -36,7 +36,7 @@ from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.store import JOURNAL, fsync_path
-from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 SCHEMA_VERSION = 1
 # LZ4, not zstd: at paper scale the columns `score` reads decode in 0.089 s instead of 0.133 s
@@ -449,6 +449,16 @@ def records(unit: Path):
     return enumerate(to_records(read_unit(Path(unit))), 1)
 
 
+def note_old_jsonl(files: list[Path], verdicts_dir: Path) -> None:
+    """Say, once, that a model judge's JSONL in a run's verdicts folder is an old run's (the
+    judge stage writes the store now): read record by record, and how to convert it."""
+    old = [p for p in files if p.suffix == ".jsonl" and not p.parent.name.startswith(HUMAN_PREFIX)]
+    note = (f"{verdicts_dir}: {len(old)} verdict file(s) of an old run, JSON Lines read record by record; convert "
+            f"them once: gamut-local verdicts import {verdicts_dir}/*/*.jsonl --into {verdicts_dir.parent}")
+    if old and note not in JOURNAL.notices:
+        JOURNAL.notices.append(note)
+
+
 def inputs(paths) -> list[Path]:
     """Verdict inputs named on a command line as store units and JSONL files: a folder (a run,
     its `verdicts/`, one judge's) gives every unit and JSONL file in it; a `.parts` folder or a
@@ -457,7 +467,10 @@ def inputs(paths) -> list[Path]:
     for p in map(Path, paths):
         if p.is_dir() and p.suffix != PARTS:
             root = p / "verdicts" if (p / "verdicts").is_dir() else p
-            out += sorted(set(units_in(root)) | set(root.rglob("*.jsonl")))
+            found = sorted(set(units_in(root)) | set(root.rglob("*.jsonl")))
+            if root.name == "verdicts":
+                note_old_jsonl(found, root)
+            out += found
         elif p.suffix == PARTS or p.parent.suffix == PARTS:
             folder = p if p.suffix == PARTS else p.parent
             out.append(folder.with_name(folder.name[: -len(PARTS)] + SUFFIX))

@@ -108,7 +108,9 @@ def test_importing_an_old_runs_own_jsonl_converts_it_once(gamut, tmp_path):
         path.parent.mkdir(parents=True)
         path.write_bytes(lines(line(judge=judge), line(judge=judge, check_id="c2", verdict="missing")))
     before = gamut("score", run, "--out", tmp_path / "before.json")
-    assert before.exit_code == 0, before.output
+    convert = f"gamut-local verdicts import {run / 'verdicts'}/*/*.jsonl --into {run}"
+    assert before.exit_code == 0 and "1 verdict file(s) of an old run" in before.output, before.output
+    assert convert in before.output  # the person's file is not an old run's: it stays JSONL
     r = gamut("verdicts", "import", judged, human, "--into", run)
     assert r.exit_code == 0 and "2 verdicts imported" in r.output, r.output
     assert "renamed m.multimodal.jsonl.imported" in r.output and "read where they are" in r.output
@@ -116,7 +118,7 @@ def test_importing_an_old_runs_own_jsonl_converts_it_once(gamut, tmp_path):
     assert human.read_bytes() == lines(line(judge="human-ann"), line(judge="human-ann", check_id="c2", verdict="missing"))
     assert read_unit(run / "verdicts" / "j" / "m.multimodal.parquet").num_rows == 2
     after = gamut("score", run, "--out", tmp_path / "after.json")
-    assert after.exit_code == 0, after.output
+    assert after.exit_code == 0 and "old run" not in after.output, after.output
     models = [json.loads((tmp_path / f"{n}.json").read_text())["models"] for n in ("before", "after")]
     assert [(m["judge"], m["verdict_counts"]) for m in models[1]] == [(m["judge"], m["verdict_counts"]) for m in models[0]]
     # A file inside the run with a person's and a model judge's verdicts is refused whole.
