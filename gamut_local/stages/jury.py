@@ -113,5 +113,7 @@ def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> dict:
         "kind": "gamut-local jury", "schema_version": 1, "name": name, "rule": rule, "members": members,
         "settings_hash": identity, "label_order": list(JUDGE_LABELS), "cells": len(info),
         "confusion": confusion})
-    return {"name": name, "rule": rule, "cells": len(info), "files": len(out),
+    # mean-probs decides a cell where no member has probabilities by majority: say how many.
+    by_majority = int((~np.isfinite(result["probs"]).all(axis=1)).sum()) if rule == "mean-probs" else 0
+    return {"name": name, "rule": rule, "cells": len(info), "files": len(out), "by_majority": by_majority,
             "invalid": int((result["codes"] == VERDICTS.index("invalid")).sum())}

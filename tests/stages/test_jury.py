@@ -16,7 +16,8 @@ def _write(run, judge, verdicts, probs=None):
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [{"question_id": "q1", "model": "m", "variant": "multimodal", "judge": judge, "check_id": f"c{i}",
              "tier": "valuable", "verdict": v, "settings_hash": f"h-{judge}",
-             "probs": None if probs is None else dict(zip(LABELS, probs[i]))} for i, v in enumerate(verdicts)]
+             "probs": None if probs is None or probs[i] is None else dict(zip(LABELS, probs[i]))}
+            for i, v in enumerate(verdicts)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
@@ -41,10 +42,24 @@ def test_majority_ties_go_to_less_credit_and_invalid_is_no_vote(gamut, tmp_path)
 def test_mean_probs_averages_the_members_probabilities(gamut, tmp_path):
     _write(tmp_path, "a", ["meets", "missing"], [[0.6, 0.1, 0.3, 0.0], [0.1, 0.1, 0.8, 0.0]])
     _write(tmp_path, "b", ["missing", "meets"], [[0.2, 0.0, 0.8, 0.0], [0.9, 0.1, 0.0, 0.0]])
-    assert gamut("jury", tmp_path, "--judges", "a,b", "--rule", "mean-probs", "--name", "j").exit_code == 0
+    r = gamut("jury", tmp_path, "--judges", "a,b", "--rule", "mean-probs", "--name", "j")
+    assert r.exit_code == 0 and "by majority" not in r.output, r.output
     got = _jury(tmp_path)
     assert got["c0"]["probs"] == pytest.approx(dict(zip(LABELS, [0.4, 0.05, 0.55, 0.0])))
     assert (got["c0"]["verdict"], got["c1"]["verdict"]) == ("missing", "meets")
+
+
+def test_mean_probs_says_how_many_cells_it_decided_by_majority(gamut, tmp_path):
+    """A cell where no member has probabilities falls back to majority (documented); the
+    summary says on how many, so a jury of judges without probabilities is not taken for a
+    probability average."""
+    _write(tmp_path, "a", ["meets", "missing", "meets"], [[0.6, 0.1, 0.3, 0.0], None, None])
+    _write(tmp_path, "b", ["missing", "missing", "meets"])
+    r = gamut("jury", tmp_path, "--judges", "a,b", "--rule", "mean-probs", "--name", "j")
+    assert r.exit_code == 0 and "0 invalid; 2 by majority, no member had probabilities there" in r.output, r.output
+    got = _jury(tmp_path)
+    assert [got[f"c{i}"]["verdict"] for i in range(3)] == ["meets", "missing", "meets"]
+    assert got["c0"]["probs"] is not None and got["c1"]["probs"] is None
 
 
 def test_dawid_skene_recovers_each_members_confusion_matrix():
