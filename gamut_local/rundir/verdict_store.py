@@ -35,8 +35,9 @@ import tempfile
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import JOURNAL, fsync_path
-from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
 
 SCHEMA_VERSION = 1
 # LZ4, not zstd: at paper scale the columns `score` reads decode in 0.089 s instead of 0.133 s
@@ -361,7 +362,8 @@ def _bad_rows(chunk, name: str) -> list[tuple[int, str]]:
         return []
     codes = chunk.indices.to_pylist()  # only for a bad file: the rows that hold what is wrong
     firsts = {k: codes.index(k) for k in [None, *bad] if k in codes}
-    return [(row + 1, bad.get(k) or _required_problem(name, None)) for k, row in sorted(firsts.items(), key=lambda kv: kv[1])]
+    return [(row + 1, bad.get(k) or _required_problem(name, None))
+            for k, row in sorted(firsts.items(), key=lambda kv: kv[1])]
 
 
 def _not_finite(chunk) -> list[tuple[int, str]]:
@@ -452,7 +454,7 @@ def records(unit: Path):
 def note_old_jsonl(files: list[Path], verdicts_dir: Path) -> None:
     """Say, once, that a model judge's JSONL in a run's verdicts folder is an old run's (the
     judge stage writes the store now): read record by record, and how to convert it."""
-    old = [p for p in files if p.suffix == ".jsonl" and not p.parent.name.startswith(HUMAN_PREFIX)]
+    old = [p for p in files if p.suffix == ".jsonl" and not is_human(p.parent.name)]
     note = (f"{verdicts_dir}: {len(old)} verdict file(s) of an old run, JSON Lines read record by record; convert "
             f"them once: gamut-local verdicts import {verdicts_dir}/*/*.jsonl --into {verdicts_dir.parent}")
     if old and note not in JOURNAL.notices:
