@@ -24,9 +24,16 @@ IMPORTED = ".imported"  # an old run's JSONL, once its verdicts are in the store
 
 
 def _add(unit: Path, records: list[dict]) -> int:
-    """The records whose key the unit does not hold yet, written as its next part, compacted."""
-    have = {verdict_key(r) for _, r in verdict_store.records(unit)}
+    """The records whose key the unit does not hold yet, written as its next part, compacted.
+    A held key with another verdict is kept as held, and said: a model judge's verdicts are
+    not edited by import (a person's correction is a human verdict: `rundir.human`)."""
+    have = {verdict_key(r): r["verdict"] for _, r in verdict_store.records(unit)}
     new = [r for r in records if verdict_key(r) not in have]
+    other = [r for r in records if have.get(verdict_key(r), r["verdict"]) != r["verdict"]]
+    if other:
+        key = verdict_key(other[0])
+        JOURNAL.notices.append(f"{unit}: {len(other)} verdict(s) not imported: the unit holds their keys with "
+                               f"another verdict (first {key}: {have[key]!r} held, {other[0]['verdict']!r} given)")
     verdict_store.write_part(unit, new, loose=True)
     verdict_store.compact(unit)
     return len(new)

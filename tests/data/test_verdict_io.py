@@ -137,3 +137,19 @@ def test_import_into_a_file_and_export_to_an_unknown_suffix_are_refused(gamut, t
         r = gamut("verdicts", "export", path, "--out", tmp_path / name)
         assert r.exit_code == 1 and "give FILE.jsonl or FILE.parquet" in r.output, r.output
         assert not (tmp_path / name).exists()
+
+
+def test_import_of_another_verdict_for_a_held_key_keeps_the_held_one_and_says_so(gamut, tmp_path):
+    """Import adds keys the unit lacks; it does not edit a model judge's verdicts (a person's
+    correction is a human verdict). A held key given with another verdict was skipped without
+    a word, so a re-judged file seemed imported."""
+    run, first, again = tmp_path / "run", tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(lines(line(), line(check_id="c2")))
+    again.write_bytes(lines(line(verdict="missing"), line(check_id="c2"), line(check_id="c3")))
+    assert gamut("verdicts", "import", first, "--into", run).exit_code == 0
+    r = gamut("verdicts", "import", again, "--into", run)
+    assert r.exit_code == 0 and "1 verdicts imported" in r.output, r.output
+    assert ("1 verdict(s) not imported: the unit holds their keys with another verdict (first ('q1', 'm', "
+            "'multimodal', 'j', 'c1'): 'meets' held, 'missing' given)") in r.output, r.output
+    held = {r["check_id"]: r["verdict"] for r in to_records(read_unit(run / "verdicts" / "j" / "m.multimodal.parquet"))}
+    assert held == {"c1": "meets", "c2": "meets", "c3": "meets"}
