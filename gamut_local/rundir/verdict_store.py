@@ -13,6 +13,8 @@ never shares its unit with another (array tasks differ by their shard suffix).
   deleted. A kill before the rename leaves the old file and the parts; after it, the parts
   it holds are ignored by every reader and deleted by the next compaction. Nothing is lost
   and nothing is counted twice.
+- Writers of one unit take turns (`_one_writer`: a `flock` on `.<unit name>.lock` beside it),
+  for the one case where a unit has two: `verdicts import` while the unit's task runs.
 - Every file carries `SCHEMA_VERSION` in its Parquet metadata; a reader refuses another.
 
 The writer validates every record (`validate`): our own stages write the store, so a bad
@@ -32,6 +34,7 @@ import math
 import os
 import re
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
@@ -282,14 +285,36 @@ def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path 
         return None
     table = to_table(records, str(unit), loose=loose)
     folder = parts_dir(unit)
-    folder.mkdir(parents=True, exist_ok=True)
-    for stray in folder.glob(".*.tmp"):  # a chunk whose writer was killed: never renamed, never read
-        stray.unlink(missing_ok=True)
-    number = max([_through(unit), *_part_numbers(unit)], default=0) + 1
-    path = folder / f"part-{number:06d}.parquet"
-    _write_atomic(table, path)
+    with _one_writer(unit):
+        folder.mkdir(parents=True, exist_ok=True)
+        for stray in folder.glob(".*.tmp"):  # a chunk whose writer was killed: never renamed, never read
+            stray.unlink(missing_ok=True)
+        number = max([_through(unit), *_part_numbers(unit)], default=0) + 1
+        path = folder / f"part-{number:06d}.parquet"
+        _write_atomic(table, path)
     JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + len(records)
     return path
+
+
+@contextmanager
+def _one_writer(unit: Path):
+    """Writers of a unit take turns. A task owns its unit, but `verdicts import` may write into
+    one while its judge task runs; unsynchronised, two writers could take one part number,
+    clear each other's temporary file, or fold an older set of parts over a newer one. An
+    advisory lock on a hidden file beside the unit (`flock`: released when its process ends,
+    however it ends); where the file system has no locks, writers go on as before."""
+    import fcntl
+
+    unit.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(unit.with_name(f".{unit.name}.lock"), os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # ENOLCK, ENOSYS: no locks on this file system
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
@@ -394,6 +419,11 @@ def compact(unit: Path, keep=None) -> int:
 
     `keep(table) -> boolean mask` drops rows (resume moves stale verdicts out this way, after
     writing them elsewhere). Crash-safe: see the module docstring."""
+    with _one_writer(unit):
+        return _compact(unit, keep)
+
+
+def _compact(unit: Path, keep) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -163,3 +163,26 @@ def test_retiring_stale_verdicts_interrupted_midway_loses_nothing(tmp_path, monk
     assert resume.retire_stale(stale, own, superseded, "verdict") == 1
     assert keys(own) == [("q1", "c1")] and keys(superseded) == [("q2", "c1"), ("q2", "c1")]
     assert scan() == ({("q1", "c1")}, [])
+
+
+def test_two_writers_of_one_unit_lose_nothing(tmp_path):
+    """A task owns its unit, but `verdicts import` may write into one while its judge task
+    runs. Parts are numbered from what is there and a writer clears stray temporary files, so
+    two unsynchronised writers could take one number (one part silently replaced) or delete
+    each other's part in flight, and a compaction could fold an older set over a newer one.
+    Writers of a unit take turns (`verdict_store`'s lock), so every verdict of both survives."""
+    unit = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from gamut_local.rundir import verdict_store as vs
+        unit, who, rec = Path(sys.argv[1]), sys.argv[2], {verdict("q")!r}
+        for i in range(30):
+            vs.write_part(unit, [{{**rec, "question_id": f"{{who}}{{i:02d}}"}}])
+            if i % 10 == 9:
+                vs.compact(unit)
+    """)
+    writers = [subprocess.Popen([sys.executable, "-c", code, str(unit), who]) for who in "ab"]
+    assert [w.wait(timeout=300) for w in writers] == [0, 0]
+    vs.compact(unit)
+    assert keys(unit) == sorted((f"{who}{i:02d}", "c1") for who in "ab" for i in range(30))
