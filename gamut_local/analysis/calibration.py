@@ -14,13 +14,13 @@ reason in `notes` where a statistic is undefined.
 
 from __future__ import annotations
 
-import fnmatch
 import itertools
 
 import numpy as np
 
 from gamut_local.analysis import stats
-from gamut_local.vocab import HUMAN_PREFIX, JUDGE_LABELS, TIERS, VERDICTS
+from gamut_local.rundir.human import is_gold, is_human
+from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
 
 N_BINS = 10
 _CODE = {v: i for i, v in enumerate(VERDICTS)}
@@ -163,7 +163,7 @@ def calibrate_table(table, gold: str = "human-*", n_bins: int = N_BINS) -> dict:
     """`calibrate` over a `data.verdict_table.VerdictTable`: only the rows on cells that a human
     or gold judge graded become records (a few thousand, however large the run)."""
     judges = list(table.judges)
-    reference = [i for i, j in enumerate(judges) if fnmatch.fnmatchcase(j, gold) or j.startswith(HUMAN_PREFIX)]
+    reference = [i for i, j in enumerate(judges) if is_gold(j, gold) or is_human(j)]
     V, C, M = len(table.variants), max(len(table.checks), 1), max(len(table.models), 1)
     key = ((table.question.astype(np.int64) * M + table.model) * V + table.variant) * C + table.check
     ref_keys = np.unique(key[np.isin(table.judge, reference)])
@@ -182,8 +182,8 @@ def calibrate(records, gold: str = "human-*", n_bins: int = N_BINS, judges: list
     """Everything `agree --gold` adds, from verdict dicts of model judges and humans
     (`judges`: every judge of the run, when the records are only those on reference cells)."""
     judges = sorted(set(judges or ()) | {r["judge"] for r in records})
-    gold_judges = [j for j in judges if fnmatch.fnmatchcase(j, gold)]
-    humans = [j for j in judges if j.startswith(HUMAN_PREFIX)]
+    gold_judges = [j for j in judges if is_gold(j, gold)]
+    humans = [j for j in judges if is_human(j)]
     models = [j for j in judges if j not in gold_judges and j not in humans]
     notes: dict[str, str] = {}
     if not gold_judges:

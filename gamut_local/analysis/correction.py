@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamut_local.analysis.calibration import HUMAN_PREFIX
+from gamut_local.rundir.human import gold_judges, is_human
 from gamut_local.vocab import TIERS
 
 LEVEL = 0.95
@@ -183,7 +183,7 @@ def gold_scores(scores, labels: Labels, tier: int | None = None) -> np.ndarray:
 
 def _predictor(judge: str, j: int, labels: Labels) -> bool:
     """Model judges are corrected; gold and human judges are not (they are the reference)."""
-    return j not in labels.gold and not judge.startswith(HUMAN_PREFIX)
+    return j not in labels.gold and not is_human(judge)
 
 
 def corrected_rows(scores, labels: Labels, level: float = LEVEL) -> dict[tuple[int, int], dict]:
@@ -259,14 +259,7 @@ def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL, o
     for every model judge (neither gold nor human) against the judges `gold` names (an
     `fnmatch` pattern, e.g. `human-*`), over the recorded sample `design`; `outside` and
     `notes` as `analysis.design.sample_verdicts` gives them (the block keeps the notes)."""
-    import fnmatch
-
-    from gamut_local.errors import InputError, Problem
-
-    gold_idx = [j for j, name in enumerate(scores.judges) if fnmatch.fnmatchcase(name, gold)]
-    if not gold_idx:
-        raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
-                                  f"{', '.join(scores.judges) or 'none'})")])
+    gold_idx = gold_judges(scores.judges, gold, "--correct-with")
     labels = labels_for(scores, design, gold_idx, outside)
     rows = corrected_rows(scores, labels, level)
     differences = corrected_differences(scores, labels, rows, level)

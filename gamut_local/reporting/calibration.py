@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gamut_local.analysis.calibration import HUMAN_PREFIX, calibrate_table
+from gamut_local.analysis.calibration import calibrate_table
+from gamut_local.rundir.human import is_human
 
 
 def reliability_diagram(cal: dict, path: Path) -> Path | None:
@@ -99,7 +100,7 @@ def beside(out: Path) -> tuple[Path, Path]:
 def report_section(run_dir: Path, files: list[Path], gold: str = "human-*", console=None) -> str:
     """The report's calibration section for a run with human verdicts (`verdicts/human-*/`),
     writing tables/calibration.json and figures/reliability.png; "" for a run without any."""
-    if not any(f.parent.name.startswith(HUMAN_PREFIX) for f in map(Path, files)):
+    if not any(is_human(f.parent.name) for f in map(Path, files)):
         return ""
     from gamut_local.data.verdict_table import read_verdicts
 

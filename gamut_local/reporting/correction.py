@@ -11,7 +11,7 @@ from pathlib import Path
 from gamut_local.analysis.correction import rank_list
 from gamut_local.reporting.markdown import fmt, md_table
 from gamut_local.reporting.tables import write_csv
-from gamut_local.rundir.human import is_human
+from gamut_local.rundir.human import is_gold, is_human
 
 FIGURE = "corrected.png"
 RANKING_FIGURE = "corrected-differences.png"
@@ -21,14 +21,12 @@ def sample_verdicts_of(design, files, gold: str) -> tuple[dict, list[str]]:
     """(outside, notes) of `analysis.design.sample_verdicts` for the human gold judges' verdict
     files among `files` (folders `human-*` matching `gold`); a verdict that claims this sample
     on a response it did not draw stops the command, naming file, record and field."""
-    import fnmatch
-
     from gamut_local.analysis.design import sample_verdicts
     from gamut_local.data.records import Verdict, load_records, verdict_key
     from gamut_local.errors import InputError, Problem
 
-    human = [Path(p) for p in files if is_human(Path(p).parent.name) and fnmatch.fnmatchcase(Path(p).parent.name, gold)]
-    records = [r for r in load_records(human, Verdict, verdict_key) if fnmatch.fnmatchcase(r["judge"], gold)] \
+    human = [Path(p) for p in files if is_human(Path(p).parent.name) and is_gold(Path(p).parent.name, gold)]
+    records = [r for r in load_records(human, Verdict, verdict_key) if is_gold(r["judge"], gold)] \
         if human else []
     outside, notes, errors = sample_verdicts(design, records)
     if errors:

@@ -10,6 +10,7 @@ repeat stays an error. `revises` is that rule, called by `data.records.load_reco
 
 from __future__ import annotations
 
+import fnmatch
 import re
 
 from gamut_local.errors import InputError, Problem
@@ -33,6 +34,22 @@ def human_judge(annotator: str) -> str:
 
 def is_human(judge: str) -> bool:
     return judge.startswith(HUMAN_PREFIX)
+
+
+def is_gold(judge: str, pattern: str) -> bool:
+    """Whether a gold pattern (`fnmatch`, case-sensitive, e.g. `human-*`) names this judge."""
+    return fnmatch.fnmatchcase(judge, pattern)
+
+
+def gold_judges(judges: list[str], pattern: str, option: str | None = None) -> list[int]:
+    """Positions of the judges a gold pattern names; with `option` (the option that gave the
+    pattern), an InputError naming it where it names none: a typo would correct or calibrate
+    against nothing."""
+    found = [j for j, name in enumerate(judges) if is_gold(name, pattern)]
+    if option is not None and not found:
+        raise InputError([Problem(option, None, "", f"no judge matches {pattern!r} (judges: "
+                                  f"{', '.join(judges) or 'none'})")])
+    return found
 
 
 def revises(record: dict) -> bool:

@@ -17,6 +17,7 @@ from gamut_local.data.verdict_table import VerdictTable, read_verdicts, table_fr
 from gamut_local.errors import InputError, Problem
 from gamut_local.data.reading import read_verdicts_and_dataset
 from gamut_local.reporting.tables import write_model
+from gamut_local.rundir.human import gold_judges
 
 
 def agreement_document(table: VerdictTable, scores: Scores | None = None) -> AgreementFile:
@@ -39,6 +40,8 @@ def write_agreement(out: Path, paths: list[Path], console: Console | None = None
         raise InputError([Problem(", ".join(str(p) for p in paths), None, "judge",
                                   f"only one judge ({', '.join(judges) or 'none'}) in these verdict files; "
                                   "agree compares two or more judges on the same responses")])
+    if gold is not None:  # before anything is written: a pattern that names no judge is a typo
+        gold_judges(judges, gold, "--gold")
     scores = score_table(table)
     require_complete(scores, ", ".join(str(p) for p in paths), allow_incomplete)
     doc = agreement_document(table, scores)

@@ -19,7 +19,7 @@ from gamut_local.analysis.design import SampleFile, draw, read_sample
 from gamut_local.errors import InputError, Problem
 from gamut_local.data.verdict_table import read_verdicts
 from gamut_local.reporting.tables import write_model
-from gamut_local.rundir.human import is_human
+from gamut_local.rundir.human import gold_judges, is_human
 from gamut_local.rundir.layout import check_seed, find_sample, sample_path, verdict_files
 
 
@@ -67,8 +67,6 @@ def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample:
     """Per model judge and system: responses (and keypresses, one a check) people must grade
     for a 95% CI half-width of `half_width` points, corrected and human-only side by side,
     from the pilot the sample's labeled responses make (`analysis.correction.plan`)."""
-    import fnmatch
-
     import numpy as np
 
     from gamut_local.analysis.correction import gold_scores, labels_for, plan
@@ -78,10 +76,7 @@ def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample:
         raise InputError([Problem("--half-width", None, "", f"must be a number of points > 0, got {half_width!r}")])
     design = read_sample(find_sample(Path(run_dir), sample))
     scores = score_table(read_verdicts(verdict_files(Path(run_dir)), probs=False))
-    gold_idx = [j for j, name in enumerate(scores.judges) if fnmatch.fnmatchcase(name, gold)]
-    if not gold_idx:
-        raise InputError([Problem("--correct-with", None, "", f"no judge matches {gold!r} (judges: "
-                                  f"{', '.join(scores.judges)})")])
+    gold_idx = gold_judges(scores.judges, gold, "--correct-with")
     from gamut_local.reporting.correction import sample_verdicts_of
 
     labels = labels_for(scores, design, gold_idx, sample_verdicts_of(design, verdict_files(Path(run_dir)), gold)[0])

@@ -64,6 +64,12 @@ def test_agree_gold_writes_calibration_beside_its_out(tmp_path, gamut):
     assert cal["gold_judges"] == ["human-ann"] and cal["judges"]["gold"]["vs_gold"]["accuracy"] == 1.0
     assert (tmp_path / "agreement.reliability.png").read_bytes()[:4] == b"\x89PNG"
     assert "human-ann" in json.loads(out.read_text())["judges"]
+    # A gold pattern that names no judge (a typo) stops before anything is written: it wrote an
+    # agreement file and a calibration against nothing, and exited 0.
+    typo = tmp_path / "typo.json"
+    res = gamut("agree", *verdict_files(run), "--out", typo, "--gold", "humans-*")
+    assert res.exit_code == 1 and "--gold: <record>: no judge matches 'humans-*' (judges: " in res.output, res.output
+    assert not list(tmp_path.glob("typo*"))
 
 
 def test_report_has_a_calibration_section_when_humans_annotated(tmp_path, gamut):
