@@ -31,7 +31,7 @@ from functools import cached_property
 import numpy as np
 
 from gamut_local.analysis.metrics import N_TIERS, N_VERDICTS, bootstrap_weights, score_counts, verdict_counts
-from gamut_local.analysis.stats import bootstrap_means
+from gamut_local.analysis.stats import bootstrap_means, count_codes
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import is_human
 from gamut_local.vocab import (
@@ -161,11 +161,7 @@ def implied_expected(table) -> np.ndarray:
     checks any judge graded for that question and variant, whatever the model."""
     V, Q, C = len(VARIANTS), len(table.questions), max(len(table.checks), 1)
     code = (table.variant.astype(np.int64) * Q + table.question) * C + table.check
-    size = V * Q * C
-    if size > 8 * max(len(code), 1):  # sparse: a sort instead of a count
-        keys = np.unique(code)
-    else:
-        keys = np.flatnonzero(np.bincount(code, minlength=size))
+    keys, _ = count_codes(code, V * Q * C)
     return np.bincount(keys // C, minlength=V * Q).reshape(V, Q)
 
 

@@ -167,7 +167,7 @@ def coincidence_matrix(data, n_values: int) -> np.ndarray:
     code = np.zeros(data.shape[1], dtype=np.int64)
     for row in data:  # one rater at a time: no (raters x units) temporary
         code += np.where(row >= 0, place[np.maximum(row, 0)], 0)
-    kinds, freq = _count_codes(code, base ** k)
+    kinds, freq = count_codes(code, base ** k)
     counts = (kinds[:, None] // place) % base  # (distinct vectors, k)
     m = counts.sum(axis=1)
     pairable = m >= 2
@@ -175,8 +175,9 @@ def coincidence_matrix(data, n_values: int) -> np.ndarray:
     return (counts * w[:, None]).T @ counts - np.diag(w @ counts)
 
 
-def _count_codes(code: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct values, how often each occurs) of non-negative ints below `size`."""
+def count_codes(code: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values, how often each occurs) of non-negative ints below `size`: one count
+    where the values are dense, a sort where they are sparse."""
     if size <= 8 * len(code) + 1024:
         freq = np.bincount(code, minlength=size)
         kinds = np.flatnonzero(freq)
