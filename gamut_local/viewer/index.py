@@ -82,6 +82,10 @@ class RunIndex:
     humans_version: int = 0  # +1 each verdict the viewer writes: what is computed from `humans` is redone
     computed: dict = field(default_factory=dict)  # name -> (humans_version, value): results kept until then
     small_pool_max: int = SMALL_POOL_MAX  # the run's compile setting (manifest.json)
+    # What the viewer shows now, computed once when the run is read (the dataset, the compile
+    # setting and the answers do not change while the app runs); the stale check used them too.
+    current_checks: dict = field(default_factory=dict)  # (question, variant, check) -> (tier, check_hash)
+    answer_hashes: dict = field(default_factory=dict)  # (question, model, variant) -> the answer's hash
 
     @cached_property
     def q_index(self) -> dict[str, int]:
@@ -109,17 +113,6 @@ class RunIndex:
     def checks(self, question_id: str) -> list:
         q = self.questions.get(question_id)
         return [] if q is None else _checks(q, self.small_pool_max)
-
-    @cached_property
-    def current_checks(self) -> dict[tuple, tuple[str, str]]:
-        """(question, variant, check) -> the check's (tier, hash) as shown now, computed once:
-        the dataset and the compile setting do not change while the app runs."""
-        return current_checks(self.questions.values(), self.small_pool_max)
-
-    @cached_property
-    def answer_hashes(self) -> dict[tuple, str]:
-        """(question, model, variant) -> the hash of the answer shown now, computed once."""
-        return {k: answer_hash(a["response"]) for k, a in self.answers.items()}
 
     def shown_identity(self, question_id: str, model: str, variant: str, check_id: str) -> dict:
         """The `check_hash` and `answer_hash` of the check and response this viewer shows for a
@@ -188,11 +181,14 @@ def read_run(found: RunFiles) -> RunIndex:
         questions = {q.question_id: q for q in load_questions(found.dataset, check_images=False)}
         answers = pending_answers.result()
         table = pending.result() if pending is not None else table_from_records([])
-    table, stale_notes = _without_stale(table, questions, answers, small_pool_max)
+    checks = current_checks(questions.values(), small_pool_max)
+    hashes = {k: answer_hash(a["response"]) for k, a in answers.items()}
+    table, stale_notes = _without_stale(table, checks, hashes)
     notes += stale_notes
     verdicts, question_ids = verdicts_from_table(table, list(questions))
     index = RunIndex(run_dir, found.dataset, questions, question_ids, answers, verdicts,
-                     build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max)
+                     build_cells(verdicts, len(question_ids)), notes=notes, small_pool_max=small_pool_max,
+                     current_checks=checks, answer_hashes=hashes)
     for judge, records in read_humans([p for p in files if is_human(p.parent.name)]).items():
         index.humans[judge] = records
     index.scores = read_scores(scores_path(run_dir), run_dir, notes)
@@ -214,10 +210,9 @@ def read_samples(run_dir: Path, notes: list[str]) -> dict:
     return out
 
 
-def _without_stale(table, questions: dict, answers: dict, small_pool_max: int):
-    """The model judges' table less its stale verdicts, and a note per judge saying so."""
-    checks = current_checks(questions.values(), small_pool_max)
-    hashes = {k: answer_hash(a["response"]) for k, a in answers.items()}
+def _without_stale(table, checks: dict, hashes: dict):
+    """The model judges' table less its stale verdicts (`checks`, `hashes`: the index's
+    `current_checks` and `answer_hashes`), and a note per judge saying so."""
     stale, reasons = stale_verdicts(table, checks, hashes)
     return (take_rows(table, np.flatnonzero(~stale)) if stale.any() else table), describe_stale(reasons)
 
