@@ -81,9 +81,11 @@ def _dataset_and_checks(dataset: Path | None, small_pool_max: int) -> tuple[tupl
 def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
     """The table less its stale verdicts (`data.consistency.stale_verdicts`), with `stale`
     and `answer_inputs` set; what was left out is said on the console."""
-    from gamut_local.data.records import current_answer_hashes  # the record models: only where answers are read
+    answer_hashes = None
+    if answers is not None:
+        from gamut_local.data.records import current_answer_hashes  # the record models: only where answers are read
 
-    answer_hashes = current_answer_hashes(answers) if answers is not None else None
+        answer_hashes = current_answer_hashes(answers)
     stale, reasons = stale_verdicts(table, checks, answer_hashes)
     out = take_rows(table, np.flatnonzero(~stale)) if stale.any() else table
     out.stale = reasons

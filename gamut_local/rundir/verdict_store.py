@@ -319,13 +319,16 @@ def _one_writer(unit: Path):
 
 def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
     """Make the unit hold exactly these records (a stage that rewrites its output whole, as
-    `jury` does): one compacted file, written atomically, that holds every part there was."""
+    `jury` does): one compacted file, written atomically, that holds every part there was.
+    It takes its turn with the unit's other writers: a compaction in flight would otherwise
+    put its older file over this one."""
     table = to_table(records, str(unit), loose=loose)
-    numbers = _part_numbers(unit)
-    last = max([_through(unit), *numbers], default=0)
-    _write_atomic(table.replace_schema_metadata(schema({"through_part": last}).metadata), unit)
+    with _one_writer(unit):
+        numbers = _part_numbers(unit)
+        last = max([_through(unit), *numbers], default=0)
+        _write_atomic(table.replace_schema_metadata(schema({"through_part": last}).metadata), unit)
+        _remove_parts(unit, numbers)
     JOURNAL.replaced.append(str(unit))
-    _remove_parts(unit, numbers)
 
 
 def read_files(paths: list[Path], columns: list[str] | None = None):

@@ -186,3 +186,26 @@ def test_two_writers_of_one_unit_lose_nothing(tmp_path):
     assert [w.wait(timeout=300) for w in writers] == [0, 0]
     vs.compact(unit)
     assert keys(unit) == sorted((f"{who}{i:02d}", "c1") for who in "ab" for i in range(30))
+
+
+def test_a_unit_replaced_whole_waits_for_its_writer(tmp_path):
+    """`jury` and `verdicts export` replace a unit whole. A compaction in flight would put its
+    older file over the replacement, so the replacement takes its turn: while another writer
+    holds the unit, it writes nothing; once that writer is done, it writes."""
+    unit = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    vs.write_part(unit, [verdict("q1")])
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from gamut_local.rundir import verdict_store as vs
+        print("ready", flush=True)
+        vs.replace_unit(Path(sys.argv[1]), [{verdict("q2")!r}])
+    """)
+    with vs._one_writer(unit):
+        child = subprocess.Popen([sys.executable, "-c", code, str(unit)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline() == "ready\n"
+        with pytest.raises(subprocess.TimeoutExpired):  # a replacement needs ~0.05 s: it is waiting
+            child.wait(timeout=1.0)
+        assert not unit.exists() and keys(unit) == [("q1", "c1")]
+    assert child.wait(timeout=120) == 0
+    assert keys(unit) == [("q2", "c1")] and vs.unit_files(unit) == [unit]
