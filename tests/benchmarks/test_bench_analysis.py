@@ -67,7 +67,7 @@ def test_the_timed_commands_run_as_a_user_runs_them_and_cache_nothing(bench, run
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     out = bench.time_commands(root)
-    assert set(out) == {"score", "agree", "report_fresh", "report_current", "view_first_page"}
+    assert set(out) == {"score", "score_no_dataset", "agree", "report_fresh", "report_current", "view_first_page"}
     assert all(r["seconds"] > 0 and r["peak_rss_mb"] > 0 for r in out.values())
     assert (root / "report.md").is_file() and (root / "scores" / "agreement.json").is_file()
     assert not (tmp_path / "xdg" / "gamut-local").exists() and not (tmp_path / "home" / ".cache" / "gamut-local").exists()
