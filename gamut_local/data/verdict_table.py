@@ -296,6 +296,24 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     return table
 
 
+def _read_listed(paths: list[Path], wanted: list[str]) -> tuple | None:
+    """(files, their Columns, their input records), or None where the listing went stale
+    while the store's files were read (`verdict_store.went_stale`, or a part gone)."""
+    stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
+    jsonl = sorted(set(range(len(paths))) - set(stored))
+    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
+        tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
+        inputs = pool.map(file_record, paths)
+        parts = [_strict_columns([paths[k] for k in jsonl], jsonl)] if jsonl or not stored else []
+        try:
+            tables, inputs = list(tables), list(inputs)
+        except FileNotFoundError:
+            return None
+    if verdict_store.went_stale([paths[k] for k in stored], tables):
+        return None
+    return paths, parts + ([store_columns(tables, stored)] if stored else []), inputs
+
+
 def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True,
                   check_hashes: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
@@ -303,17 +321,15 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     (NaN), for readers that never look at them; `answer_hashes=False`, `check_hashes=False`:
     nor its answer or check hashes (None), for readers given no answers or dataset to compare
     them with. Raises InputError with the strict reader's own FILE:LINE messages."""
-    paths = store_files(paths)
-    stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
-    jsonl = sorted(set(range(len(paths))) - set(stored))
     unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
     wanted = [*(c for c in CODED if c not in unread), *(verdict_store.PROB_COLUMNS if probs else ())]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
-        tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
-        inputs = pool.map(file_record, paths)
-        parts = [_strict_columns([paths[k] for k in jsonl], jsonl)] if jsonl or not stored else []
-        parts += [store_columns(list(tables), stored)] if stored else []
-    table = table_from_parts(parts, [str(p) for p in paths], list(inputs))
+    for _ in range(verdict_store.READ_TRIES):  # a task compacting a unit as it is read: list again
+        if (read := _read_listed(store_files(paths), wanted)) is not None:
+            break
+    else:
+        raise InputError([Problem(", ".join(map(str, paths)), None, "", verdict_store.KEPT_CHANGING)])
+    paths, parts, inputs = read
+    table = table_from_parts(parts, [str(p) for p in paths], inputs)
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if has_repeats(table):

@@ -59,7 +59,7 @@ KNOWN = (*REQUIRED, "raw", "probs", *CODED_OPTIONAL, *INTEGERS)
 _FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
 _SAFE = re.compile(NAME_PATTERN)
 _NAMES = ("model", "judge")  # they name files and folders
-_PART = re.compile(r"part-(\d{6})\.parquet")
+_PART = re.compile(r"part-(\d{6,})\.parquet")  # six digits, more past 999,999
 
 
 def schema(meta: dict | None = None):
@@ -334,6 +334,10 @@ def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> Non
 def read_files(paths: list[Path], columns: list[str] | None = None):
     """One Arrow table of these store files (each checked for the schema version and the
     writer's rules: `check_columns`)."""
+    return _concat(_read_each(paths, columns), columns)
+
+
+def _read_each(paths: list[Path], columns: list[str] | None) -> list:
     import pyarrow as pa
 
     tables = []
@@ -346,6 +350,12 @@ def read_files(paths: list[Path], columns: list[str] | None = None):
                 raise InputError([Problem(str(p), None, "", f"not a readable Parquet file: {e}")]) from None
         check_columns(table, p, columns or schema().names)
         tables.append(table)
+    return tables
+
+
+def _concat(tables: list, columns: list[str] | None):
+    import pyarrow as pa
+
     if not tables:
         return schema().empty_table() if columns is None else schema().empty_table().select(columns)
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
@@ -405,16 +415,38 @@ def _not_finite(chunk) -> list[tuple[int, str]]:
     return [(int(np.argmax(bad)) + 1, "must be a finite number or null")] if bad.any() else []
 
 
+def went_stale(files: list[Path], tables: list) -> bool:
+    """Did a compaction run while these files, as `unit_files` listed them (a unit's compacted
+    file before its parts), were read into `tables`? Then a compacted file read holds a part
+    read beside it, whose verdicts would count twice. (A part deleted before it was read is a
+    FileNotFoundError.) Either way the listing is stale: the reader lists the units again."""
+    held: dict[Path, int] = {}
+    for path, table in zip(files, tables):
+        if path.parent.name.endswith(PARTS):
+            if int(_PART.fullmatch(path.name).group(1)) <= held.get(path.parent, 0):
+                return True
+        else:
+            held[parts_dir(path)] = json.loads(table.schema.metadata[META_KEY]).get("through_part", 0)
+    return False
+
+
+READ_TRIES = 5  # listings a reader tries while tasks compact what it reads
+KEPT_CHANGING = f"kept being compacted while it was read ({READ_TRIES} tries): read it again"
+
+
 def read_unit(unit: Path, columns: list[str] | None = None):
-    """The unit's verdicts now. Another task may compact it while this reads (resume reads
-    every shard's unit): a part deleted between the listing and the read means the compacted
-    file holds it now, so the unit is listed again."""
-    for _ in range(3):
+    """The unit's verdicts now, as one state of it. Another task may compact it while this
+    reads (resume and `status` read every shard's unit): a stale listing (`went_stale`) is
+    listed and read again."""
+    for _ in range(READ_TRIES):
+        files = unit_files(unit)
         try:
-            return read_files(unit_files(unit), columns)
+            tables = _read_each(files, columns)
         except FileNotFoundError:
             continue
-    return read_files(unit_files(unit), columns)
+        if not went_stale(files, tables):
+            return _concat(tables, columns)
+    raise InputError([Problem(str(unit), None, "", KEPT_CHANGING)])
 
 
 def compact(unit: Path, keep=None) -> int:

@@ -209,3 +209,70 @@ def test_a_unit_replaced_whole_waits_for_its_writer(tmp_path):
         assert not unit.exists() and keys(unit) == [("q1", "c1")]
     assert child.wait(timeout=120) == 0
     assert keys(unit) == [("q2", "c1")] and vs.unit_files(unit) == [unit]
+
+
+def _compacting_once(monkeypatch, name: str, unit, keep_parts: bool):
+    """`vs.<name>` compacting the unit before its first call: a task finishing while a reader
+    reads what it listed just before. `keep_parts`: the parts still there, as in the moment
+    between the compacted file's rename and the parts' deletion."""
+    real, done = getattr(vs, name), []
+
+    def racing(*args, **kwargs):
+        if not done:
+            done.append(True)
+            saved = {p: p.read_bytes() for p in vs.parts_dir(unit).glob("part-*.parquet")}
+            vs.compact(unit)
+            for p, data in saved.items() if keep_parts else ():
+                p.write_bytes(data)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(vs, name, racing)
+    return done
+
+
+@pytest.mark.parametrize("keep_parts", [False, True], ids=["parts-deleted", "parts-not-yet-deleted"])
+def test_a_reader_racing_a_compaction_reads_one_state_of_the_unit(tmp_path, monkeypatch, keep_parts):
+    """A reader lists a unit (its compacted file, then the parts it does not hold) and reads
+    the files. A task compacting the unit in between once failed the read (a part gone) or
+    counted the parts twice: `score` beside a running judge reported duplicate verdicts that
+    were not there. The reader now sees the listing went stale and lists again."""
+    from gamut_local.data.verdict_table import read_verdicts
+
+    unit = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    vs.write_part(unit, [verdict("q1")])
+    vs.compact(unit)
+    vs.write_part(unit, [verdict("q2")])
+    vs.write_part(unit, [verdict("q3")])
+    want = [("q1", "c1"), ("q2", "c1"), ("q3", "c1")]
+    done = _compacting_once(monkeypatch, "read_files", unit, keep_parts)
+    table = read_verdicts([tmp_path / "verdicts"])
+    assert done and sorted(zip((table.questions[q] for q in table.question), (table.checks[c] for c in table.check))) == want
+    assert [f["path"] for f in table.inputs] == [str(unit)]  # the files of the state it read
+    vs.write_part(unit, [verdict("q4")])
+    done = _compacting_once(monkeypatch, "_read_each", unit, keep_parts)
+    assert keys(unit) == want + [("q4", "c1")] and done
+
+
+def test_a_unit_that_never_holds_still_is_refused_by_name(tmp_path, monkeypatch):
+    from gamut_local.data.verdict_table import read_verdicts
+
+    unit = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    vs.write_part(unit, [verdict("q1")])
+    monkeypatch.setattr(vs, "went_stale", lambda files, tables: True)
+    for read in (lambda: read_verdicts([unit]), lambda: vs.read_unit(unit)):
+        with pytest.raises(InputError) as e:
+            read()
+        assert str(e.value) == f"{unit}: <record>: kept being compacted while it was read ({vs.READ_TRIES} tries): read it again"
+
+
+def test_parts_past_999999_are_read_and_numbered_on(tmp_path):
+    """Part names have six digits; the millionth part has seven. The listing once matched six
+    only: that part was never read, and the next write took its number again, replacing it."""
+    unit = tmp_path / "verdicts" / "j" / "m.text_only.parquet"
+    first = vs.write_part(unit, [verdict("q1")])
+    first.rename(first.with_name("part-999999.parquet"))
+    assert vs.write_part(unit, [verdict("q2")]).name == "part-1000000.parquet"
+    assert vs.write_part(unit, [verdict("q3")]).name == "part-1000001.parquet"
+    assert keys(unit) == [("q1", "c1"), ("q2", "c1"), ("q3", "c1")]
+    vs.compact(unit)
+    assert keys(unit) == [("q1", "c1"), ("q2", "c1"), ("q3", "c1")] and vs.unit_files(unit) == [unit]
