@@ -16,12 +16,13 @@ import typer
 from rich.console import Console
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.reporting.progress import plain_console
 from gamut_local.vocab import SMALL_POOL_MAX
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="GAMUT factual-completeness benchmark, offline, on open models.")
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+err = plain_console(stderr=True, soft_wrap=True)
+out = plain_console(soft_wrap=True)
 
 
 _OPTIONS = {"debug": False}
@@ -67,7 +68,7 @@ def _fail(lines: list[str], footer: str, code: int):
     from gamut_local.rundir.store import JOURNAL
 
     _echo(err, lines)
-    err.print(f"{footer}; {JOURNAL.summary()}.", style="red", markup=False)
+    err.print(f"{footer}; {JOURNAL.summary()}.", style="red")
     raise typer.Exit(code)
 
 
@@ -129,14 +130,14 @@ def user_errors(fn):
             if _OPTIONS["debug"]:
                 import traceback
 
-                err.print(traceback.format_exc(), markup=False)
+                err.print(traceback.format_exc())
             hint = "" if _OPTIONS["debug"] else " (run `gamut-local --debug ...` to print the full traceback)"
             _fail([f"internal error: {type(e).__name__}: {e}{hint}"], "this is a bug, please report it", 2)
         finally:
             if old is not None:
                 signal.signal(signal.SIGTERM, old)
             for note in JOURNAL.notices:
-                err.print(f"note: {note}", markup=False, style="yellow")
+                err.print(f"note: {note}", style="yellow")
 
     return wrapper
 
@@ -158,10 +159,10 @@ def _print_warnings(warnings) -> None:
     from gamut_local.data.dataset import warning_lines
 
     for line in warning_lines(warnings):
-        err.print(f"warning: {line}", markup=False, style="yellow")
+        err.print(f"warning: {line}", style="yellow")
     if warnings:
         err.print(f"{len(warnings)} warning(s) about the dataset: each says what was kept or left out; "
-                  "--strict makes them errors.", markup=False, style="yellow")
+                  "--strict makes them errors.", style="yellow")
 
 
 def reads_dataset(fn):
@@ -296,12 +297,11 @@ def sample(
                                         name=name, console=err)
     state = "drawn" if written else "already drawn, unchanged"
     out.print(f"{path}: sample {design.sample_id} {state}: {len(design.responses)} responses "
-              f"({'shared questions' if shared else 'per system'}, seed {seed})", markup=False)
+              f"({'shared questions' if shared else 'per system'}, seed {seed})")
     for st in design.strata:
         out.print(f"  {st.model:<28} {st.variant:<10} {st.sampled} of {st.population} "
-                  f"(inclusion probability {st.inclusion_probability:.4g})", markup=False)
-    out.print(f"Grade it in full: gamut-local view {run_dir} --annotator NAME, then \"Calibration sample\".",
-              markup=False)
+                  f"(inclusion probability {st.inclusion_probability:.4g})")
+    out.print(f"Grade it in full: gamut-local view {run_dir} --annotator NAME, then \"Calibration sample\".")
 
 
 def _run_config(config: Path):
@@ -398,7 +398,7 @@ def jury(
     fallback = f"; {s['by_majority']} by majority, no member had probabilities there" if s["by_majority"] else ""
     out.print(f"{run_dir / 'verdicts' / name}: {s['cells']} verdicts of jury {name!r} ({rule} of "
               f"{', '.join(members)}; {s['invalid']} invalid{fallback}) in {s['files']} file(s); "
-              f"{jury_path(run_dir, name)}", markup=False)
+              f"{jury_path(run_dir, name)}")
 
 
 @app.command("plan-sample")
@@ -424,11 +424,11 @@ def plan_sample(
     for r in rows:
         head = f"{r['judge']:>20}  {r['model']:<28} {r['variant']:<10} pilot {r['pilot_n']:>4} of {r['n_total']}"
         if r["reason"]:
-            out.print(f"{head}  {r['reason']}", markup=False)
+            out.print(f"{head}  {r['reason']}")
             continue
         short = "" if r["reachable"] else " (not reachable: fewer responses than that)"
         out.print(f"{head}  corrected {r['corrected_n']} ({r['corrected_keypresses']} keypresses){short}  "
-                  f"human-only {r['human_only_n']} ({r['human_only_keypresses']} keypresses)", markup=False)
+                  f"human-only {r['human_only_n']} ({r['human_only_keypresses']} keypresses)")
 
 
 @app.command("score-run")
@@ -477,7 +477,7 @@ def agree(
     result = write_agreement(out_path, verdicts, console=err, gold=gold, dataset=dataset,
                              answers=list(answers) or None, allow_incomplete=allow_incomplete).model_dump()
     if gold is not None:
-        out.print(f"{cal_json}: model judges against {gold!r} ({cal_png})", markup=False)
+        out.print(f"{cal_json}: model judges against {gold!r} ({cal_png})")
     missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
     out.print(f"{out_path}: {len(result['judges'])} judges on {result['keys']['total']} keys "
               f"(keys each judge lacks: {missing})")
@@ -487,7 +487,7 @@ def agree(
         out.print(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau} (on {p['n_questions']} questions), "
                   f"Cohen kappa {kappa}")
     for where, why in result["notes"].items():
-        out.print(f"  null {where}: {why}", markup=False)
+        out.print(f"  null {where}: {why}")
 
 
 @app.command()
@@ -514,7 +514,7 @@ def report(
     check_seed(seed)
 
     def warn(line):
-        err.print(f"warning: {line}", markup=False, style="bold red")
+        err.print(f"warning: {line}", style="bold red")
 
     # A current report is checked before the analysis is imported (numpy, pydantic: most of its time).
     again = current.current_report(run_dir, current.settings(
@@ -549,7 +549,7 @@ def view(
         raise InputError([Problem("gamut-local view", None, "", f"needs the `view` extra ({e.name} is "
                                   "missing): pip install -e '.[view]'")])
     serve(run_dir, port=port, annotator=annotator, read_only=read_only, dataset=dataset,
-          echo=lambda line: out.print(line, markup=False), debug=_OPTIONS["debug"])
+          echo=lambda line: out.print(line), debug=_OPTIONS["debug"])
 
 
 @app.command()
@@ -604,12 +604,12 @@ def slurm_cmd(
     submission = prepare(config)
     if not submit_:
         sys.stdout.write(dry_run_text(submission))
-        err.print("Dry run: nothing was submitted or written; add --submit to submit.", markup=False)
+        err.print("Dry run: nothing was submitted or written; add --submit to submit.")
         return
     if not submission.todo:
         out.print(f"Nothing to submit: every task of {config} has its done marker in {submission.run_dir / 'slurm' / 'done'}.")
         return
-    records = submit(submission, force=force, echo=lambda line: out.print(line, markup=False))
+    records = submit(submission, force=force, echo=lambda line: out.print(line))
     tasks = sum(len(j.pending) for j in submission.todo)
     out.print(f"Submitted {len(records)} jobs ({tasks} tasks); ids in {submission.run_dir / 'slurm' / 'jobs.json'}.")
 
@@ -678,7 +678,7 @@ def draft(
               f"({s['drafted']} drafted now, {s['already_done']} already done); every draft in {s['log']}")
     if s["failed"]:
         out.print(f"{len(s['failed'])} failed validation, kept with their errors in the log: "
-                  f"{', '.join(s['failed'][:10])}", markup=False)
+                  f"{', '.join(s['failed'][:10])}")
 
 
 @app.command()
@@ -713,7 +713,7 @@ def lint(
     _echo(out, map(str, findings))
     errors = count_errors(findings)
     warnings = len(findings) - errors
-    out.print(f"{dataset}: {errors} error(s), {warnings} warning(s)", markup=False)
+    out.print(f"{dataset}: {errors} error(s), {warnings} warning(s)")
     if errors or (strict and warnings):
         raise SystemExit(1)  # findings printed above are the message; not an internal error
 
@@ -760,7 +760,7 @@ def diff(
 
     changes, lines = diff_files(a, b)
     _echo(out, lines)
-    out.print(f"{len(changes)} question(s) differ", markup=False)
+    out.print(f"{len(changes)} question(s) differ")
 
 
 verdicts_app = typer.Typer(no_args_is_help=True, help="The verdict store's edges: JSON Lines (or Parquet) "
@@ -783,7 +783,7 @@ def verdicts_export(
     if out_path.suffix not in (".jsonl", ".parquet"):  # the format is the suffix: no file of the wrong kind
         raise InputError([Problem(str(out_path), None, "--out", "give FILE.jsonl or FILE.parquet")])
     n = export(list(inputs), out_path)
-    out.print(f"{out_path}: {n} verdicts", markup=False)
+    out.print(f"{out_path}: {n} verdicts")
 
 
 @verdicts_app.command("import")
@@ -801,12 +801,22 @@ def verdicts_import(
     check_outputs({"--into": into}, [], folders=("--into",))
     added = import_files(list(files), into)
     for path, n in added.items():
-        out.print(f"{path}: +{n} verdicts", markup=False)
-    out.print(f"{sum(added.values())} verdicts imported into {into}", markup=False)
+        out.print(f"{path}: +{n} verdicts")
+    out.print(f"{sum(added.values())} verdicts imported into {into}")
 
 
-def main():  # pragma: no cover - console entry for `python -m gamut_local.cli`
-    app()
+def main():
+    """The `gamut-local` executable (and `python -m gamut_local.cli`): the command, then the
+    process ends. Everything left is frozen first (`gc.freeze`), so the collector's last pass
+    at interpreter exit does not walk it all (the modules, pydantic's schemas, the command's
+    results) only to free what exit frees anyway: 0.03 s of every command. Every file is
+    written and closed by then. (Tests call `app`: their process goes on.)"""
+    import gc
+
+    try:
+        app()
+    finally:
+        gc.freeze()
 
 
 if __name__ == "__main__":

@@ -38,3 +38,20 @@ def test_the_cli_picks_the_system_allocator_and_no_plugin_scan():
 
 def test_a_users_own_choice_is_kept():
     assert _chosen(ARROW_DEFAULT_MEMORY_POOL="jemalloc", PYDANTIC_DISABLE_PLUGINS="0") == "jemalloc 0"
+
+
+def test_the_executable_runs_the_command_then_exits_without_a_last_collection():
+    """`gamut-local` is `cli.main`: the command, then everything left frozen (`gc.freeze`), so
+    the collector's pass at interpreter exit does not walk it all (0.03 s a command). The exit
+    code is the command's."""
+    probe = ("import gc, sys\nfrom gamut_local import cli\nsys.argv = ['gamut-local', *sys.argv[1:]]\n"
+             "try:\n    cli.main()\nexcept SystemExit as e:\n"
+             "    print(e.code or 0, gc.get_freeze_count() > 10_000)\n")
+    for argv, code in ((["--help"], 0), (["validate", "/nonexistent/questions.jsonl"], 1)):  # neither reads a dataset
+        done = processes.run([sys.executable, "-c", probe, *argv], timeout=120, waiting_for="`gamut-local`")
+        assert done.stdout.split("\n")[-2] == f"{code} True", done.stdout + done.stderr
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(gamut_local.__path__[0]).parent / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["gamut-local"] == "gamut_local.cli:main"

@@ -18,7 +18,7 @@ Num = float | None
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class InputFile(_Out):

@@ -290,9 +290,10 @@ def _hours_text(x: float) -> str:
 def render_table(result: dict, console) -> None:
     """One table per stage; token counts in k/M/B, hours to three significant digits."""
     from rich.table import Table
+    from rich.text import Text
 
-    console.print(f"[bold]{result['run']}[/bold]: {result['questions']} questions "
-                  f"({result['questions_with_image']} with an image), {result['checks']} checks")
+    console.print(Text.assemble((str(result["run"]), "bold"), f": {result['questions']} questions "
+                                f"({result['questions_with_image']} with an image), {result['checks']} checks"))
     for stage, tot in result["totals"].items():
         rows = [r for r in result["rows"] if r["stage"] == stage]
         if not rows:
@@ -306,20 +307,20 @@ def render_table(result: dict, console) -> None:
         for col in ("requests", "prompt", "shared", "output", "GPU-h", "GPUs", "tasks", "h/task"):
             table.add_column(col, justify="right", no_wrap=True)
         for r in rows:
-            over = " [red]>limit[/red]" if r["over_time_limit"] else ""
+            over = (" >limit", "red") if r["over_time_limit"] else ""
             table.add_row(r["name"], r["target"], f"{r['requests']:,}", _si(r["prompt_tokens"]),
                       _si(r["prompt_tokens_shared"]), _si(r["output_tokens"]), _hours_text(r["gpu_hours"]),
-                      str(r["gpus_per_task"]), str(r["tasks"]), _hours_text(r["hours_per_task"]) + over)
-        table.add_row("[bold]total[/bold]", "", f"{tot['requests']:,}", _si(tot["prompt_tokens"]),
+                      str(r["gpus_per_task"]), str(r["tasks"]), Text.assemble(_hours_text(r["hours_per_task"]), over))
+        table.add_row(Text("total", "bold"), "", f"{tot['requests']:,}", _si(tot["prompt_tokens"]),
                   _si(tot["prompt_tokens_shared"]), _si(tot["output_tokens"]),
-                  f"[bold]{_hours_text(tot['gpu_hours'])}[/bold]", "", "", "")
+                  Text(_hours_text(tot["gpu_hours"]), "bold"), "", "", "")
         console.print(table)
     assumed = result["assumptions"]
     console.print("prompt/shared/output: tokens computed without and with prefix caching, and generated.")
-    console.print(f"GPU-hours in all: [bold]{_hours_text(result['gpu_hours'])}[/bold]. Assumed per GPU: "
+    console.print(Text.assemble("GPU-hours in all: ", (_hours_text(result["gpu_hours"]), "bold"), ". Assumed per GPU: "
                   f"{assumed['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {assumed['decode_tokens_per_s_per_gpu']:,.0f} "
                   f"output tok/s; {assumed['mean_answer_tokens']} tokens per answer, {assumed['image_tokens']} per image "
-                  f"(the run's `plan:` block).")
+                  f"(the run's `plan:` block)."))
     loads = ", ".join(f"{n} {m:.1f}" for n, m in result["load_minutes"].items())
     console.print(f"Every task first starts its engine and loads the weights: {assumed['startup_minutes']:g} min + "
                   f"weights at {assumed['load_gb_per_minute']:g} GB/min (plan.startup_minutes, "
@@ -327,5 +328,5 @@ def render_table(result: dict, console) -> None:
     for line in result["warnings"]:
         console.print(f"warning: {line}", style="yellow", markup=False)
     if any(r["over_time_limit"] for r in result["rows"]):
-        console.print("[red]>limit: tasks estimated to run past their SLURM time limit; raise "
-                      "slurm.shards_* or slurm.time_*.[/red]")
+        console.print(">limit: tasks estimated to run past their SLURM time limit; raise "
+                      "slurm.shards_* or slurm.time_*.", style="red")

@@ -92,7 +92,7 @@ def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] 
     out.answer_inputs = [file_record(Path(p)) for p in answers or []]
     if console is not None:
         for line in describe_stale(reasons):
-            console.print(f"[yellow]{line}[/yellow]")
+            console.print(line, style="yellow")
     return out
 
 

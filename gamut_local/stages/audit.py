@@ -25,7 +25,7 @@ from gamut_local.data.records import Question
 from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError
 from gamut_local.prompts.audit import AUDIT_LABELS, AUDIT_TEMPLATE_HASH, audit_conversation
-from gamut_local.reporting.progress import progress_bars
+from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
 from gamut_local.rundir.resume import done_keys_checked
 from gamut_local.rundir.store import append_jsonl, read_jsonl, write_jsonl, write_text_atomic
@@ -181,7 +181,7 @@ def _question_row(q: Question, grounded: dict[str, bool], records: dict, notes: 
 def audit(dataset: str | Path, config_path: str | Path, out: str | Path, *, console: Console | None = None,
           progress=None, open_engine=load_and_close) -> dict:
     """Ground every drafted item in the snippets it cites; write the audited dataset and report."""
-    console = console or Console(stderr=True, highlight=False)
+    console = console or plain_console(stderr=True)
     spec = load_authoring_config(config_path, AuditSpec)
     questions = load_questions(dataset, check_images=False)
     _, problem = resolve_model_path(spec.model)

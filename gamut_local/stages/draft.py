@@ -32,7 +32,7 @@ from gamut_local.prompts.draft import (
     retry_conversation,
     snippet_ref,
 )
-from gamut_local.reporting.progress import progress_bars
+from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rubric.schema import MetaRubric, Snippet
 from gamut_local.rundir.resume import done_keys_checked
 from gamut_local.rundir.store import append_jsonl, read_jsonl, write_jsonl
@@ -192,7 +192,7 @@ def draft(questions_path: str | Path, evidence_path: str | Path, config_path: st
           out: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
           progress=None, open_engine=load_and_close) -> dict:
     """Draft a meta-rubric for every question still without one in the log (resumes)."""
-    console = console or Console(stderr=True, highlight=False)
+    console = console or plain_console(stderr=True)
     spec = load_authoring_config(config_path, DraftSpec)
     questions = load_questions_to_draft(questions_path)
     evidence = load_evidence(evidence_path, spec.max_snippet_chars)

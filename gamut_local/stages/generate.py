@@ -26,7 +26,7 @@ from gamut_local.data.records import Question, answer_key, image_sha256, load_im
 from gamut_local.engines import load_and_close, model_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.candidate import candidate_conversation
-from gamut_local.reporting.progress import progress_bars
+from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rundir.identity import prompt_hash
 from gamut_local.rundir.layout import (
     Shard,
@@ -89,8 +89,8 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
     for m in models:
         vs = m.variants(variants)
         if len(vs) < len(variants):
-            console.print(f"[yellow]{m.name}: vision is false, so the multimodal variant is skipped "
-                          f"(text_only only)[/yellow]")
+            console.print(f"{m.name}: vision is false, so the multimodal variant is skipped "
+                          f"(text_only only)", style="yellow")
         w = ModelWork(m, vs)
         h = m.settings_hash()
         for v in vs:
@@ -110,8 +110,8 @@ def pending_answers(spec: RunSpec, questions: list[Question], *, model: str | No
                           for q in sorted(imageless)])
     fallback = sum(1 for q in mine if not q.question_text_only)
     if fallback and "text_only" in variants:
-        console.print(f"[yellow]{fallback} of {len(mine)} questions have no question_text_only: "
-                      f"their text_only prompt is the generic `question` (recorded as question_field)[/yellow]")
+        console.print(f"{fallback} of {len(mine)} questions have no question_text_only: "
+                      f"their text_only prompt is the generic `question` (recorded as question_field)", style="yellow")
     return work
 
 
@@ -126,9 +126,9 @@ def _current_answers(model: str, variant: str, settings_hash: str, prompts: dict
 
     done, stale = scan_done(sorted(set(files) | {own}), answer_key, current, "answer", own=own)
     if stale:
-        console.print(f"[yellow]{model}.{variant}: {stale_summary(stale)} answers are stale (another question "
+        console.print(f"{model}.{variant}: {stale_summary(stale)} answers are stale (another question "
                       f"text, image, template or model setting); moved to {superseded_path(out_dir, own)} "
-                      f"and answered again[/yellow]")
+                      f"and answered again", style="yellow")
     retire_stale(stale, own, superseded_path(out_dir, own), "answer")
     return done
 
@@ -194,7 +194,7 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
     is written (the CLI writes the manifest there). Returns one summary per model: name,
     variants, written, already done.
     """
-    console = console or Console(stderr=True, highlight=False)
+    console = console or plain_console(stderr=True)
     check_chunk_size(chunk_size)
     dataset = Path(spec.dataset)
     questions = load_questions(dataset)  # validates records and images before any model loads
@@ -206,7 +206,7 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
         for w in work:
             written = 0
             if not w.variants:
-                console.print(f"[yellow]{w.spec.name}: no variant of this run it can answer; skipped[/yellow]")
+                console.print(f"{w.spec.name}: no variant of this run it can answer; skipped", style="yellow")
             elif w.pending:
                 written = generate_model(w, dataset, Path(spec.output_dir), shard,
                                          chunk_size or spec.chunk_size, bars, open_engine)

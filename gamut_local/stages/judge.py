@@ -33,7 +33,7 @@ from gamut_local.data.verdict_io import adopt_jsonl
 from gamut_local.engines import judge_identity, load_and_close, model_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
-from gamut_local.reporting.progress import progress_bars
+from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rubric.schema import Check
 from gamut_local.rundir.layout import (
@@ -199,9 +199,9 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
         keys, stale = scan_done(sorted(set(verdict_siblings(out_dir, spec.name, m, v)) | {own}),
                                 verdict_key, current, "verdict", own=own)
         if stale and console is not None:
-            console.print(f"[yellow]{spec.name} on {m}.{v}: {stale_summary(stale)} verdicts are stale "
+            console.print(f"{spec.name} on {m}.{v}: {stale_summary(stale)} verdicts are stale "
                           f"(made for another check, answer or judge set-up); moved to "
-                          f"{superseded_path(out_dir, own)} and re-graded[/yellow]")
+                          f"{superseded_path(out_dir, own)} and re-graded", style="yellow")
         retire_stale(stale, own, superseded_path(out_dir, own), "verdict")
         done |= keys
     items, n_done = [], 0
@@ -270,7 +270,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
 
     `on_ready` is called once everything is checked, before any judge loads or any verdict
     is written (the CLI writes the manifest there)."""
-    console = console or Console(stderr=True, highlight=False)
+    console = console or plain_console(stderr=True)
     dataset = Path(spec.dataset)
     check_chunk_size(chunk_size)
     out_dir = Path(spec.output_dir)

@@ -28,7 +28,7 @@ from gamut_local.data.records import load_answers
 from gamut_local.data.verdict_table import read_verdicts
 from gamut_local.engines import load_engine, model_problem, pick_backend
 from gamut_local.errors import InputError
-from gamut_local.reporting.progress import progress_bars
+from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rundir.layout import check_chunk_size, parse_shard
 from gamut_local.rundir.manifest import write_manifest
 from gamut_local.rundir.paths import run_dir_problems
@@ -113,7 +113,7 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     design, so it is scored and reported as such (`allow_incomplete` for a full run).
     """
     pilot = parse_shard(None, limit)
-    console = console or Console(stderr=True, highlight=False)
+    console = console or plain_console(stderr=True)
     config_path = Path(config_path)
     spec = load_run_config(config_path)
     preflight(spec, chunk_size)

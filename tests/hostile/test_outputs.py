@@ -156,3 +156,15 @@ def test_result_paths_refuse_unsafe_names_whoever_builds_them(world):
                 assert "cannot be used in a file name" in str(e)
             else:
                 raise AssertionError(f"{bad!r} made a path")
+
+
+def test_paths_that_look_like_console_markup_are_printed_as_they_are(world, expect):
+    """The console read `[/x]` in an output path as a closing tag: the command failed after
+    writing its file (exit 2, "internal error"); `[bold]` vanished from the path it showed,
+    and `:fire:` became an emoji. Paths and names are printed as they are."""
+    a = world.verdicts(world.root / "a.jsonl", judge="ja")
+    b = world.verdicts(world.root / "b.jsonl", judge="jb")
+    for folder in ("[/x]", "[bold]b", "q:fire:"):
+        out_path = world.root / folder / "agreement.json"
+        expect(0, "agree", a, b, "--out", out_path, named=[f"{out_path}: 2 judges on"], inputs_change=True)
+        assert out_path.is_file()
