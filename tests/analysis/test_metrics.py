@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gamut_local.analysis.metrics import score_responses, score_responses_reference
+from gamut_local.analysis.metrics import bootstrap_weights, score_responses, score_responses_reference
 from gamut_local.stages.score import score_records
 from gamut_local.vocab import TIER_CODE, VERDICT_CODE
 
@@ -141,3 +141,19 @@ def test_score_command_writes_json_and_reports_bad_files(gamut, tmp_path):
     assert f"{bad}:2: <record>: not valid JSON" in res.output
     assert "Traceback" not in res.output
     assert not (tmp_path / "x.json").exists()
+
+
+def test_bootstrap_weights_are_multinomial_rows_fixed_by_the_seed():
+    """Each row counts n draws with replacement from n questions: Multinomial(n, 1/n), so each
+    count is Binomial(n, 1/n) (mean 1, variance 1 - 1/n) and any two of a row covary by -1/n.
+    The same seed gives the same rows (scores.json records it); another seed, others."""
+    n, n_boot = 40, 20_000
+    w = bootstrap_weights(n, n_boot, seed=3)
+    assert w.shape == (n_boot, n) and w.dtype.kind == "i" and (w >= 0).all() and (w.sum(axis=1) == n).all()
+    se = np.sqrt(2 / n_boot)  # the standard error of a sample variance of about 1
+    assert abs(w.mean() - 1) < 0.01
+    assert np.abs(w.var(axis=0) - (1 - 1 / n)).max() < 5 * se
+    assert abs(np.cov(w[:, 0], w[:, 1])[0, 1] + 1 / n) < 5 * se
+    assert np.array_equal(bootstrap_weights(n, n_boot, seed=3), w)
+    assert not np.array_equal(bootstrap_weights(n, n_boot, seed=4), w)
+    assert bootstrap_weights(0, 5).shape == (5, 0) and bootstrap_weights(1, 3).tolist() == [[1], [1], [1]]
