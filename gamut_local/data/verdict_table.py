@@ -178,13 +178,14 @@ def check_settings(table: VerdictTable, held: VerdictTable | None = None) -> Non
 
 def _first_rows(table: VerdictTable) -> list[int]:
     """The first row of each (judge, settings hash) pair, by judge, then row."""
-    if table.settings_hash is None:
+    if table.settings_hash is None or not len(table):
         return []
     sizes = [max(len(table.judges), 1), len(table.settings_hashes) + 1]
     key = row_key([table.judge, table.settings_hash], sizes)
     key += 1  # judge * width + hash code + 1: a multiple of the width where a row has no hash
-    pairs = [k for k in distinct(key, math.prod(sizes)).tolist() if k % sizes[1]]
-    return sorted((int(np.argmax(key == k)) for k in pairs), key=lambda row: (table.judge[row], row))
+    starts = np.r_[0, np.flatnonzero(key[1:] != key[:-1]) + 1]  # a key's first row starts a run of it
+    keys, first = np.unique(key[starts], return_index=True)
+    return sorted(starts[first[keys % sizes[1] != 0]].tolist(), key=lambda row: (table.judge[row], row))
 
 
 def has_repeats(table: VerdictTable) -> bool:
@@ -240,7 +241,11 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
     start = 0
     for codes, values in pairs:
-        np.take(lookups[tuple(values)], codes, out=out[start:start + len(codes)])
+        lookup, part = lookups[tuple(values)], out[start:start + len(codes)]
+        if len(values) == 1 and codes.min(initial=0) >= 0:  # one value (a store file's judge, model...)
+            part.fill(lookup[0])
+        else:
+            np.take(lookup, codes, out=part)
         start += len(codes)
     return out, dictionary
 
