@@ -69,11 +69,12 @@ class Panel:
         return len(self.systems) * len(self.questions)
 
 
-def panel_from_table(table) -> Panel:
+def panel_from_table(table, systems: tuple | None = None) -> Panel:
     """Align a verdict table's judges on (system, question, check) keys, systems and questions
-    in the order `scoring.score_table` uses. The tier of a check must be the same for every
-    judge (they graded one rubric); a disagreement is an InputError naming the verdict."""
-    systems, system = system_index(table)
+    in the order `scoring.score_table` uses (`systems`: the table's `system_index`, where the
+    caller has it). The tier of a check must be the same for every judge (they graded one
+    rubric); a disagreement is an InputError naming the verdict."""
+    systems, system = systems or system_index(table)
     Q, C = len(table.questions), max(len(table.checks), 1)
     code = system.astype(np.int32 if len(systems) * Q * C < 2**31 else np.int64)  # int32: half the traffic
     code *= Q

@@ -122,13 +122,14 @@ def system_index(table) -> tuple[list[tuple[str, str]], np.ndarray]:
 
 
 def score_table(table, domains: dict[str, str] | None = None, *, expected: dict | None = None, seed: int = 0,
-                n_boot: int = N_BOOT, **formula) -> Scores:
+                n_boot: int = N_BOOT, systems: tuple | None = None, **formula) -> Scores:
     """Score every verdict of the table at once (the formula: `metrics.score_counts`).
 
     `expected`: {(question_id, variant): number of checks} from the dataset; None: the grid
-    the verdicts imply (`implied_expected`)."""
+    the verdicts imply (`implied_expected`). `systems`: the table's `system_index`, where the
+    caller has it (agreement uses it too)."""
     settings = formula_settings(**formula)
-    systems, system = system_index(table)
+    systems, system = systems or system_index(table)
     if expected is None:
         questions, grid = list(table.questions), implied_expected(table)
     else:
