@@ -225,7 +225,9 @@ def bootstrap_means(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
     v = np.asarray(values, dtype=float)
     have = np.isfinite(v)
     num = weights @ np.where(have, v, 0.0)
-    den = weights @ have.astype(float)
+    # Every value present (a complete run): each column's denominator is the row's number of
+    # draws, the same sum of whole numbers, exactly, without a second matrix product.
+    den = weights.sum(axis=1, keepdims=True) if have.all() else weights @ have.astype(float)
     with np.errstate(invalid="ignore", divide="ignore"):
         return num / den
 

@@ -46,14 +46,16 @@ def codes(array) -> tuple[np.ndarray, list[str]]:
     return got, array.dictionary.to_pylist()
 
 
-def from_numpy(data: np.ndarray):
-    """A 1-d numeric numpy array as a pyarrow array (NaN stays NaN, not null)."""
+def from_numpy(data: np.ndarray, valid: np.ndarray | None = None):
+    """A 1-d numeric numpy array as a pyarrow array: null where `valid` is False (NaN stays
+    NaN, not null, unless `valid` says so)."""
     import pyarrow as pa
 
     data = np.ascontiguousarray(data)
     if data.dtype.kind not in "iuf":
         raise TypeError(f"not a numeric array: {data.dtype}")
-    return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [None, pa.py_buffer(data)])
+    bitmap = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [bitmap, pa.py_buffer(data)])
 
 
 def strings(indices: np.ndarray, items: list[str]):

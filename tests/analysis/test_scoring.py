@@ -107,6 +107,28 @@ def test_per_response_parquet_reads_back_in_pyarrow_pandas_and_duckdb(scored):
     assert counts == len(records)
 
 
+def test_per_response_parquet_has_nulls_where_nothing_was_graded_and_plain_strings(tmp_path, gamut_cli):
+    """A response without a check of a tier has no tier score: null in the Parquet file, as in
+    its JSONL form and the docs, so DuckDB's avg skips it (a NaN there made the whole average
+    NaN). Strings read as plain strings everywhere (no categoricals in pandas)."""
+    duckdb = pytest.importorskip("duckdb")
+    base = {"model": "m", "variant": "text_only", "judge": "j"}
+    rows = [{**base, "question_id": "q1", "check_id": "c1", "tier": "answer_critical", "verdict": "meets"},
+            {**base, "question_id": "q2", "check_id": "c1", "tier": "answer_critical", "verdict": "missing"},
+            {**base, "question_id": "q2", "check_id": "c2", "tier": "context", "verdict": "meets"}]
+    write_jsonl(tmp_path / "v.jsonl", rows)
+    assert gamut_cli("score", tmp_path / "v.jsonl", "--out", tmp_path / "s.json").exit_code == 0
+    parquet = tmp_path / "s.responses.parquet"
+    got = duckdb.sql(f"SELECT question_id, context IS NULL, avg(context) OVER () FROM '{parquet}' ORDER BY 1").fetchall()
+    assert got == [("q1", True, 1.0), ("q2", False, 1.0)]
+    import pandas as pd
+
+    frame = pd.read_parquet(parquet)
+    assert frame["context"].isna().tolist() == [True, False]
+    assert not isinstance(frame["model"].dtype, pd.CategoricalDtype) and frame["model"].tolist() == ["m", "m"]
+    assert np.isnan(read_responses(parquet)["context"][0])
+
+
 def test_scores_rebuilt_from_the_parquet_equal_the_computed_ones(scored):
     _, paths, out = scored
     scores = score_table(read_verdicts(paths))

@@ -62,6 +62,9 @@ def test_from_numpy_keeps_nan_as_a_value():
     assert arrow.from_numpy(np.arange(3, dtype=np.int32)).to_pylist() == [0, 1, 2]
     with pytest.raises(TypeError, match="numeric"):
         arrow.from_numpy(np.array(["a"]))
+    nulls = arrow.from_numpy(data, ~np.isnan(data))  # where the caller says so: null
+    assert nulls.null_count == 1 and nulls.to_pylist() == [0.25, None, -1.0]
+    assert arrow.from_numpy(data, np.ones(3, dtype=bool)).null_count == 0
 
 
 def test_reading_the_store_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
