@@ -132,16 +132,19 @@ def bootstrap_weights(n_questions: int, n_boot: int = 1000, seed: int = 0) -> np
 
     Resampling questions as counts turns every bootstrap mean into one matrix product, and
     using the same draws for every model makes differences between models paired. Each row
-    counts `n_questions` uniform draws with replacement, a multinomial row: counted in one
-    `bincount`, 6x faster than numpy's `multinomial`, which chains a binomial per question
-    (0.067 s of `score` at 1,813 questions, against 0.011).
+    counts `n_questions` uniform draws with replacement, a multinomial row: counted by
+    `bincount`, a block of rows at a time (the draws never take more than ~16 MB beside the
+    result), 3x faster than numpy's `multinomial`, which chains a binomial per question
+    (0.08 s of `score` at 1,813 questions, against 0.024).
     """
     rng = np.random.default_rng(seed)
-    if n_questions == 0:
-        return np.zeros((n_boot, 0), dtype=np.int64)
-    draws = rng.integers(0, n_questions, size=(n_boot, n_questions))
-    draws += np.arange(n_boot)[:, None] * n_questions  # row r's draws count in its own n_questions bins
-    return np.bincount(draws.ravel(), minlength=n_boot * n_questions).reshape(n_boot, n_questions)
+    out = np.zeros((n_boot, n_questions), dtype=np.int64)
+    step = max(1, 2**21 // max(n_questions, 1))  # rows drawn at a time: ~16 MB of draws beside the result
+    for start in range(0, n_boot if n_questions else 0, step):
+        draws = rng.integers(0, n_questions, size=(min(step, n_boot - start), n_questions))
+        draws += np.arange(len(draws))[:, None] * n_questions  # row r's draws count in its own bins
+        out[start:start + len(draws)] = np.bincount(draws.ravel(), minlength=draws.size).reshape(draws.shape)
+    return out
 
 
 def grouped_means(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
