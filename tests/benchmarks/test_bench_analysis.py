@@ -61,6 +61,27 @@ def test_duckdb_sql_computes_the_same_scores(bench, run, tmp_path, reader):
     assert json.loads((tmp_path / "scores.json").read_text())["schema_version"] == 2
 
 
+def test_duckdb_sql_with_the_dataset_computes_what_score_dataset_writes(bench, run, tmp_path):
+    """The comparator for `score --dataset` does its dataset work: verdicts whose check is worded
+    otherwise now are left out as stale (by the same check hash), the rest scored per system and
+    per domain, and the verdicts the dataset does not back counted (none here)."""
+    duckdb = pytest.importorskip("duckdb")
+    root, _ = run
+    dataset = tmp_path / "dataset.jsonl"
+    lines = [json.loads(line) for line in (root / "dataset.jsonl").read_text().splitlines()]
+    for q in lines[:5]:  # five questions' first check reworded since they were judged
+        q["checks"][0]["text"] = "It says something else."
+    dataset.write_text("".join(json.dumps(q) + "\n" for q in lines))
+    doc = write_scores(tmp_path / "scores.json", [root / "verdicts"], dataset, allow_incomplete=True)
+    assert sum(sum(r.values()) for r in doc.stale_verdicts.values()) == 5 * 3 * 2 * 3
+    ours = {(m.judge, m.model, m.variant, None): m.gamut_score for m in doc.models}
+    ours |= {(d.judge, d.model, d.variant, d.domain): d.gamut_score for d in doc.domains}
+    files = sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))
+    rows = duckdb.connect().execute(bench.GAMUT_DATASET_SQL, [str(dataset), files]).fetchall()
+    assert {r[:4]: r[4] for r in rows} == pytest.approx(ours, abs=1e-9)
+    assert {r[5] for r in rows} == {0}
+
+
 def test_the_timed_commands_run_as_a_user_runs_them_and_cache_nothing(bench, run, tmp_path, monkeypatch):
     """Each command succeeds (timed_process raises otherwise) and no cache folder appears."""
     root, _ = run
