@@ -383,10 +383,10 @@ def main() -> None:
              for name, (reader, pattern) in DUCKDB_READERS.items()}
         r["gamut_local"] = time_commands(root)
         rounds.append(r)
-    # DuckDB doing `score --dataset`'s work, in rounds of its own after the others: in the same
-    # rounds, its 0.5 GB slowed the next round's `score --dataset` on this VM (2.2 s instead of
-    # 0.9-1.1 s, in CPU seconds too; a child started just after its parent touched 2 GB took
-    # 2.7 s instead of 1.05).
+    # DuckDB doing `score --dataset`'s work, in rounds of its own after the others: on this VM a
+    # process that touches much fresh memory just after another did runs longer, in CPU seconds
+    # too (a child started just after its parent touched 2 GB: 2.7 s instead of 1.05), so its
+    # 0.5 GB stays away from the commands compared.
     dataset_sql = [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"),
                    *sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))]
     for r in rounds:
