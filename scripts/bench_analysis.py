@@ -194,22 +194,28 @@ def timed_process(argv: list[str], env: dict | None = None) -> dict:
 
 # The GAMUT formula in SQL (READER: how DuckDB reads the files). Invalid verdicts count as
 # missing; a tier without graded checks drops out and its weight goes to the others.
-GAMUT_SQL = """
-WITH v AS (
-  SELECT judge, model, variant, question_id, tier, verdict
-  FROM READER),
-t AS (
-  SELECT judge, model, variant, question_id, tier,
+def _formula(keys: str = "") -> str:
+    """The formula as two CTEs over `v`: `t`, each (response, tier)'s score, and `r`, each
+    response's; `keys`: columns a response carries beside its system and question."""
+    return f"""t AS (
+  SELECT judge, model, variant, question_id{keys}, tier,
     (count(*) FILTER (verdict = 'meets') + 0.5 * count(*) FILTER (verdict = 'partially_meets')
      - 2.0 * count(*) FILTER (verdict = 'contradicts'))
     / nullif(count(*) FILTER (verdict IN ('meets', 'partially_meets', 'missing', 'invalid'))
              + 2.0 * count(*) FILTER (verdict = 'contradicts'), 0) AS s
   FROM v GROUP BY ALL),
 r AS (
-  SELECT judge, model, variant, question_id,
+  SELECT judge, model, variant, question_id{keys},
     sum(s * CASE tier WHEN 'answer_critical' THEN 0.6 WHEN 'valuable' THEN 0.3 ELSE 0.1 END)
     / sum(CASE tier WHEN 'answer_critical' THEN 0.6 WHEN 'valuable' THEN 0.3 ELSE 0.1 END) AS score
-  FROM t WHERE s IS NOT NULL GROUP BY ALL)
+  FROM t WHERE s IS NOT NULL GROUP BY ALL)"""
+
+
+GAMUT_SQL = f"""
+WITH v AS (
+  SELECT judge, model, variant, question_id, tier, verdict
+  FROM READER),
+{_formula()}
 SELECT judge, model, variant, 100 * avg(score) AS gamut FROM r GROUP BY ALL ORDER BY ALL
 """
 # The DuckDB process: nothing but duckdb imported, so its time is DuckDB's own.
@@ -239,18 +245,7 @@ every AS (
 v AS (
   SELECT judge, model, variant, question_id, tier, verdict, domain
   FROM every JOIN checks USING (question_id, check_id, tier, check_hash)),
-t AS (
-  SELECT judge, model, variant, question_id, domain, tier,
-    (count(*) FILTER (verdict = 'meets') + 0.5 * count(*) FILTER (verdict = 'partially_meets')
-     - 2.0 * count(*) FILTER (verdict = 'contradicts'))
-    / nullif(count(*) FILTER (verdict IN ('meets', 'partially_meets', 'missing', 'invalid'))
-             + 2.0 * count(*) FILTER (verdict = 'contradicts'), 0) AS s
-  FROM v GROUP BY ALL),
-r AS (
-  SELECT judge, model, variant, question_id, domain,
-    sum(s * CASE tier WHEN 'answer_critical' THEN 0.6 WHEN 'valuable' THEN 0.3 ELSE 0.1 END)
-    / sum(CASE tier WHEN 'answer_critical' THEN 0.6 WHEN 'valuable' THEN 0.3 ELSE 0.1 END) AS score
-  FROM t WHERE s IS NOT NULL GROUP BY ALL)
+{_formula(', domain')}
 SELECT judge, model, variant, domain, 100 * avg(score) AS gamut,
   (SELECT count(*) FROM every ANTI JOIN checks USING (question_id, check_id, tier)) AS unbacked
 FROM r GROUP BY GROUPING SETS ((judge, model, variant), (judge, model, variant, domain)) ORDER BY ALL
