@@ -266,7 +266,12 @@ def _part_numbers(unit: Path) -> dict[int, Path]:
 
 def _through(unit: Path) -> int:
     """The last part number the compacted file holds (0: none, or no compacted file)."""
-    return int(_meta(unit).get("through_part", 0)) if unit.exists() else 0
+    return _held_through(_meta(unit)) if unit.exists() else 0
+
+
+def _held_through(meta: dict) -> int:
+    """The last part number a compacted file's metadata (checked: `_meta_problem`) names."""
+    return int(meta.get("through_part", 0))
 
 
 def unit_files(unit: Path) -> list[Path]:
@@ -426,7 +431,7 @@ def went_stale(files: list[Path], tables: list) -> bool:
             if int(_PART.fullmatch(path.name).group(1)) <= held.get(path.parent, 0):
                 return True
         else:
-            held[parts_dir(path)] = json.loads(table.schema.metadata[META_KEY]).get("through_part", 0)
+            held[parts_dir(path)] = _held_through(_parsed(table.schema.metadata[META_KEY]))
     return False
 
 
