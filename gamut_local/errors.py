@@ -28,6 +28,9 @@ class InputError(Exception):
         self.problems = list(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
+    def __reduce__(self):  # pickled whole (from a forked worker): its args are the joined message
+        return InputError, (self.problems,)
+
 
 def pydantic_problems(exc, file: str, line: int | None, prefix: str = "") -> list[Problem]:
     """Turn a pydantic ValidationError into Problems with dotted field paths."""

@@ -18,10 +18,10 @@ from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VARIANTS
 MAX_SHOWN = 20  # problems listed per kind; the rest are counted
 
 
-def table_problems(table, questions, checks: dict[tuple, tuple[str, str]]) -> list[Problem]:
+def table_problems(table, question_ids: list[str], checks: dict[tuple, tuple[str, str]]) -> list[Problem]:
     """Each verdict of a `data.verdict_table.VerdictTable` the dataset does not back: unknown
     question, unknown check of a known question, or a tier that is not the check's tier
-    (`checks`: `current_checks` of the dataset's `questions`, compiled with the run's settings).
+    (`checks`: `current_checks` of the dataset's questions, compiled with the run's settings).
     Column-wise: every row takes its check's tier by one index (`_row_lookup`), and the first
     verdict of each bad (question, variant, check, tier) is named by file and line (at most
     MAX_SHOWN, then a count). (One settings hash per judge is `verdict_table.check_settings`,
@@ -29,7 +29,7 @@ def table_problems(table, questions, checks: dict[tuple, tuple[str, str]]) -> li
     if not len(table):
         return []
     known = np.zeros(len(table.questions), dtype=bool)
-    at = positions(table.questions, [q.question_id for q in questions])
+    at = positions(table.questions, question_ids)
     known[at[at >= 0]] = True
     q, v, c = (table.question, table.questions), (table.variant, list(VARIANTS)), (table.check, table.checks)
     tier = _row_lookup([q, v, c], list(checks), positions(TIERS, [t for t, _ in checks.values()]))

@@ -110,16 +110,26 @@ def load_questions(path: str | Path, *, check_images: bool = True,
                    strict: bool | None = None) -> list[Question]:
     """The questions of a dataset; its warnings go to the open `collecting_warnings`, whose
     `strict` applies unless `strict` is given here."""
-    collector = _collecting.get()
-    if strict is None:
-        strict = collector is not None and collector.strict
-    loaded = read_dataset(path, check_images=check_images, strict=strict)
-    if collector is not None:
-        for w in loaded.warnings:
-            if w not in collector.seen:
-                collector.seen.add(w)
-                collector.warnings.append(w)
+    loaded = read_dataset(path, check_images=check_images, strict=collecting_strictly() if strict is None else strict)
+    collect(loaded.warnings)
     return loaded.questions
+
+
+def collecting_strictly() -> bool:
+    """The open `collecting_warnings`' `strict` (False where none is open): what a read made
+    in another process or thread, which does not see it, is given."""
+    collector = _collecting.get()
+    return collector is not None and collector.strict
+
+
+def collect(warnings: list[Problem]) -> None:
+    """Add a read's warnings to the open `collecting_warnings`, each once (none open: they
+    are dropped, as the caller asked for no warnings)."""
+    collector = _collecting.get()
+    for w in warnings if collector is not None else []:
+        if w not in collector.seen:
+            collector.seen.add(w)
+            collector.warnings.append(w)
 
 
 def load_question_rows(path: str | Path, *, check_images: bool = True) -> list[tuple[Question, int, dict]]:

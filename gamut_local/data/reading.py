@@ -7,7 +7,6 @@ whether they are current, is `reporting.tables`'s.
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from operator import itemgetter
 from pathlib import Path
 
@@ -18,17 +17,6 @@ from gamut_local.data.verdict_table import VerdictTable, read_verdicts, take_row
 from gamut_local.errors import InputError
 from gamut_local.rundir.identity import file_record
 from gamut_local.vocab import SMALL_POOL_MAX
-
-
-def read_dataset_for_scores(dataset: Path | None) -> tuple[list, dict[str, str] | None, dict | None]:
-    """A dataset file's questions, question_id -> domain, and its input record (all empty or
-    None without a dataset)."""
-    if dataset is None:
-        return [], None, None
-    from gamut_local.data.dataset import load_questions
-
-    questions = load_questions(Path(dataset), check_images=False)
-    return questions, {q.question_id: q.domain for q in questions}, file_record(Path(dataset))
 
 
 def expected_checks(checks: dict[tuple, tuple] | None) -> dict[tuple[str, str], int] | None:
@@ -43,10 +31,11 @@ def expected_checks(checks: dict[tuple, tuple] | None) -> dict[tuple[str, str], 
 
 def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
                               small_pool_max: int = SMALL_POOL_MAX, probs: bool = False) -> tuple[VerdictTable, tuple]:
-    """The verdict table and (questions, domains, dataset input: `read_dataset_for_scores`,
-    then the checks graded now: `current_checks`), read at the same time: the dataset's
-    validation runs while pyarrow decodes the verdicts (it releases the GIL). A bad dataset is
-    reported first, as when it was read first. `probs`: read the label probabilities too (only
+    """The verdict table and (question ids, domains, dataset input record, the checks graded
+    now: `current_checks`; empty and None without a dataset), read at the same time: the
+    dataset is validated and compiled in a process of its own (`rubric.workers.beside`: it is
+    Python that holds the GIL) while the verdicts are read here. A bad dataset is reported
+    first, as when it was read first. `probs`: read the label probabilities too (only
     calibration looks at them; scores and agreement never do).
 
     Stale verdicts are left out of the table and counted (`without_stale`): those whose check
@@ -54,15 +43,23 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     graded another text of their answer. With a dataset, a verdict it does not back (unknown
     question or check, another tier: `table_problems`) is an InputError, whichever command
     reads: scoring it would change the scores silently."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        job = pool.submit(_dataset_and_checks, dataset, small_pool_max)
-        try:
-            table = read_verdicts(paths, probs=probs, answer_hashes=answers is not None,
-                                  check_hashes=dataset is not None)
-        except InputError:
-            job.result()
-            raise
-        read, checks = job.result()
+    def verdicts() -> VerdictTable:
+        return read_verdicts(paths, probs=probs, answer_hashes=answers is not None, check_hashes=dataset is not None)
+
+    if dataset is None:
+        table, read, checks = verdicts(), ([], None, None), None
+    else:
+        from gamut_local.data.dataset import collect, collecting_strictly  # the record models: only with a dataset
+        from gamut_local.rubric.workers import beside
+
+        with beside(_dataset_and_checks, Path(dataset), small_pool_max, collecting_strictly()) as job:
+            try:
+                table = verdicts()
+            except InputError:
+                job.result()
+                raise
+            read, checks, warnings = job.result()
+        collect(warnings)
     table = without_stale(table, checks, answers, console)
     problems = table_problems(table, read[0], checks) if dataset is not None else []
     if problems:
@@ -71,11 +68,15 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     return table, (*read, checks)
 
 
-def _dataset_and_checks(dataset: Path | None, small_pool_max: int) -> tuple[tuple, dict | None]:
-    """`read_dataset_for_scores`, and the checks graded now (`current_checks`; None without a
-    dataset): both while the verdicts are decoded."""
-    read = read_dataset_for_scores(dataset)
-    return read, current_checks(read[0], small_pool_max) if dataset is not None else None
+def _dataset_and_checks(dataset: Path, small_pool_max: int, strict: bool) -> tuple[tuple, dict, list]:
+    """(question ids, question_id -> domain, the file's input record), the checks graded now
+    (`current_checks`) and the read's warnings, as plain data: made in another process."""
+    from gamut_local.data.dataset import collecting_warnings, load_questions
+
+    with collecting_warnings(strict) as warnings:
+        questions = load_questions(dataset, check_images=False)
+    read = ([q.question_id for q in questions], {q.question_id: q.domain for q in questions}, file_record(dataset))
+    return read, current_checks(questions, small_pool_max), warnings
 
 
 def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:

@@ -66,7 +66,7 @@ def preflight(spec: RunSpec, chunk_size: int | None = None) -> None:
         if answers:
             problems += extra_answer_problems(spec, answers, by_id, extra_only=True)
         if verdicts is not None:
-            problems += table_problems(verdicts, questions, current_checks(questions, spec.compile.small_pool_max))
+            problems += table_problems(verdicts, list(by_id), current_checks(questions, spec.compile.small_pool_max))
     for m in [*spec.models, *spec.judges]:
         problem = model_problem(m)
         if problem:

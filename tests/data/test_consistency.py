@@ -66,9 +66,9 @@ def test_table_problems_use_the_runs_compile_settings():
     checks = current_checks([question], small_pool_max=7)
     table = table_from_records(_verdicts_on(checks))
     assert sum(".option." in c for _, _, c in checks) == 14  # 7 per variant: the run's setting, not the default
-    assert table_problems(table, [question], checks) == []
+    assert table_problems(table, [question.question_id], checks) == []
     # The same verdicts against the default setting's checks: the option checks are not there.
-    problems = table_problems(table, [question], current_checks([question]))
+    problems = table_problems(table, [question.question_id], current_checks([question]))
     assert {p.field for p in problems} == {"check_id"}
     assert all("has no check" in p.message and ".option." in p.message for p in problems)
 
@@ -85,10 +85,10 @@ def test_table_problems_name_each_bad_kind_once_at_its_first_row_in_file_order()
     records = _verdicts_on(checks, bad)
     records.append({**bad[0], "model": "m2"})  # the same bad kind again: named once, at its first row
     table = table_from_records(records)
-    problems = table_problems(table, [question], checks)
+    problems = table_problems(table, [question.question_id], checks)
     assert [(p.field, p.message) for p in problems] == [
         ("question_id", "question 'q9' is not in the dataset"),
         ("tier", "check 'name.fact' of 'q1' is 'answer_critical' in the dataset, not 'context'")]
     many = [{**bad[0], "check_id": f"x{i}"} for i in range(MAX_SHOWN + 3)]
-    problems = table_problems(table_from_records(many), [question], checks)
+    problems = table_problems(table_from_records(many), [question.question_id], checks)
     assert len(problems) == MAX_SHOWN + 1 and problems[-1].message.startswith("and 3 more kinds")

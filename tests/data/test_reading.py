@@ -1,0 +1,145 @@
+"""The dataset read beside the verdicts (`data.reading.read_verdicts_and_dataset`): in a forked
+process of its own (`rubric.workers.beside`) where the process runs no other thread, in a
+thread otherwise. Either way the same table, the same problems, and the dataset's warnings
+for the command's collector (`--strict` included).
+
+The fork is checked in processes of their own: a test worker (pytest-xdist) runs threads,
+so in it `beside` takes a thread."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gamut_local.data.dataset import collecting_warnings, load_questions
+from gamut_local.data.reading import read_verdicts_and_dataset
+from gamut_local.errors import InputError, Problem
+from gamut_local.rubric import workers
+from gamut_local.testing.sample_run import SAMPLE
+
+GOLD = SAMPLE / "verdicts" / "gold.jsonl"
+QUESTIONS = SAMPLE / "questions.jsonl"
+
+
+def _python(script: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+
+def test_beside_forks_where_no_other_thread_runs_and_takes_a_thread_where_one_does():
+    proc = _python("""
+import os, threading
+from gamut_local.rubric import workers
+workers.cores = lambda: 2  # the fork's rule, whatever this machine has
+with workers.beside(os.getpid) as job:
+    alone = job.result()
+stop = threading.Event()
+waiting = threading.Thread(target=stop.wait)
+waiting.start()
+with workers.beside(os.getpid) as job:
+    beside_a_thread = job.result()
+stop.set()
+print(alone != os.getpid(), beside_a_thread == os.getpid())
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"]
+
+
+def test_an_input_error_crosses_from_the_forked_process_problem_by_problem():
+    proc = _python("""
+import pickle
+from gamut_local.errors import InputError, Problem
+from gamut_local.rubric import workers
+workers.cores = lambda: 2
+def fail():
+    raise InputError([Problem("d.jsonl", 2, "domain", "bad"), Problem("d.jsonl", None, "", "worse")])
+workers.fail = fail  # a module-level function: the fork pickles it by name
+try:
+    with workers.beside(workers.fail) as job:
+        job.result()
+except InputError as e:
+    print([str(p) for p in e.problems])
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "['d.jsonl:2: domain: bad', 'd.jsonl: <record>: worse']"
+
+
+def _bad_dataset(tmp_path: Path) -> Path:
+    rows = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
+    rows[1]["question_id"] = 5
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_score_as_its_own_process_reports_a_bad_dataset_by_line_and_scores_a_good_one_as_in_a_thread(
+        tmp_path, monkeypatch):
+    from gamut_local.stages.score import write_scores
+
+    bad = _bad_dataset(tmp_path)
+    command = [sys.executable, "-m", "gamut_local.cli", "score", str(GOLD), "--out"]
+    proc = subprocess.run([*command, str(tmp_path / "bad.json"), "--dataset", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{bad}:2: question_id: " in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "bad.json").exists()
+
+    proc = subprocess.run([*command, str(tmp_path / "forked.json"), "--dataset", str(QUESTIONS)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    monkeypatch.setattr(workers, "cores", lambda: 1)  # here: a thread
+    here = write_scores(tmp_path / "thread.json", [GOLD], QUESTIONS).model_dump(mode="json")
+    forked = json.loads((tmp_path / "forked.json").read_text())
+    assert forked["models"] == here["models"] and forked["domains"] == here["domains"]
+    assert forked["dataset"] == here["dataset"]
+
+
+@pytest.fixture
+def release_and_verdicts(tmp_path):
+    """A release parquet whose reading warns (three warnings), and one verdict it backs."""
+    pytest.importorskip("pyarrow")
+    from gamut_local.data.consistency import current_checks
+    from gamut_local.testing.release import write_release
+
+    release = write_release(tmp_path / "test.parquet", warned=True)
+    (qid, variant, check), (tier, _) = next(iter(current_checks(load_questions(release)).items()))
+    verdicts = tmp_path / "judge.jsonl"
+    verdicts.write_text(json.dumps({"question_id": qid, "model": "m", "variant": variant, "judge": "j",
+                                    "check_id": check, "tier": tier, "verdict": "meets"}) + "\n")
+    return release, verdicts
+
+
+def test_the_datasets_warnings_reach_the_collector_and_strict_refuses_them_from_a_thread(
+        release_and_verdicts, monkeypatch):
+    release, verdicts = release_and_verdicts
+    monkeypatch.setattr(workers, "cores", lambda: 1)
+    with collecting_warnings() as warnings:
+        table, (question_ids, *_) = read_verdicts_and_dataset([verdicts], release)
+    assert len(table) == 1 and len(question_ids) == 4
+    assert len(warnings) == 3 and all(isinstance(w, Problem) for w in warnings)
+    with collecting_warnings(strict=True), pytest.raises(InputError) as e:
+        read_verdicts_and_dataset([verdicts], release)
+    assert e.value.problems == warnings
+
+
+def test_the_datasets_warnings_reach_the_collector_and_strict_refuses_them_from_a_fork(release_and_verdicts):
+    release, verdicts = release_and_verdicts
+    proc = _python(f"""
+from gamut_local.data.dataset import collecting_warnings
+from gamut_local.data.reading import read_verdicts_and_dataset
+from gamut_local.errors import InputError
+from gamut_local.rubric import workers
+workers.cores = lambda: 2
+with collecting_warnings() as warnings:
+    read_verdicts_and_dataset([{str(verdicts)!r}], {str(release)!r})
+try:
+    with collecting_warnings(strict=True):
+        read_verdicts_and_dataset([{str(verdicts)!r}], {str(release)!r})
+except InputError as e:
+    print(len(warnings), e.problems == warnings)
+""")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["3", "True"]
