@@ -19,12 +19,13 @@ rusage of that child):
   overview, served while the run is read in the background),
 - DuckDB's SQL of the GAMUT formula (GROUP BYs) over the same Parquet files (`read_parquet`)
   and over the equivalent JSON Lines (`read_json_auto`), one process each,
-- and, in rounds of their own after those, DuckDB doing what `score --dataset` does beyond the
-  formula (`GAMUT_DATASET_SQL`: each verdict's check looked up in the dataset by its hash,
-  stale ones left out, unbacked ones counted, scores per system and per domain).
+- and DuckDB doing what `score --dataset` does beyond the formula (`GAMUT_DATASET_SQL`: each
+  verdict's check looked up in the dataset by its hash, stale ones left out, unbacked ones
+  counted, scores per system and per domain).
 
-Every command runs `--rounds` times (3), DuckDB's and ours in turn, and each figure is the
-median of its rounds (peak RSS the largest). Prints one JSON object: seconds, CPU seconds,
+Every command runs `--rounds` times (3), DuckDB's and ours in turn, each process after 1 GB
+of memory touched and freed (`--prime-mb`; PRIME_MB says why), and each figure is the median
+of its rounds (peak RSS the largest). Prints one JSON object: seconds, CPU seconds,
 peak RSS, the ratios and whether each of the issue's targets is met (score and agree within
 2x of DuckDB over the Parquet and at most 0.5x of DuckDB's read_json_auto over the JSONL,
 `score` with and without the dataset alike, and `score --dataset` against DuckDB doing its
@@ -34,7 +35,7 @@ each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `te
 Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
-        [--variants 2] [--judges 3] [--rounds 3] [--dir /tmp/gamut-bench-run] [--keep]
+        [--variants 2] [--judges 3] [--rounds 3] [--prime-mb 1024] [--dir /tmp/gamut-bench-run] [--keep]
 """
 
 from __future__ import annotations
@@ -176,8 +177,25 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
     return {"verdicts": n, "judges": names}
 
 
+# Fresh memory on a VM whose host takes freed memory back (free page reporting: the CI kind of
+# machine) costs up to ~13 ms per MB to touch, and ~0.2-0.8 ms per MB where another process
+# freed it within the last two seconds. A process's time would then depend on how much the
+# one before it happened to free (`score --dataset`: 1.0-2.6 s). So before each timed process
+# this process touches PRIME_MB and frees it: DuckDB's processes and ours all start with that
+# much recently freed memory, as on a machine that keeps its memory (`--prime-mb 0`: not).
+PRIME_MB = 1024
+prime_mb = PRIME_MB
+
+
+def prime() -> None:
+    """Touch `prime_mb` of memory and free it (see PRIME_MB)."""
+    if prime_mb:
+        np.ones(prime_mb << 17)  # 8-byte floats; freed (unmapped) as soon as made
+
+
 def timed_process(argv: list[str], env: dict | None = None) -> dict:
     """Wall seconds and peak RSS (MB) of one child process, from its own rusage."""
+    prime()
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -188,8 +206,10 @@ def timed_process(argv: list[str], env: dict | None = None) -> dict:
         raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{err}")
     # ru_maxrss is in kilobytes on Linux. CPU seconds (user + system, all threads) are the
     # figure that holds on a shared machine, where wall time also counts waiting for a core.
+    # System seconds apart: on a VM whose host takes freed memory back, they are the price of
+    # fresh memory, which swings between runs (docs/performance.md, "fresh memory").
     return {"seconds": round(wall, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+            "system_seconds": round(usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
 # The GAMUT formula in SQL (READER: how DuckDB reads the files). Invalid verdicts count as
@@ -268,6 +288,7 @@ def time_view(root: Path) -> dict:
     """`gamut-local view RUN`: seconds from launch to the first page answered, and the server's
     peak RSS (its rusage once stopped)."""
     port = _free_port()
+    prime()
     t0 = time.perf_counter()
     proc = subprocess.Popen([str(GAMUT), "view", str(root), "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -286,7 +307,7 @@ def time_view(root: Path) -> dict:
     if first is None:
         raise SystemExit(f"gamut-local view never answered:\n{err}")
     return {"seconds": round(first, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+            "system_seconds": round(usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
 
 
 def time_commands(root: Path) -> dict:
@@ -316,6 +337,7 @@ def median_of(runs: list[dict]) -> dict:
     """Each figure's median over the rounds (peak RSS: the largest)."""
     return {"seconds": float(np.median([r["seconds"] for r in runs])),
             "cpu_seconds": float(np.median([r["cpu_seconds"] for r in runs])),
+            "system_seconds": float(np.median([r["system_seconds"] for r in runs])),
             "peak_rss_mb": max(r["peak_rss_mb"] for r in runs), "rounds": len(runs)}
 
 
@@ -355,9 +377,15 @@ def main() -> None:
     ap.add_argument("--dir", type=Path, default=Path("/tmp/gamut-bench-run"))
     ap.add_argument("--rounds", type=int, default=3, help="rounds of every command; each figure is the median")
     ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
+    ap.add_argument("--prime-mb", type=int, default=PRIME_MB,
+                    help="memory touched and freed before each timed process (0: none; see PRIME_MB)")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
+    if args.prime_mb < 0:
+        ap.error(f"--prime-mb must be 0 or more, not {args.prime_mb}")
+    global prime_mb
+    prime_mb = args.prime_mb
 
     root = args.dir
     shutil.rmtree(root, ignore_errors=True)
@@ -372,20 +400,15 @@ def main() -> None:
     # set (this machine), every command would otherwise compile the package again (~0.04 s).
     compileall.compile_dir(Path(verdict_store.__file__).parents[1], quiet=1)
     load_before = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure
+    dataset_sql = [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"),
+                   *sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))]
     rounds = []  # DuckDB and ours in turn, round after round: a load spike hits one round, not one side
     for _ in range(args.rounds):
         r = {name: timed_process([sys.executable, "-c", DUCKDB_SCRIPT, reader, *sorted(str(p) for p in root.glob(pattern))])
              for name, (reader, pattern) in DUCKDB_READERS.items()}
+        r[DATASET_READER] = timed_process(dataset_sql)
         r["gamut_local"] = time_commands(root)
         rounds.append(r)
-    # DuckDB doing `score --dataset`'s work, in rounds of its own after the others: on this VM a
-    # process that touches much fresh memory just after another did runs longer, in CPU seconds
-    # too (a child started just after its parent touched 2 GB: 2.7 s instead of 1.05), so its
-    # 0.5 GB stays away from the commands compared.
-    dataset_sql = [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"),
-                   *sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))]
-    for r in rounds:
-        r[DATASET_READER] = timed_process(dataset_sql)
     results = {name: median_of([r[name] for r in rounds]) for name in (*DUCKDB_READERS, DATASET_READER)}
     results["gamut_local"] = {name: median_of([r["gamut_local"][name] for r in rounds]) for name in rounds[0]["gamut_local"]}
     targets(results)
@@ -397,7 +420,7 @@ def main() -> None:
         "build_s (not timed work)": round(build_s, 1),
         "rounds": args.rounds, "load_average_1min_before": load_before,
         "load_average_1min_after": round(os.getloadavg()[0], 2),
-        "cpus": os.cpu_count(),
+        "cpus": os.cpu_count(), "prime_mb": prime_mb,
         "results": results,
     }, indent=2))
     if not args.keep:
