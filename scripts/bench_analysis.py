@@ -51,6 +51,7 @@ import socket
 import time
 import urllib.request
 import zlib
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -181,16 +182,18 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
 # machine) costs up to ~13 ms per MB to touch, and ~0.2-0.8 ms per MB where another process
 # freed it within the last two seconds. A process's time would then depend on how much the
 # one before it happened to free (`score --dataset`: 1.0-2.6 s). So before each timed process
-# this process touches PRIME_MB and frees it: DuckDB's processes and ours all start with that
-# much recently freed memory, as on a machine that keeps its memory (`--prime-mb 0`: not).
+# a process touches PRIME_MB and exits: DuckDB's processes and ours all start with that much
+# recently freed memory, as on a machine that keeps its memory (`--prime-mb 0`: not). A
+# process of its own, not this one: a child's peak RSS starts at its parent's (Linux carries
+# the high-water mark across fork and exec).
 PRIME_MB = 1024
 prime_mb = PRIME_MB
 
 
 def prime() -> None:
-    """Touch `prime_mb` of memory and free it (see PRIME_MB)."""
+    """Touch `prime_mb` of memory in a process of its own, which frees it (see PRIME_MB)."""
     if prime_mb:
-        np.ones(prime_mb << 17)  # 8-byte floats; freed (unmapped) as soon as made
+        subprocess.run([sys.executable, "-c", f"import numpy; numpy.ones({prime_mb << 17})"], check=True)
 
 
 def timed_process(argv: list[str], env: dict | None = None) -> dict:
@@ -390,8 +393,11 @@ def main() -> None:
     root = args.dir
     shutil.rmtree(root, ignore_errors=True)
     t0 = time.perf_counter()
-    built = build_run(root, questions=args.questions, checks=args.checks, models=args.models,
-                      variants=args.variants, judges=args.judges, seed=args.seed)
+    # Built in a process of its own: a child's peak RSS starts at its parent's (Linux carries the
+    # high-water mark across fork and exec), and building takes this process to ~190 MB.
+    with ProcessPoolExecutor(1) as pool:
+        built = pool.submit(build_run, root, questions=args.questions, checks=args.checks, models=args.models,
+                            variants=args.variants, judges=args.judges, seed=args.seed).result()
     build_s = time.perf_counter() - t0
     size = {kind: sum(p.stat().st_size for p in root.glob(pattern)) / 2**20
             for kind, pattern in (("store", "verdicts/*/*.parquet"), ("jsonl", "jsonl/*/*.jsonl"))}
