@@ -64,11 +64,16 @@ DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday ob
 TIERS = ("answer_critical", "valuable", "context")
 LABELS = ("meets", "partially_meets", "missing", "contradicts")
 GAMUT = Path(sys.executable).with_name("gamut-local")
-CHECK_TEXT = "It says so."  # every check's text: the verdicts carry its check_hash, as the judge writes them
+
+
+def check_text(qid: str, check: str) -> str:
+    """A check's text: its own, as in a real dataset, so the verdicts carry as many check hashes
+    as there are checks (27,195 at paper scale), as the judge writes them."""
+    return f"It says so ({qid}, {check})."
 
 
 def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
-                   settings_hash: str) -> list[str]:
+                   settings_hash: str, hashes: list[list[str]]) -> list[str]:
     """JSON lines exactly as the judge stage writes them (`store.dumps`: sorted keys, compact)."""
     lines = []
     for qi, qid in enumerate(qids):
@@ -85,14 +90,14 @@ def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers,
                 '"method":"first_token","model":"%s","num_cached_tokens":%d,"probs":%s,"prompt_tokens":%d,'
                 '"question_id":"%s","raw":%s,"settings_hash":"%s","tier":"%s","variant":"%s","verdict":"%s"}\n'
                 % (zlib.crc32(f"{model}/{variant}/{qid}".encode()), 1 + (code == 4),
-                   check_hash(CHECK_TEXT, tiers[c], "simple"), check, judge, model,
+                   hashes[qi][c], check, judge, model,
                    400 + c * 37, probs_json, 420 + c * 37, qid, json.dumps(raw), settings_hash,
                    tiers[c], variant, verdict))
     return lines
 
 
 def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
-                 settings_hash: str):
+                 settings_hash: str, hashes: list[list[str]]):
     """The same verdicts as `_verdict_lines`, as the store's Arrow table (built from the arrays)."""
     import pyarrow as pa
 
@@ -111,7 +116,6 @@ def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, c
     raw = ["I think so" if bad else "'%s'=%.4f" % (verdicts[k], m)
            for bad, k, m in zip(invalid.tolist(), flat.tolist(), p.max(axis=1).tolist())]
     tier_names = sorted(set(tiers))
-    hashes = [check_hash(CHECK_TEXT, t, "simple") for t in tier_names]
     columns = {
         "question_id": coded(np.repeat(np.arange(nq), nc), list(qids)), "model": const(model),
         "variant": const(variant), "judge": const(judge),
@@ -121,7 +125,7 @@ def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, c
         **{name: pa.array(p[:, k], pa.float64(), mask=invalid) for k, name in enumerate(verdict_store.PROB_COLUMNS)},
         "method": const("first_token"),
         "settings_hash": const(settings_hash),
-        "check_hash": coded(np.tile([tier_names.index(t) for t in tiers], nq), hashes),
+        "check_hash": coded(np.arange(nq * nc), [h for row in hashes for h in row]),
         "answer_hash": coded(np.repeat(np.arange(nq), nc),
                              ["%012x" % zlib.crc32(f"{model}/{variant}/{q}".encode()) for q in qids]),
         "prompt_tokens": pa.array(np.tile(420 + np.arange(nc) * 37, nq), pa.int64()),
@@ -144,6 +148,7 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
     check_ids = [f"item{c:02d}.fact" for c in range(checks)]
     tiers = [TIERS[min(c * 3 // checks, 2)] for c in range(checks)]
     names = ["gold"] + [f"judge-{j}" for j in range(1, judges)]
+    hashes = [[check_hash(check_text(q, c), t, "simple") for c, t in zip(check_ids, tiers)] for q in qids]
     quality = rng.uniform(0.25, 0.8, size=models)
     n = 0
     for m in range(models):
@@ -160,7 +165,7 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
                 logits = rng.normal(size=(questions, checks, 4))
                 logits[np.arange(questions)[:, None], np.arange(checks)[None, :], np.minimum(codes, 3)] += 3
                 probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-                args = (judge, f"model-{m:02d}", variant, qids, check_ids, tiers, codes, probs, f"hash{j:08d}")
+                args = (judge, f"model-{m:02d}", variant, qids, check_ids, tiers, codes, probs, f"hash{j:08d}", hashes)
                 path = root / "jsonl" / judge / f"model-{m:02d}.{variant}.jsonl"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("".join(_verdict_lines(*args)))
@@ -171,7 +176,7 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
     dataset = root / "dataset.jsonl"
     dataset.write_text("".join(json.dumps({
         "question_id": q, "domain": DOMAINS[i % len(DOMAINS)], "question": "What is this?",
-        "checks": [{"check_id": c, "text": CHECK_TEXT, "tier": t, "kind": "simple",
+        "checks": [{"check_id": c, "text": check_text(q, c), "tier": t, "kind": "simple",
                     "source_item": c.split(".")[0], "evidence": []} for c, t in zip(check_ids, tiers)]}) + "\n"
         for i, q in enumerate(qids)))
     (root / "manifest.json").write_text(json.dumps({"config": {"dataset": str(dataset.resolve())}}))
