@@ -110,8 +110,10 @@ def store_columns(tables: list, file: list[int]) -> Columns:
         probs = np.stack([np.concatenate([arrow.floats(t.column(name).combine_chunks()) for t in tables])
                           for name in verdict_store.PROB_COLUMNS], axis=1)
     sizes = [t.num_rows for t in tables]
-    codes = {name: [arrow.codes(c) for t in tables for c in t.column(name).chunks]
-             for name in CODED if name in tables[0].column_names}
+    codes = {}
+    for name in (n for n in CODED if n in tables[0].column_names):
+        chunks = [c for t in tables for c in t.column(name).chunks]
+        codes[name] = list(map(arrow.codes, chunks, arrow.dictionaries(chunks)))
     return Columns(codes, probs, np.repeat(np.asarray(file, dtype=np.int32), sizes),
                    np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
 
@@ -234,14 +236,16 @@ def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.
     """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
     or the fixed vocabulary), code -1 (no value) kept: it takes each lookup's appended -1.
     Pairs with the same dictionary (a store's files mostly have) share one lookup."""
-    dictionaries = {tuple(values) for _, values in pairs}
+    shared = {id(values): values for _, values in pairs}  # one list object per distinct dictionary, mostly
+    dictionaries = {tuple(values) for values in shared.values()}
     dictionary = list(fixed) if fixed else sorted(set().union(*dictionaries))
     index = {v: i for i, v in enumerate(dictionary)}
     lookups = {values: np.array([index[v] for v in values] + [-1], dtype=dtype) for values in dictionaries}
+    lookup_of = {key: lookups[tuple(values)] for key, values in shared.items()}
     out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
     start = 0
     for codes, values in pairs:
-        lookup, part = lookups[tuple(values)], out[start:start + len(codes)]
+        lookup, part = lookup_of[id(values)], out[start:start + len(codes)]
         if len(values) == 1 and codes.min(initial=0) >= 0:  # one value (a store file's judge, model...)
             part.fill(lookup[0])
         else:

@@ -24,6 +24,25 @@ def test_dictionary_and_codes_round_trip_with_nulls():
     assert arrow.codes(sliced)[0].tolist() == indices[2:6].tolist()
 
 
+def test_equal_dictionaries_become_one_list_and_merge_as_before():
+    from gamut_local.data.verdict_table import merge_codes
+
+    def coded(indices, items):
+        return pa.DictionaryArray.from_arrays(pa.array(np.array(indices, dtype=np.int32)), pa.array(items))
+
+    arrays = [coded([0, 1], ["h1", "h2"]), coded([1, 1, 0], ["h2", "h3"]), coded([1], ["h1", "h2"]),
+              coded([0], ["h1", "h2"]).slice(0, 1)]
+    lists = arrow.dictionaries(arrays)
+    assert lists == [["h1", "h2"], ["h2", "h3"], ["h1", "h2"], ["h1", "h2"]]
+    assert lists[0] is lists[2] is lists[3] and lists[1] is not lists[0]  # one list per distinct dictionary
+    pairs = list(map(arrow.codes, arrays, lists))
+    fresh = [arrow.codes(a) for a in arrays]  # each with a list of its own, as before
+    assert all(p[1] is not q[1] for p, q in zip(fresh, fresh[1:]))
+    merged, dictionary = merge_codes(pairs)
+    assert dictionary == ["h1", "h2", "h3"] and merged.tolist() == [0, 1, 2, 2, 1, 1, 0]
+    assert [merge_codes(fresh)[0].tolist(), merge_codes(fresh)[1]] == [merged.tolist(), dictionary]
+
+
 def test_strings_gathers_the_items_bytes_with_nulls():
     items = ["b", "é", "", "abc"]
     indices = np.array([3, -1, 0, 1, 2, 1, -1], dtype=np.int32)
