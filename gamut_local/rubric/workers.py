@@ -63,9 +63,10 @@ def in_processes(fn: Callable[[int, int], list], n: int, data: list) -> Iterator
 def beside(fn: Callable, *args) -> Iterator[Future]:
     """`fn(*args)` run while the caller goes on: yields its Future; waits for it on the way
     out. In a forked process of its own where that is safe (more than one core, fork
-    available, and no other thread in this process: a lock another thread held at the fork
-    would stay held in the child), so Python that holds the GIL (validating and compiling a
-    dataset: 0.2 s at paper scale) runs beside the caller's instead of taking turns with it.
+    available, and no other Python thread in this process: a lock another thread held at the
+    fork would stay held in the child), so Python that holds the GIL (validating and
+    compiling a dataset: 0.2 s at paper scale) runs beside the caller's instead of taking
+    turns with it.
     Otherwise in a thread. `fn` is a module-level function; its arguments and result (or
     exception) are plain data that pickle."""
     fork = cores() > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1
