@@ -25,13 +25,13 @@ rusage of that child):
 
 Every command runs `--rounds` times (3), DuckDB's and ours in turn, each process after 1 GB
 of memory touched and freed (`--prime-mb`; PRIME_MB says why), and each figure is the median
-of its rounds (peak RSS the largest). Prints one JSON object: seconds, CPU seconds,
-peak RSS, the ratios and whether each of the issue's targets is met (score and agree within
-2x of DuckDB over the Parquet and at most 0.5x of DuckDB's read_json_auto over the JSONL,
-`score` with and without the dataset alike, and `score --dataset` against DuckDB doing its
-dataset work too; a fresh report within 1.5x of DuckDB over the
-JSONL, a current one under 1 s; the first page of `view` under 3 s; peak RSS under 1 GB
-each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `test` extra).
+of its rounds (peak RSS the largest). Prints one JSON object: seconds, CPU seconds (and of
+them system seconds), peak RSS, the ratios and whether each of the issue's targets is met
+(score and agree within 2x of DuckDB over the Parquet and at most 0.5x of DuckDB's
+read_json_auto over the JSONL, `score` with and without the dataset alike, and `score
+--dataset` against DuckDB doing its dataset work too; a fresh report within 1.5x of DuckDB
+over the JSONL, a current one under 1 s; the first page of `view` under 3 s; peak RSS under
+1 GB each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `test` extra).
 Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]

@@ -21,6 +21,7 @@ def bench():
     spec = importlib.util.spec_from_file_location("bench_analysis", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.prime_mb = 0  # the tests time nothing: no memory touched before each process (PRIME_MB)
     return module
 
 
@@ -100,6 +101,19 @@ def test_each_figure_is_the_median_of_its_rounds_and_memory_the_largest(bench):
             for s, c, m in ((3.0, 1.0, 10.0), (1.0, 5.0, 30.0), (2.0, 2.0, 20.0))]
     assert bench.median_of(runs) == {"seconds": 2.0, "cpu_seconds": 2.0, "system_seconds": 1.0, "peak_rss_mb": 30.0,
                                      "rounds": 3}
+
+
+def test_the_primer_touches_the_memory_asked_for_in_a_process_of_its_own(bench, monkeypatch):
+    import subprocess
+
+    seen = []
+    monkeypatch.setattr(subprocess, "run", lambda argv, check: seen.append(argv))
+    monkeypatch.setattr(bench, "prime_mb", 3)
+    bench.prime()
+    monkeypatch.setattr(bench, "prime_mb", 0)
+    bench.prime()
+    ((*_, code),) = seen
+    assert code == "import numpy; numpy.ones(393216)"  # 3 MB of 8-byte floats, and nothing for 0
 
 
 def test_no_rounds_is_refused_before_anything_is_built(tmp_path):
