@@ -66,9 +66,15 @@ def beside(fn: Callable, *args) -> Iterator[Future]:
     available, and no other Python thread in this process: a lock another thread held at the
     fork would stay held in the child), so Python that holds the GIL (validating and
     compiling a dataset: 0.2 s at paper scale) runs beside the caller's instead of taking
-    turns with it.
-    Otherwise in a thread. `fn` is a module-level function; its arguments and result (or
-    exception) are plain data that pickle."""
-    fork = cores() > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1
-    with ProcessPoolExecutor(1, mp_context=mp.get_context("fork")) if fork else ThreadPoolExecutor(1) as pool:
-        yield pool.submit(fn, *args)
+    turns with it. Otherwise in a thread, as where the process cannot be made (no semaphores:
+    a container without /dev/shm; a fork refused: a process limit). `fn` is a module-level
+    function; its arguments and result (or exception) are plain data that pickle."""
+    pool = job = None
+    if cores() > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
+        try:
+            pool = ProcessPoolExecutor(1, mp_context=mp.get_context("fork"))
+            job = pool.submit(fn, *args)  # the fork happens here
+        except (OSError, NotImplementedError):
+            pool = job = None
+    with pool or ThreadPoolExecutor(1) as running:
+        yield job if job is not None else running.submit(fn, *args)

@@ -29,7 +29,7 @@ def _python(script: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
 
 
-def test_beside_forks_where_no_other_thread_runs_and_takes_a_thread_where_one_does():
+def test_beside_forks_where_no_other_thread_runs_and_takes_a_thread_where_one_does_or_it_cannot():
     proc = _python("""
 import os, threading
 from gamut_local.rubric import workers
@@ -42,10 +42,16 @@ waiting.start()
 with workers.beside(os.getpid) as job:
     beside_a_thread = job.result()
 stop.set()
-print(alone != os.getpid(), beside_a_thread == os.getpid())
+waiting.join()
+def no_semaphores(*args, **kwargs):  # as multiprocessing fails in a container without /dev/shm
+    raise OSError(38, "Function not implemented")
+workers.ProcessPoolExecutor = no_semaphores
+with workers.beside(os.getpid) as job:
+    unforkable = job.result()
+print(alone != os.getpid(), beside_a_thread == os.getpid(), unforkable == os.getpid())
 """)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["True", "True"]
+    assert proc.stdout.split() == ["True", "True", "True"]
 
 
 def test_an_input_error_crosses_from_the_forked_process_problem_by_problem():
