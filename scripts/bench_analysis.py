@@ -201,6 +201,16 @@ def prime() -> None:
         subprocess.run([sys.executable, "-c", f"import numpy; numpy.ones({prime_mb << 17})"], check=True)
 
 
+def _figures(seconds: float, usage) -> dict:
+    """A timed process's figures from its wall seconds and its rusage (`os.wait4`)."""
+    # ru_maxrss is in kilobytes on Linux. CPU seconds (user + system, all threads) are the
+    # figure that holds on a shared machine, where wall time also counts waiting for a core.
+    # System seconds apart: on a VM whose host takes freed memory back, they are the price of
+    # fresh memory, which swings between runs (docs/performance.md, "fresh memory").
+    return {"seconds": round(seconds, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+            "system_seconds": round(usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+
+
 def timed_process(argv: list[str], env: dict | None = None) -> dict:
     """Wall seconds and peak RSS (MB) of one child process, from its own rusage."""
     prime()
@@ -212,12 +222,7 @@ def timed_process(argv: list[str], env: dict | None = None) -> dict:
     proc.stderr.close()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{err}")
-    # ru_maxrss is in kilobytes on Linux. CPU seconds (user + system, all threads) are the
-    # figure that holds on a shared machine, where wall time also counts waiting for a core.
-    # System seconds apart: on a VM whose host takes freed memory back, they are the price of
-    # fresh memory, which swings between runs (docs/performance.md, "fresh memory").
-    return {"seconds": round(wall, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "system_seconds": round(usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    return _figures(wall, usage)
 
 
 # The GAMUT formula in SQL (READER: how DuckDB reads the files). Invalid verdicts count as
@@ -314,8 +319,7 @@ def time_view(root: Path) -> dict:
     proc.stderr.close()
     if first is None:
         raise SystemExit(f"gamut-local view never answered:\n{err}")
-    return {"seconds": round(first, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "system_seconds": round(usage.ru_stime, 3), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1)}
+    return _figures(first, usage)
 
 
 def time_commands(root: Path) -> dict:
