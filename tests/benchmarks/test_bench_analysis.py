@@ -124,3 +124,13 @@ def test_no_rounds_is_refused_before_anything_is_built(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "--rounds must be at least 1, not 0" in res.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_negative_primer_is_refused_before_anything_is_built(tmp_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, str(SCRIPT), "--prime-mb", "-1", "--dir", str(tmp_path / "run")],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "--prime-mb must be 0 or more, not -1" in res.stderr
+    assert not (tmp_path / "run").exists()
