@@ -305,22 +305,15 @@ def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
     return table
 
 
-def _read_listed(paths: list[Path], wanted: list[str]) -> tuple | None:
-    """(files, their Columns, their input records), or None where the listing went stale
-    while the store's files were read (`verdict_store.went_stale`, or a part gone)."""
-    stored = [k for k, p in enumerate(paths) if verdict_store.is_store(p)]
-    jsonl = sorted(set(range(len(paths))) - set(stored))
+def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
+    """(each store file's Arrow table, None for a JSONL file), and (the JSONL files' Columns,
+    every file's input record): read side by side, as `verdict_store.read_consistently` asks."""
+    jsonl = [k for k, p in enumerate(paths) if not verdict_store.is_store(p)]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
-        tables = pool.map(lambda k: verdict_store.read_files([paths[k]], wanted), stored)
+        tables = pool.map(lambda p: verdict_store.read_files([p], wanted) if verdict_store.is_store(p) else None, paths)
         inputs = pool.map(file_record, paths)
-        parts = [_strict_columns([paths[k] for k in jsonl], jsonl)] if jsonl or not stored else []
-        try:
-            tables, inputs = list(tables), list(inputs)
-        except FileNotFoundError:
-            return None
-    if verdict_store.went_stale([paths[k] for k in stored], tables):
-        return None
-    return paths, parts + ([store_columns(tables, stored)] if stored else []), inputs
+        parts = [_strict_columns([paths[k] for k in jsonl], jsonl)] if jsonl or not paths else []
+        return list(tables), (parts, list(inputs))
 
 
 def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True,
@@ -332,13 +325,12 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     them with. Raises InputError with the strict reader's own FILE:LINE messages."""
     unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
     wanted = [*(c for c in CODED if c not in unread), *(verdict_store.PROB_COLUMNS if probs else ())]
-    for _ in range(verdict_store.READ_TRIES):  # a task compacting a unit as it is read: list again
-        if (read := _read_listed(store_files(paths), wanted)) is not None:
-            break
-    else:
-        raise InputError([Problem(", ".join(map(str, paths)), None, "", verdict_store.KEPT_CHANGING)])
-    paths, parts, inputs = read
-    table = table_from_parts(parts, [str(p) for p in paths], inputs)
+    files, tables, (parts, inputs) = verdict_store.read_consistently(
+        lambda: store_files(paths), lambda files: _read_files(files, wanted), ", ".join(map(str, paths)))
+    stored = [k for k, t in enumerate(tables) if t is not None]
+    if stored:
+        parts.append(store_columns([tables[k] for k in stored], stored))
+    table = table_from_parts(parts, [str(p) for p in files], inputs)
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if has_repeats(table):

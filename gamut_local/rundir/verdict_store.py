@@ -422,11 +422,14 @@ def _not_finite(chunk) -> list[tuple[int, str]]:
 
 def went_stale(files: list[Path], tables: list) -> bool:
     """Did a compaction run while these files, as `unit_files` listed them (a unit's compacted
-    file before its parts), were read into `tables`? Then a compacted file read holds a part
-    read beside it, whose verdicts would count twice. (A part deleted before it was read is a
-    FileNotFoundError.) Either way the listing is stale: the reader lists the units again."""
+    file before its parts), were read into `tables` (None: a file that is not the store's)?
+    Then a compacted file read holds a part read beside it, whose verdicts would count twice.
+    (A part deleted before it was read is a FileNotFoundError.) Either way the listing is
+    stale: the reader lists the units again (`read_consistently`)."""
     held: dict[Path, int] = {}
     for path, table in zip(files, tables):
+        if table is None:
+            continue
         if path.parent.name.endswith(PARTS):
             if int(_PART.fullmatch(path.name).group(1)) <= held.get(path.parent, 0):
                 return True
@@ -439,19 +442,27 @@ READ_TRIES = 5  # listings a reader tries while tasks compact what it reads
 KEPT_CHANGING = f"kept being compacted while it was read ({READ_TRIES} tries): read it again"
 
 
-def read_unit(unit: Path, columns: list[str] | None = None):
-    """The unit's verdicts now, as one state of it. Another task may compact it while this
-    reads (resume and `status` read every shard's unit): a stale listing (`went_stale`) is
-    listed and read again."""
+def read_consistently(listing, read, name: str) -> tuple[list[Path], list, object]:
+    """(files, tables, extra): `read(files) -> (tables, extra)` of the files `listing()` gives
+    now, as one state of each unit. Another task may compact a unit while it is read (resume
+    and `status` read every shard's unit; `score` reads a running judge's): a stale listing
+    (`went_stale`, or a part gone) is listed and read again. The one rule for every reader."""
     for _ in range(READ_TRIES):
-        files = unit_files(unit)
+        files = listing()
         try:
-            tables = _read_each(files, columns)
+            tables, extra = read(files)
         except FileNotFoundError:
             continue
         if not went_stale(files, tables):
-            return _concat(tables, columns)
-    raise InputError([Problem(str(unit), None, "", KEPT_CHANGING)])
+            return files, tables, extra
+    raise InputError([Problem(name, None, "", KEPT_CHANGING)])
+
+
+def read_unit(unit: Path, columns: list[str] | None = None):
+    """The unit's verdicts now, as one state of it (`read_consistently`)."""
+    _, tables, _ = read_consistently(lambda: unit_files(unit), lambda files: (_read_each(files, columns), None),
+                                     str(unit))
+    return _concat(tables, columns)
 
 
 def compact(unit: Path, keep=None) -> int:
