@@ -7,6 +7,7 @@ whether they are current, is `reporting.tables`'s.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 
@@ -32,11 +33,12 @@ def expected_checks(checks: dict[tuple, tuple] | None) -> dict[tuple[str, str], 
 def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answers: list[Path] | None = None,
                               small_pool_max: int = SMALL_POOL_MAX, probs: bool = False) -> tuple[VerdictTable, tuple]:
     """The verdict table and (question ids, domains, dataset input record, the checks graded
-    now: `current_checks`; empty and None without a dataset), read at the same time: the
-    dataset is validated and compiled in a process of its own (`rubric.workers.beside`: it is
-    Python that holds the GIL) while the verdicts are read here. A bad dataset is reported
-    first, as when it was read first. `probs`: read the label probabilities too (only
-    calibration looks at them; scores and agreement never do).
+    now: `current_checks`; empty and None without a dataset). What the verdicts are checked
+    against (the dataset, validated and compiled; the run's `answers`, read and hashed) is
+    read in a process of its own (`rubric.workers.beside`: it is Python that holds the GIL;
+    at paper scale the answers alone are ~150 MB of JSON) while the verdicts are read here.
+    A bad dataset or answers file is reported first, as when it was read first. `probs`: read
+    the label probabilities too (only calibration looks at them; scores and agreement never do).
 
     Stale verdicts are left out of the table and counted (`without_stale`): those whose check
     is worded otherwise in the dataset now, and (given the run's `answers` files) those that
@@ -46,51 +48,69 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     def verdicts() -> VerdictTable:
         return read_verdicts(paths, probs=probs, answer_hashes=answers is not None, check_hashes=dataset is not None)
 
-    if dataset is None:
-        table, read, checks = verdicts(), ([], None, None), None
+    if dataset is None and answers is None:
+        table, now = verdicts(), Current()
     else:
-        from gamut_local.data.dataset import collect, collecting_strictly  # the record models: only with a dataset
+        from gamut_local.data.dataset import collect, collecting_strictly  # the record models: only with inputs
         from gamut_local.rubric.workers import beside
 
-        with beside(_dataset_and_checks, Path(dataset), small_pool_max, collecting_strictly()) as job:
+        with beside(current_inputs, dataset and Path(dataset), answers, small_pool_max, collecting_strictly()) as job:
             try:
                 table = verdicts()
             except InputError:
                 job.result()
                 raise
-            read, checks, warnings = job.result()
-        collect(warnings)
-    table = without_stale(table, checks, answers, console)
-    problems = table_problems(table, read[0], checks) if dataset is not None else []
+            now = job.result()
+        collect(now.warnings)
+    table = without_stale(table, now, console)
+    problems = table_problems(table, now.question_ids, now.checks) if dataset is not None else []
     if problems:
         raise InputError(problems)
     table.compile_settings = {"small_pool_max": small_pool_max} if dataset is not None else {}
-    return table, (*read, checks)
+    return table, (now.question_ids, now.domains, now.dataset_input, now.checks)
 
 
-def _dataset_and_checks(dataset: Path, small_pool_max: int, strict: bool) -> tuple[tuple, dict, list]:
-    """(question ids, question_id -> domain, the file's input record), the checks graded now
-    (`current_checks`) and the read's warnings, as plain data: made in another process."""
+@dataclass
+class Current:
+    """What verdicts are checked against now, as plain data (made in another process): the
+    dataset's question ids, domains and input record, and the checks graded now
+    (`current_checks`), None without a dataset; the answers' hashes ((question, model,
+    variant) -> `answer_hash`) and input records, None without answers; the reads' warnings."""
+
+    question_ids: list[str] = field(default_factory=list)
+    domains: dict[str, str] | None = None
+    dataset_input: dict | None = None
+    checks: dict[tuple, tuple] | None = None
+    answer_hashes: dict[tuple, str] | None = None
+    answer_inputs: list[dict] = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+
+
+def current_inputs(dataset: Path | None, answers: list[Path] | None, small_pool_max: int, strict: bool) -> Current:
+    """The dataset and the answers read, as `Current` (run by `beside`)."""
     from gamut_local.data.dataset import collecting_warnings, load_questions
+    from gamut_local.data.records import current_answer_hashes
 
-    with collecting_warnings(strict) as warnings:
-        questions = load_questions(dataset, check_images=False)
-    read = ([q.question_id for q in questions], {q.question_id: q.domain for q in questions}, file_record(dataset))
-    return read, current_checks(questions, small_pool_max), warnings
-
-
-def without_stale(table: VerdictTable, checks: dict | None, answers: list[Path] | None, console=None) -> VerdictTable:
-    """The table less its stale verdicts (`data.consistency.stale_verdicts`), with `stale`
-    and `answer_inputs` set; what was left out is said on the console."""
-    answer_hashes = None
+    now = Current()
+    if dataset is not None:
+        with collecting_warnings(strict) as now.warnings:
+            questions = load_questions(dataset, check_images=False)
+        now.question_ids = [q.question_id for q in questions]
+        now.domains = {q.question_id: q.domain for q in questions}
+        now.dataset_input, now.checks = file_record(dataset), current_checks(questions, small_pool_max)
     if answers is not None:
-        from gamut_local.data.records import current_answer_hashes  # the record models: only where answers are read
+        now.answer_hashes = current_answer_hashes(answers)
+        now.answer_inputs = [file_record(Path(p)) for p in answers]
+    return now
 
-        answer_hashes = current_answer_hashes(answers)
-    stale, reasons = stale_verdicts(table, checks, answer_hashes)
+
+def without_stale(table: VerdictTable, now: Current, console=None) -> VerdictTable:
+    """The table less its stale verdicts (`data.consistency.stale_verdicts`, against `now`),
+    with `stale` and `answer_inputs` set; what was left out is said on the console."""
+    stale, reasons = stale_verdicts(table, now.checks, now.answer_hashes)
     out = take_rows(table, np.flatnonzero(~stale)) if stale.any() else table
     out.stale = reasons
-    out.answer_inputs = [file_record(Path(p)) for p in answers or []]
+    out.answer_inputs = now.answer_inputs
     if console is not None:
         for line in describe_stale(reasons):
             console.print(line, style="yellow")

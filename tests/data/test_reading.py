@@ -1,7 +1,7 @@
-"""The dataset read beside the verdicts (`data.reading.read_verdicts_and_dataset`): in a forked
-process of its own (`rubric.workers.beside`) where the process runs no other thread, in a
-thread otherwise. Either way the same table, the same problems, and the dataset's warnings
-for the command's collector (`--strict` included).
+"""The dataset and the answers read beside the verdicts (`data.reading.read_verdicts_and_dataset`):
+in a forked process of its own (`rubric.workers.beside`) where the process runs no other
+thread, in a thread otherwise. Either way the same table, the same problems, the same stale
+verdicts, and the dataset's warnings for the command's collector (`--strict` included).
 
 The fork is checked in processes of their own: a test worker (pytest-xdist) runs threads,
 so in it `beside` takes a thread."""
@@ -23,6 +23,7 @@ from gamut_local.testing.sample_run import SAMPLE
 
 GOLD = SAMPLE / "verdicts" / "gold.jsonl"
 QUESTIONS = SAMPLE / "questions.jsonl"
+ANSWERS = SAMPLE / "answers" / "reference.jsonl"
 
 
 def _python(script: str) -> subprocess.CompletedProcess:
@@ -101,6 +102,35 @@ def test_score_as_its_own_process_reports_a_bad_dataset_by_line_and_scores_a_goo
     forked = json.loads((tmp_path / "forked.json").read_text())
     assert forked["models"] == here["models"] and forked["domains"] == here["domains"]
     assert forked["dataset"] == here["dataset"]
+
+
+def test_score_as_its_own_process_reads_the_answers_beside_reports_a_bad_one_by_line_and_counts_edits_stale(
+        tmp_path, monkeypatch):
+    from gamut_local.stages.score import write_scores
+
+    rows = [json.loads(line) for line in ANSWERS.read_text().splitlines() if line.strip()]
+    rows[0]["response"] += " One more sentence."  # its verdicts graded another text: stale
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(edited.read_text().replace('"response": ', '"response": 7, "x": ', 1))
+    command = [sys.executable, "-m", "gamut_local.cli", "score", str(GOLD), "--dataset", str(QUESTIONS),
+               "--allow-incomplete", "--out"]
+    proc = subprocess.run([*command, str(tmp_path / "bad.json"), "--answers", str(bad)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{bad}:1: response: " in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "bad.json").exists()
+
+    proc = subprocess.run([*command, str(tmp_path / "forked.json"), "--answers", str(edited)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    monkeypatch.setattr(workers, "cores", lambda: 1)  # here: a thread
+    here = write_scores(tmp_path / "thread.json", [GOLD], QUESTIONS, answers=[edited],
+                        allow_incomplete=True).model_dump(mode="json")
+    forked = json.loads((tmp_path / "forked.json").read_text())
+    assert forked["stale_verdicts"] == here["stale_verdicts"] and here["stale_verdicts"]["gold"]["answer_hash"] > 0
+    assert forked["models"] == here["models"] and forked["answers"] == here["answers"]
 
 
 @pytest.fixture
