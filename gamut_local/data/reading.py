@@ -54,13 +54,17 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
         from gamut_local.data.dataset import collect, collecting_strictly  # the record models: only with inputs
         from gamut_local.rubric.workers import beside
 
-        with beside(current_inputs, dataset and Path(dataset), answers, small_pool_max, collecting_strictly()) as job:
+        calls = [(current_dataset, Path(dataset), small_pool_max, collecting_strictly())] if dataset is not None else []
+        with beside(*calls, *([(current_answers, answers)] if answers is not None else [])) as jobs:
             try:
                 table = verdicts()
             except InputError:
-                job.result()
+                for job in jobs:  # a bad dataset or answers file is reported first
+                    job.result()
                 raise
-            now = job.result()
+            now = jobs[0].result() if dataset is not None else Current()
+            if answers is not None:
+                now.answer_hashes, now.answer_inputs = jobs[-1].result()
         collect(now.warnings)
     table = without_stale(table, now, console)
     problems = table_problems(table, now.question_ids, now.checks) if dataset is not None else []
@@ -86,22 +90,24 @@ class Current:
     warnings: list = field(default_factory=list)
 
 
-def current_inputs(dataset: Path | None, answers: list[Path] | None, small_pool_max: int, strict: bool) -> Current:
-    """The dataset and the answers read, as `Current` (run by `beside`)."""
+def current_dataset(dataset: Path, small_pool_max: int, strict: bool) -> Current:
+    """The dataset read, validated and compiled, as `Current` (run by `beside`)."""
     from gamut_local.data.dataset import collecting_warnings, load_questions
-    from gamut_local.data.records import current_answer_hashes
 
     now = Current()
-    if dataset is not None:
-        with collecting_warnings(strict) as now.warnings:
-            questions = load_questions(dataset, check_images=False)
-        now.question_ids = [q.question_id for q in questions]
-        now.domains = {q.question_id: q.domain for q in questions}
-        now.dataset_input, now.checks = file_record(dataset), current_checks(questions, small_pool_max)
-    if answers is not None:
-        now.answer_hashes = current_answer_hashes(answers)
-        now.answer_inputs = [file_record(Path(p)) for p in answers]
+    with collecting_warnings(strict) as now.warnings:
+        questions = load_questions(dataset, check_images=False)
+    now.question_ids = [q.question_id for q in questions]
+    now.domains = {q.question_id: q.domain for q in questions}
+    now.dataset_input, now.checks = file_record(dataset), current_checks(questions, small_pool_max)
     return now
+
+
+def current_answers(answers: list[Path]) -> tuple[dict[tuple, str], list[dict]]:
+    """The answers' hashes (`records.current_answer_hashes`) and input records (run by `beside`)."""
+    from gamut_local.data.records import current_answer_hashes
+
+    return current_answer_hashes(answers), [file_record(Path(p)) for p in answers]
 
 
 def without_stale(table: VerdictTable, now: Current, console=None) -> VerdictTable:

@@ -1,8 +1,8 @@
 """Forked worker processes for CPU-bound Python that holds the GIL: the authoring commands'
 work per question (`export`, `import`, `lint`: rendering and parsing YAML, compiling checks
 and running the lint rules) on questions independent of each other (`in_processes`), so one
-core each halves a 2-core machine's wait; and one dataset validated and compiled beside the
-reading of the verdicts (`beside`).
+core each halves a 2-core machine's wait; and the inputs the verdicts are checked against (the
+dataset validated and compiled, the answers hashed) read beside the verdicts (`beside`).
 
 The workers are forked, so they see what `in_processes` is given (`shared()`) without its
 being pickled; only each chunk's results travel back.
@@ -60,21 +60,22 @@ def in_processes(fn: Callable[[int, int], list], n: int, data: list) -> Iterator
 
 
 @contextmanager
-def beside(fn: Callable, *args) -> Iterator[Future]:
-    """`fn(*args)` run while the caller goes on: yields its Future; waits for it on the way
-    out. In a forked process of its own where that is safe (more than one core, fork
-    available, and no other Python thread in this process: a lock another thread held at the
-    fork would stay held in the child), so Python that holds the GIL (validating and
-    compiling a dataset: 0.2 s at paper scale) runs beside the caller's instead of taking
-    turns with it. Otherwise in a thread, as where the process cannot be made (no semaphores:
-    a container without /dev/shm; a fork refused: a process limit). `fn` is a module-level
-    function; its arguments and result (or exception) are plain data that pickle."""
-    pool = job = None
+def beside(*calls: tuple) -> Iterator[list[Future]]:
+    """Each call, `(fn, *args)`, run while the caller goes on: yields their Futures; waits
+    for them on the way out. Each in a forked process of its own where that is safe (more
+    than one core, fork available, and no other Python thread in this process: a lock
+    another thread held at the fork would stay held in the child), so Python that holds the
+    GIL (validating and compiling a dataset, hashing the answers: 0.3 s and 1.2 s at paper
+    scale) runs beside the caller's instead of taking turns with it. Otherwise in threads, as
+    where the processes cannot be made (no semaphores: a container without /dev/shm; a fork
+    refused: a process limit). Each `fn` is a module-level function; its arguments and result
+    (or exception) are plain data that pickle."""
+    pool = jobs = None
     if cores() > 1 and "fork" in mp.get_all_start_methods() and threading.active_count() == 1:
         try:
-            pool = ProcessPoolExecutor(1, mp_context=mp.get_context("fork"))
-            job = pool.submit(fn, *args)  # the fork happens here
+            pool = ProcessPoolExecutor(min(len(calls), cores()), mp_context=mp.get_context("fork"))
+            jobs = [pool.submit(*call) for call in calls]  # with fork, the first submit forks every worker
         except (OSError, NotImplementedError):
-            pool = job = None
-    with pool or ThreadPoolExecutor(1) as running:
-        yield job if job is not None else running.submit(fn, *args)
+            pool = jobs = None
+    with pool or ThreadPoolExecutor(len(calls)) as running:
+        yield jobs if jobs is not None else [running.submit(*call) for call in calls]

@@ -30,26 +30,26 @@ def _python(script: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
 
 
-def test_beside_forks_where_no_other_thread_runs_and_takes_a_thread_where_one_does_or_it_cannot():
+def test_beside_forks_where_no_other_thread_runs_and_takes_threads_where_one_does_or_it_cannot():
     proc = _python("""
 import os, threading
 from gamut_local.rubric import workers
 workers.cores = lambda: 2  # the fork's rule, whatever this machine has
-with workers.beside(os.getpid) as job:
-    alone = job.result()
+with workers.beside((os.getpid,), (os.getpid,)) as jobs:
+    alone = [job.result() for job in jobs]
 stop = threading.Event()
 waiting = threading.Thread(target=stop.wait)
 waiting.start()
-with workers.beside(os.getpid) as job:
+with workers.beside((os.getpid,)) as (job,):
     beside_a_thread = job.result()
 stop.set()
 waiting.join()
 def no_semaphores(*args, **kwargs):  # as multiprocessing fails in a container without /dev/shm
     raise OSError(38, "Function not implemented")
 workers.ProcessPoolExecutor = no_semaphores
-with workers.beside(os.getpid) as job:
+with workers.beside((os.getpid,)) as (job,):
     unforkable = job.result()
-print(alone != os.getpid(), beside_a_thread == os.getpid(), unforkable == os.getpid())
+print(os.getpid() not in alone, beside_a_thread == os.getpid(), unforkable == os.getpid())
 """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["True", "True", "True"]
@@ -65,7 +65,7 @@ def fail():
     raise InputError([Problem("d.jsonl", 2, "domain", "bad"), Problem("d.jsonl", None, "", "worse")])
 workers.fail = fail  # a module-level function: the fork pickles it by name
 try:
-    with workers.beside(workers.fail) as job:
+    with workers.beside((workers.fail,)) as (job,):
         job.result()
 except InputError as e:
     print([str(p) for p in e.problems])
