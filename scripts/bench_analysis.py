@@ -4,32 +4,36 @@ Builds a run directory in the paper's shape (seeded; size by flags): 1,813 quest
 checks, 14 models x 2 variants, 3 judges = 2.28 million verdicts, in the verdict store as the
 judge stage leaves it (one compacted Parquet file per judge, model and variant), the same
 verdicts as JSON Lines beside it (`jsonl/`, exactly as the judge stage once wrote them), the
-dataset (for domains) and a manifest naming it. There is no cache anywhere: the first read is
-every read. Then times, each as its own process, with its peak RSS from the kernel (`wait4`
-rusage of that child):
+answers they graded (`answers/`, as the generate stage writes them: 50,764 of ANSWER_CHARS
+characters, ~130 MB), the dataset (for domains) and a manifest naming it. There is no cache
+anywhere: the first read is every read. Then times, each as its own process, with its peak
+RSS from the kernel (`wait4` rusage of that child):
 
-- `gamut-local score RUN/verdicts --dataset ...` (as `score-run` reads them: the verdicts
-  checked against the dataset's 1,813 validated and compiled meta-rubrics, stale ones left
-  out, the domains from it), and `gamut-local score RUN/verdicts` (the formula over the
-  verdicts alone, which is all DuckDB's SQL below computes),
+- `gamut-local score RUN/verdicts --dataset ... --answers ...` (as `score-run` reads them: the
+  verdicts checked against the dataset's 1,813 validated and compiled meta-rubrics and the
+  answers' hashes, stale ones left out, the domains from the dataset), the same with the
+  dataset alone, and `gamut-local score RUN/verdicts` (the formula over the verdicts alone,
+  which is all DuckDB's SQL below computes),
 - `gamut-local agree RUN/verdicts`,
-- `gamut-local report RUN` with nothing current (computes and draws everything), then again
-  with everything current (its stamp, `report.stamp.json`, says so: nothing is read),
+- `gamut-local report RUN` with nothing current (computes and draws everything, the answers
+  read as `score-run` reads them), then again with everything current (its stamp,
+  `report.stamp.json`, says so: nothing is read),
 - `gamut-local view RUN`: from launching the process to its first page answered (the
   overview, served while the run is read in the background),
 - DuckDB's SQL of the GAMUT formula (GROUP BYs) over the same Parquet files (`read_parquet`)
   and over the equivalent JSON Lines (`read_json_auto`), one process each,
-- and DuckDB doing what `score --dataset` does beyond the formula (`GAMUT_DATASET_SQL`: each
-  verdict's check looked up in the dataset by its hash, stale ones left out, unbacked ones
-  counted, scores per system and per domain).
+- and DuckDB doing what `score` does with its inputs beyond the formula (`_dataset_sql`: each
+  verdict's check looked up in the dataset by its hash and, with the answers, its answer by
+  the hash of its text; stale ones left out, unbacked ones counted, scores per system and per
+  domain), with the dataset alone and with the answers too.
 
 Every command runs `--rounds` times (3), DuckDB's and ours in turn, each process after 1 GB
 of memory touched and freed (`--prime-mb`; PRIME_MB says why), and each figure is the median
 of its rounds (peak RSS the largest). Prints one JSON object: seconds, CPU seconds (and of
 them system seconds), peak RSS, the ratios and whether each of the issue's targets is met
 (score and agree within 2x of DuckDB over the Parquet and at most 0.5x of DuckDB's
-read_json_auto over the JSONL, `score` with and without the dataset alike, and `score
---dataset` against DuckDB doing its dataset work too; a fresh report within 1.5x of DuckDB
+read_json_auto over the JSONL, `score` with and without its inputs alike, and `score` with
+them against DuckDB doing that work too; a fresh report within 1.5x of DuckDB
 over the JSONL, a current one under 1 s; the first page of `view` under 3 s; peak RSS under
 1 GB each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `test` extra).
 Run:
@@ -50,14 +54,13 @@ import sys
 import socket
 import time
 import urllib.request
-import zlib
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from gamut_local.rundir import verdict_store
-from gamut_local.rundir.identity import HASH_CHARS, check_hash
+from gamut_local.rundir.identity import HASH_CHARS, answer_hash, check_hash
 
 DOMAINS = ("plants", "food", "animals", "vehicles", "local places", "everyday objects",
            "consumer products", "books", "art", "sports", "text", "other")
@@ -72,8 +75,19 @@ def check_text(qid: str, check: str) -> str:
     return f"It says so ({qid}, {check})."
 
 
+ANSWER_CHARS = 2400  # about 400 words: a long-form answer
+_WORDS = ("the", "plant", "grows", "in", "temperate", "climates", "and", "its", "leaves", "are", "broad", "with",
+          "serrated", "edges", "while", "flowers", "appear", "in", "spring", "before", "fruit", "ripens")
+
+
+def answer_texts(rng, n: int) -> list[str]:
+    """`n` answers of ANSWER_CHARS characters, each its own text (so each its own hash)."""
+    words = np.asarray(_WORDS)[rng.integers(0, len(_WORDS), size=(n, ANSWER_CHARS // 5))]
+    return [f"Answer {i}: " + " ".join(row)[:ANSWER_CHARS] for i, row in enumerate(words.tolist())]
+
+
 def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
-                   settings_hash: str, hashes: list[list[str]]) -> list[str]:
+                   settings_hash: str, hashes: list[list[str]], answers: list[str]) -> list[str]:
     """JSON lines exactly as the judge stage writes them (`store.dumps`: sorted keys, compact)."""
     lines = []
     for qi, qid in enumerate(qids):
@@ -86,10 +100,10 @@ def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers,
                 % (float(p[3]), float(p[0]), float(p[2]), float(p[1])))
             raw = "'%s'=%.4f" % (verdict, p.max()) if code != 4 else "I think so"
             lines.append(
-                '{"answer_hash":"%012x","attempts":%d,"check_hash":"%s","check_id":"%s","judge":"%s",'
+                '{"answer_hash":"%s","attempts":%d,"check_hash":"%s","check_id":"%s","judge":"%s",'
                 '"method":"first_token","model":"%s","num_cached_tokens":%d,"probs":%s,"prompt_tokens":%d,'
                 '"question_id":"%s","raw":%s,"settings_hash":"%s","tier":"%s","variant":"%s","verdict":"%s"}\n'
-                % (zlib.crc32(f"{model}/{variant}/{qid}".encode()), 1 + (code == 4),
+                % (answers[qi], 1 + (code == 4),
                    hashes[qi][c], check, judge, model,
                    400 + c * 37, probs_json, 420 + c * 37, qid, json.dumps(raw), settings_hash,
                    tiers[c], variant, verdict))
@@ -97,7 +111,7 @@ def _verdict_lines(judge: str, model: str, variant: str, qids, check_ids, tiers,
 
 
 def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, codes, probs,
-                 settings_hash: str, hashes: list[list[str]]):
+                 settings_hash: str, hashes: list[list[str]], answers: list[str]):
     """The same verdicts as `_verdict_lines`, as the store's Arrow table (built from the arrays)."""
     import pyarrow as pa
 
@@ -126,8 +140,7 @@ def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, c
         "method": const("first_token"),
         "settings_hash": const(settings_hash),
         "check_hash": coded(np.arange(nq * nc), [h for row in hashes for h in row]),
-        "answer_hash": coded(np.repeat(np.arange(nq), nc),
-                             ["%012x" % zlib.crc32(f"{model}/{variant}/{q}".encode()) for q in qids]),
+        "answer_hash": coded(np.repeat(np.arange(nq), nc), list(answers)),
         "prompt_tokens": pa.array(np.tile(420 + np.arange(nc) * 37, nq), pa.int64()),
         "num_cached_tokens": pa.array(np.tile(400 + np.arange(nc) * 37, nq), pa.int64()),
         "attempts": pa.array(1 + invalid.astype(np.int64), pa.int64()),
@@ -137,10 +150,23 @@ def _store_table(judge: str, model: str, variant: str, qids, check_ids, tiers, c
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
+def _write_answers(root: Path, model: str, variant: str, qids: list[str], rng) -> list[str]:
+    """A system's answers file; returns each answer's hash, as its verdicts carry it."""
+    texts = answer_texts(rng, len(qids))
+    path = root / "answers" / f"{model}.{variant}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({
+        "question_id": q, "model": model, "variant": variant, "response": text, "finish_reason": "stop",
+        "prompt_tokens": 620, "completion_tokens": 540, "settings_hash": "0123456789abcdef",
+        "prompt_hash": "fedcba9876543210"}) + "\n" for q, text in zip(qids, texts)))
+    return [answer_hash(text) for text in texts]
+
+
 def build_run(root: Path, *, questions: int, checks: int, models: int, variants: int, judges: int,
               seed: int = 0) -> dict:
     """Write the store (verdicts/<judge>/<model>.<variant>.parquet), the same verdicts as
-    jsonl/<judge>/<model>.<variant>.jsonl, dataset.jsonl and manifest.json."""
+    jsonl/<judge>/<model>.<variant>.jsonl, the answers they graded (answers/<model>.<variant>.jsonl,
+    as the generate stage writes them), dataset.jsonl and manifest.json."""
     import pyarrow.parquet as pq
 
     rng = np.random.default_rng(seed)
@@ -153,6 +179,7 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
     n = 0
     for m in range(models):
         for k, variant in enumerate(("multimodal", "text_only")[:variants]):
+            answers = _write_answers(root, f"model-{m:02d}", variant, qids, rng)
             u = rng.random((questions, checks))
             q = quality[m] + 0.05 * k
             truth = np.select([u < q, u < q + 0.1, u < 0.95], [0, 1, 2], 3)
@@ -165,7 +192,8 @@ def build_run(root: Path, *, questions: int, checks: int, models: int, variants:
                 logits = rng.normal(size=(questions, checks, 4))
                 logits[np.arange(questions)[:, None], np.arange(checks)[None, :], np.minimum(codes, 3)] += 3
                 probs = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
-                args = (judge, f"model-{m:02d}", variant, qids, check_ids, tiers, codes, probs, f"hash{j:08d}", hashes)
+                args = (judge, f"model-{m:02d}", variant, qids, check_ids, tiers, codes, probs, f"hash{j:08d}", hashes,
+                        answers)
                 path = root / "jsonl" / judge / f"model-{m:02d}.{variant}.jsonl"
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text("".join(_verdict_lines(*args)))
@@ -267,27 +295,40 @@ DUCKDB_READERS = {"duckdb_parquet": ("read_parquet(?)", "verdicts/*/*.parquet"),
 # verdict's check looked up in the dataset (question, check id, tier); those worded otherwise
 # now (the check hash of text, tier and kind, as `rundir.identity.check_hash` makes it) left
 # out as stale; those the dataset does not back counted (score refuses them); the scores per
-# system and per system and domain.
-GAMUT_DATASET_SQL = f"""
+# system and per system and domain. With `answers` (what `score-run` adds: `--answers`), each
+# verdict's answer looked up too, and those that graded another text of it (the answer hash
+# of its response, as `rundir.identity.answer_hash` makes it) left out as stale.
+def _dataset_sql(answers: bool) -> str:
+    answer_cte = f"""
+answers AS (
+  SELECT question_id, model, variant, left(sha256(response), {HASH_CHARS}) AS answer_hash FROM read_json_auto(?)),"""
+    return f"""
 WITH checks AS (
   SELECT question_id, domain, c.check_id AS check_id, c.tier AS tier,
     left(sha256(c.text || chr(0) || c.tier || chr(0) || c.kind), {HASH_CHARS}) AS check_hash
-  FROM (SELECT question_id, domain, unnest(checks) AS c FROM read_json_auto(?))),
+  FROM (SELECT question_id, domain, unnest(checks) AS c FROM read_json_auto(?))),{answer_cte if answers else ""}
 every AS (
-  SELECT judge, model, variant, question_id, check_id, tier, verdict, check_hash FROM read_parquet(?)),
+  SELECT judge, model, variant, question_id, check_id, tier, verdict, check_hash{", answer_hash" if answers else ""}
+  FROM read_parquet(?)),
 v AS (
   SELECT judge, model, variant, question_id, tier, verdict, domain
-  FROM every JOIN checks USING (question_id, check_id, tier, check_hash)),
+  FROM every JOIN checks USING (question_id, check_id, tier, check_hash){
+    " JOIN answers USING (question_id, model, variant, answer_hash)" if answers else ""}),
 {_formula(', domain')}
 SELECT judge, model, variant, domain, 100 * avg(score) AS gamut,
   (SELECT count(*) FROM every ANTI JOIN checks USING (question_id, check_id, tier)) AS unbacked
 FROM r GROUP BY GROUPING SETS ((judge, model, variant), (judge, model, variant, domain)) ORDER BY ALL
 """
-DATASET_READER = "duckdb_parquet_with_dataset"
+
+
+GAMUT_DATASET_SQL, GAMUT_RUN_SQL = _dataset_sql(False), _dataset_sql(True)
+DATASET_READER, RUN_READER = "duckdb_parquet_with_dataset", "duckdb_parquet_with_dataset_and_answers"
+# argv: the dataset, the answers files as a JSON list ([]: none), the store's files.
 DUCKDB_DATASET_SCRIPT = f"""
-import sys, duckdb
-rows = duckdb.connect().execute({GAMUT_DATASET_SQL!r}, [sys.argv[1], sys.argv[2:]]).fetchall()
-print(len(rows))
+import json, sys, duckdb
+dataset, answers, files = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
+sql, params = ({GAMUT_RUN_SQL!r}, [dataset, answers, files]) if answers else ({GAMUT_DATASET_SQL!r}, [dataset, files])
+print(len(duckdb.connect().execute(sql, params).fetchall()))
 """
 
 
@@ -323,15 +364,18 @@ def time_view(root: Path) -> dict:
 
 
 def time_commands(root: Path) -> dict:
-    """score, agree, a fresh report, a current one and view's first page, each a process."""
+    """score (as score-run reads: the dataset and the answers), score with the dataset alone, score
+    without either, agree, a fresh report, a current one and view's first page, each a process."""
     gamut, store = str(GAMUT), str(root / "verdicts")
     # score's and agree's files go beside the run, not into it: a file changed in the run just
     # before `report` would keep its stamp from being written (reporting.current: racy inputs).
     beside = Path(f"{root}-outputs")
     beside.mkdir(exist_ok=True)
+    dataset = ["--dataset", str(root / "dataset.jsonl")]
+    answers = [a for p in sorted((root / "answers").glob("*.jsonl")) for a in ("--answers", str(p))]
     out = {
-        "score": timed_process([gamut, "score", store, "--out", str(beside / "bench-scores.json"),
-                                "--dataset", str(root / "dataset.jsonl")]),
+        "score": timed_process([gamut, "score", store, "--out", str(beside / "bench-scores.json"), *dataset, *answers]),
+        "score_dataset": timed_process([gamut, "score", store, "--out", str(beside / "bench-scores-d.json"), *dataset]),
         "score_no_dataset": timed_process([gamut, "score", store, "--out", str(beside / "bench-scores-nd.json")]),
         "agree": timed_process([gamut, "agree", store, "--out", str(beside / "bench-agreement.json")]),
     }
@@ -362,17 +406,19 @@ def targets(results: dict) -> None:
     """Each measurement's ratios to DuckDB and whether it meets the issue's target."""
     parquet, jsonl = results["duckdb_parquet"], results["duckdb_json_auto"]
     ours = results["gamut_local"]
-    for name in ("score", "score_no_dataset", "agree", "report_fresh"):
+    for name in ("score", "score_dataset", "score_no_dataset", "agree", "report_fresh"):
         _ratios(ours[name], parquet, "duckdb_parquet")
         _ratios(ours[name], jsonl, "duckdb_json_auto")
     small = all(r["peak_rss_mb"] < 1024 for r in ours.values())
-    for name in ("score", "score_no_dataset", "agree"):
+    for name in ("score", "score_dataset", "score_no_dataset", "agree"):
         r = ours[name]
         r["meets_target"] = r["ratio_to_duckdb_parquet"] <= 2.0 and r["ratio_to_duckdb_json_auto"] <= 0.5 and small
-    # `score --dataset` against DuckDB doing its dataset work too (GAMUT_DATASET_SQL).
-    _ratios(ours["score"], results[DATASET_READER], DATASET_READER)
-    ours["score"]["meets_target_against_the_same_work"] = (
-        ours["score"][f"ratio_to_{DATASET_READER}"] <= 2.0 and ours["score"]["ratio_to_duckdb_json_auto"] <= 0.5 and small)
+    # `score` with its inputs against DuckDB doing the same work with them (_dataset_sql).
+    for name, reader in (("score", RUN_READER), ("score_dataset", DATASET_READER)):
+        r = ours[name]
+        _ratios(r, results[reader], reader)
+        r["meets_target_against_the_same_work"] = (
+            r[f"ratio_to_{reader}"] <= 2.0 and r["ratio_to_duckdb_json_auto"] <= 0.5 and small)
     ours["report_fresh"]["meets_target"] = ours["report_fresh"]["ratio_to_duckdb_json_auto"] <= 1.5 and small
     ours["report_current"]["meets_target"] = ours["report_current"]["seconds"] < 1.0 and small
     ours["view_first_page"]["meets_target"] = ours["view_first_page"]["seconds"] < 3.0 and small
@@ -409,29 +455,32 @@ def main() -> None:
                             variants=args.variants, judges=args.judges, seed=args.seed).result()
     build_s = time.perf_counter() - t0
     size = {kind: sum(p.stat().st_size for p in root.glob(pattern)) / 2**20
-            for kind, pattern in (("store", "verdicts/*/*.parquet"), ("jsonl", "jsonl/*/*.jsonl"))}
+            for kind, pattern in (("store", "verdicts/*/*.parquet"), ("jsonl", "jsonl/*/*.jsonl"),
+                                  ("answers", "answers/*.jsonl"))}
 
     # Bytecode compiled once, as an installed package has it: where PYTHONDONTWRITEBYTECODE is
     # set (this machine), every command would otherwise compile the package again (~0.04 s).
     compileall.compile_dir(Path(verdict_store.__file__).parents[1], quiet=1)
     load_before = round(os.getloadavg()[0], 2)  # other work on the machine skews every figure
-    dataset_sql = [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"),
-                   *sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))]
+    store = sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))
+    answers = json.dumps(sorted(str(p) for p in root.glob("answers/*.jsonl")))
+    dataset_sql = {reader: [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"), given, *store]
+                   for reader, given in ((DATASET_READER, "[]"), (RUN_READER, answers))}
     rounds = []  # DuckDB and ours in turn, round after round: a load spike hits one round, not one side
     for _ in range(args.rounds):
         r = {name: timed_process([sys.executable, "-c", DUCKDB_SCRIPT, reader, *sorted(str(p) for p in root.glob(pattern))])
              for name, (reader, pattern) in DUCKDB_READERS.items()}
-        r[DATASET_READER] = timed_process(dataset_sql)
+        r |= {reader: timed_process(argv) for reader, argv in dataset_sql.items()}
         r["gamut_local"] = time_commands(root)
         rounds.append(r)
-    results = {name: median_of([r[name] for r in rounds]) for name in (*DUCKDB_READERS, DATASET_READER)}
+    results = {name: median_of([r[name] for r in rounds]) for name in (*DUCKDB_READERS, *dataset_sql)}
     results["gamut_local"] = {name: median_of([r["gamut_local"][name] for r in rounds]) for name in rounds[0]["gamut_local"]}
     targets(results)
     print(json.dumps({
         "shape": {"questions": args.questions, "checks": args.checks, "models": args.models,
                   "variants": args.variants, "judges": args.judges},
         "verdicts": built["verdicts"], "store_mb": round(size["store"], 1), "jsonl_mb": round(size["jsonl"], 1),
-        "store_to_jsonl": round(size["store"] / size["jsonl"], 3),
+        "store_to_jsonl": round(size["store"] / size["jsonl"], 3), "answers_mb": round(size["answers"], 1),
         "build_s (not timed work)": round(build_s, 1),
         "rounds": args.rounds, "load_average_1min_before": load_before,
         "load_average_1min_after": round(os.getloadavg()[0], 2),

@@ -83,13 +83,42 @@ def test_duckdb_sql_with_the_dataset_computes_what_score_dataset_writes(bench, r
     assert {r[5] for r in rows} == {0}
 
 
+def test_the_answers_are_the_ones_the_verdicts_graded_and_duckdb_with_them_computes_what_score_run_writes(
+        bench, run, tmp_path):
+    """The comparator for `score` as `score-run` reads (the dataset and the answers) does that work
+    too: as built, no verdict is stale; verdicts on an answer edited since are left out by the
+    same answer hash, and the rest scored as `score` scores them."""
+    duckdb = pytest.importorskip("duckdb")
+    root, _ = run
+    answers = sorted((root / "answers").glob("*.jsonl"))
+    assert len(answers) == 3 * 2
+    doc = write_scores(tmp_path / "as-built.json", [root / "verdicts"], root / "dataset.jsonl", answers=answers)
+    assert doc.stale_verdicts == {}
+    edited = tmp_path / answers[0].name
+    rows = [json.loads(line) for line in answers[0].read_text().splitlines()]
+    for r in rows[:4]:  # four answers edited since they were judged
+        r["response"] += " Edited."
+    edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    given = [edited, *answers[1:]]
+    doc = write_scores(tmp_path / "scores.json", [root / "verdicts"], root / "dataset.jsonl", answers=given,
+                       allow_incomplete=True)
+    assert sum(sum(r.values()) for r in doc.stale_verdicts.values()) == 4 * 7 * 3
+    ours = {(m.judge, m.model, m.variant, None): m.gamut_score for m in doc.models}
+    ours |= {(d.judge, d.model, d.variant, d.domain): d.gamut_score for d in doc.domains}
+    files = sorted(str(p) for p in root.glob("verdicts/*/*.parquet"))
+    rows = duckdb.connect().execute(bench.GAMUT_RUN_SQL, [str(root / "dataset.jsonl"), list(map(str, given)),
+                                                          files]).fetchall()
+    assert {r[:4]: r[4] for r in rows} == pytest.approx(ours, abs=1e-9)
+
+
 def test_the_timed_commands_run_as_a_user_runs_them_and_cache_nothing(bench, run, tmp_path, monkeypatch):
     """Each command succeeds (timed_process raises otherwise) and no cache folder appears."""
     root, _ = run
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     out = bench.time_commands(root)
-    assert set(out) == {"score", "score_no_dataset", "agree", "report_fresh", "report_current", "view_first_page"}
+    assert set(out) == {"score", "score_dataset", "score_no_dataset", "agree", "report_fresh", "report_current",
+                        "view_first_page"}
     assert all(r["seconds"] > 0 and r["peak_rss_mb"] > 0 and 0 <= r["system_seconds"] <= r["cpu_seconds"]
                for r in out.values())
     assert (root / "report.md").is_file() and (root / "scores" / "agreement.json").is_file()
