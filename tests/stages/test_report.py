@@ -364,6 +364,34 @@ def test_a_report_never_imports_pandas(tmp_path):
 
 
 
+def test_a_fresh_report_reads_its_dataset_and_answers_in_processes_of_their_own(tmp_path):
+    """The drawing workers start once the verdicts are read: before it, their pool's thread made
+    `rubric.workers.beside` take threads, where validating the dataset and hashing the answers
+    took turns with the verdict read."""
+    import subprocess
+    import sys
+
+    from gamut_local.testing.sample_run import build_sample_run
+
+    root = build_sample_run(tmp_path / "run")  # two judges, the dataset and the answers
+    code = """
+import sys, threading
+from gamut_local.rubric import workers
+from gamut_local.stages.report import write_report
+workers.cores = lambda: 2
+real, seen = workers.beside, []
+def spy(*calls):
+    seen.append((threading.active_count(), len(calls)))
+    return real(*calls)
+workers.beside = spy
+write_report(sys.argv[1], allow_incomplete=True)
+print(seen, (sys.argv[1] + "/figures"))
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0:2] == ["[(1,", "2)]"]  # one read, of both inputs, where no other thread ran
+    assert any((root / "figures").glob("*.png"))  # and the workers drew the figures
+
 # ---------------------------------------------------------------- a current report (report.stamp.json)
 
 def _aged(root, *paths):
