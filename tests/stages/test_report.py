@@ -385,7 +385,7 @@ def spy(*calls):
     return real(*calls)
 workers.beside = spy
 write_report(sys.argv[1], allow_incomplete=True)
-print(seen, (sys.argv[1] + "/figures"))
+print(seen)
 """
     out = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
