@@ -35,8 +35,8 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
     """The verdict table and (question ids, domains, dataset input record, the checks graded
     now: `current_checks`; empty and None without a dataset). What the verdicts are checked
     against (the dataset, validated and compiled; the run's `answers`, read and hashed) is
-    read in a process of its own (`rubric.workers.beside`: it is Python that holds the GIL;
-    at paper scale the answers alone are ~150 MB of JSON) while the verdicts are read here.
+    read in processes of their own (`rubric.workers.beside`: it is Python that holds the GIL;
+    at paper scale the answers are 128 MB of JSON) while the verdicts are read here.
     A bad dataset or answers file is reported first, as when it was read first. `probs`: read
     the label probabilities too (only calibration looks at them; scores and agreement never do).
 

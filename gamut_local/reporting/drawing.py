@@ -2,10 +2,10 @@
 
 matplotlib takes ~0.35 s to import and draws on one core, and the figures are independent.
 So the report forks its workers (`drawing_pool()`, then `Workers.start`) as soon as it has
-read the verdicts (the read forks its own process first, where no thread runs yet: the
+read the verdicts (the read forks its own processes first, where no thread runs yet: the
 workers' pool brings one), and each worker imports matplotlib while this process scores and
-measures agreement; `draw_all` then hands them the figures, slowest first. This module does not import matplotlib: with workers, this process
-never does.
+measures agreement; `draw_all` then hands them the figures, slowest first. This module does
+not import matplotlib: with workers, this process never does.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -442,7 +443,8 @@ READ_TRIES = 5  # listings a reader tries while tasks compact what it reads
 KEPT_CHANGING = f"kept being compacted while it was read ({READ_TRIES} tries): read it again"
 
 
-def read_consistently(listing, read, name: str) -> tuple[list[Path], list, object]:
+def read_consistently(listing: Callable[[], list[Path]], read: Callable[[list[Path]], tuple],
+                      name: str) -> tuple[list[Path], list, object]:
     """(files, tables, extra): `read(files) -> (tables, extra)` of the files `listing()` gives
     now, as one state of each unit. Another task may compact a unit while it is read (resume
     and `status` read every shard's unit; `score` reads a running judge's): a stale listing

@@ -177,8 +177,9 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
                         console: Console | None = None, computing=lambda: None,
                         allow_incomplete: bool = False) -> tuple[ScoresFile, Scores, dict | None]:
     """The run's scores and agreement: read where current, else computed and written
-    (`computing()` is called once the verdicts are read: the figures will change). Stale verdicts are left out; an
-    incomplete system stops it, before anything is written, unless `allow_incomplete`."""
+    (`computing()` is called once the verdicts are read: the figures will change). Stale
+    verdicts are left out; an incomplete system stops it, before anything is written, unless
+    `allow_incomplete`."""
     table = None
     answers, small_pool_max = run_answers(run_dir)
     current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT,
