@@ -82,24 +82,28 @@ def _bad_dataset(tmp_path: Path) -> Path:
     return path
 
 
+def _refused_then_scored(tmp_path: Path, command: list[str], bad: list[str], where: str, good: list[str]) -> dict:
+    """`score` run as its own process (where it forks): given `bad`, refused with `where`
+    (FILE:LINE: field) and nothing written; given `good`, the scores.json it writes."""
+    proc = subprocess.run([*command, str(tmp_path / "bad.json"), *bad], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert where in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "bad.json").exists()
+    proc = subprocess.run([*command, str(tmp_path / "forked.json"), *good], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((tmp_path / "forked.json").read_text())
+
+
 def test_score_as_its_own_process_reports_a_bad_dataset_by_line_and_scores_a_good_one_as_in_a_thread(
         tmp_path, monkeypatch):
     from gamut_local.stages.score import write_scores
 
     bad = _bad_dataset(tmp_path)
     command = [sys.executable, "-m", "gamut_local.cli", "score", str(GOLD), "--out"]
-    proc = subprocess.run([*command, str(tmp_path / "bad.json"), "--dataset", str(bad)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1, proc.stderr
-    assert f"{bad}:2: question_id: " in proc.stderr and "Traceback" not in proc.stderr
-    assert not (tmp_path / "bad.json").exists()
-
-    proc = subprocess.run([*command, str(tmp_path / "forked.json"), "--dataset", str(QUESTIONS)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    forked = _refused_then_scored(tmp_path, command, ["--dataset", str(bad)], f"{bad}:2: question_id: ",
+                                  ["--dataset", str(QUESTIONS)])
     monkeypatch.setattr(workers, "cores", lambda: 1)  # here: a thread
     here = write_scores(tmp_path / "thread.json", [GOLD], QUESTIONS).model_dump(mode="json")
-    forked = json.loads((tmp_path / "forked.json").read_text())
     assert forked["models"] == here["models"] and forked["domains"] == here["domains"]
     assert forked["dataset"] == here["dataset"]
 
@@ -116,19 +120,11 @@ def test_score_as_its_own_process_reads_the_answers_beside_reports_a_bad_one_by_
     bad.write_text(edited.read_text().replace('"response": ', '"response": 7, "x": ', 1))
     command = [sys.executable, "-m", "gamut_local.cli", "score", str(GOLD), "--dataset", str(QUESTIONS),
                "--allow-incomplete", "--out"]
-    proc = subprocess.run([*command, str(tmp_path / "bad.json"), "--answers", str(bad)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1, proc.stderr
-    assert f"{bad}:1: response: " in proc.stderr and "Traceback" not in proc.stderr
-    assert not (tmp_path / "bad.json").exists()
-
-    proc = subprocess.run([*command, str(tmp_path / "forked.json"), "--answers", str(edited)],
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    forked = _refused_then_scored(tmp_path, command, ["--answers", str(bad)], f"{bad}:1: response: ",
+                                  ["--answers", str(edited)])
     monkeypatch.setattr(workers, "cores", lambda: 1)  # here: a thread
     here = write_scores(tmp_path / "thread.json", [GOLD], QUESTIONS, answers=[edited],
                         allow_incomplete=True).model_dump(mode="json")
-    forked = json.loads((tmp_path / "forked.json").read_text())
     assert forked["stale_verdicts"] == here["stale_verdicts"] and here["stale_verdicts"]["gold"]["answer_hash"] > 0
     assert forked["models"] == here["models"] and forked["answers"] == here["answers"]
 
