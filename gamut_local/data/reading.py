@@ -55,16 +55,14 @@ def read_verdicts_and_dataset(paths, dataset: Path | None, console=None, *, answ
         from gamut_local.rubric.workers import beside
 
         calls = [(current_dataset, Path(dataset), small_pool_max, collecting_strictly())] if dataset is not None else []
-        with beside(*calls, *([(current_answers, answers)] if answers is not None else [])) as jobs:
+        calls += [(current_answers, part) for part in _halves(answers)] if answers is not None else []
+        with beside(*calls) as jobs:
             try:
                 table = verdicts()
             except InputError:
-                for job in jobs:  # a bad dataset or answers file is reported first
-                    job.result()
+                _current(jobs, dataset is not None, answers)  # a bad dataset or answers file is reported first
                 raise
-            now = jobs[0].result() if dataset is not None else Current()
-            if answers is not None:
-                now.answer_hashes, now.answer_inputs = jobs[-1].result()
+            now = _current(jobs, dataset is not None, answers)
         collect(now.warnings)
     table = without_stale(table, now, console)
     problems = table_problems(table, now.question_ids, now.checks) if dataset is not None else []
@@ -108,6 +106,35 @@ def current_answers(answers: list[Path]) -> tuple[dict[tuple, str], list[dict]]:
     from gamut_local.data.records import current_answer_hashes
 
     return current_answer_hashes(answers), [file_record(Path(p)) for p in answers]
+
+
+def _halves(answers: list[Path]) -> list[list[Path]]:
+    """The answers files in two runs of about equal size, each read by a process of its own
+    (one run where there is one file; a file that is not there counts 0: its reader names it)."""
+    sizes = np.cumsum([p.stat().st_size if p.is_file() else 0 for p in map(Path, answers)])
+    if len(answers) < 2:
+        return [answers]
+    k = min(int(np.searchsorted(sizes, sizes[-1] / 2)) + 1, len(answers) - 1)  # the first run: half or more
+    return [answers[:k], answers[k:]]
+
+
+def _current(jobs, with_dataset: bool, answers: list[Path] | None) -> Current:
+    """The `beside` jobs' results as one `Current`: the dataset's job (if any), then the
+    answers' runs. Where a run is refused, or a key is in both runs, the one answers reader
+    reads every file again here, so the problems are named as one read names them (every
+    problem of every file; a duplicate with where it was first)."""
+    now = jobs[0].result() if with_dataset else Current()
+    if answers is None:
+        return now
+    try:
+        parts = [job.result() for job in jobs[with_dataset:]]
+    except InputError:
+        parts = [current_answers(answers)]
+    now.answer_hashes = {k: v for hashes, _ in parts for k, v in hashes.items()}
+    if len(now.answer_hashes) < sum(len(hashes) for hashes, _ in parts):
+        current_answers(answers)  # raises: a key in both runs is a duplicate
+    now.answer_inputs = [record for _, records in parts for record in records]
+    return now
 
 
 def without_stale(table: VerdictTable, now: Current, console=None) -> VerdictTable:

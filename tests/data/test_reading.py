@@ -129,6 +129,39 @@ def test_score_as_its_own_process_reads_the_answers_beside_reports_a_bad_one_by_
     assert forked["models"] == here["models"] and forked["answers"] == here["answers"]
 
 
+def test_the_answers_are_read_in_two_runs_of_about_equal_size(tmp_path):
+    from gamut_local.data.reading import _halves
+
+    files = []
+    for name, size in (("a", 300), ("b", 100), ("c", 100), ("d", 100)):
+        files.append(tmp_path / f"{name}.jsonl")
+        files[-1].write_bytes(b"x" * size)
+    assert _halves(files) == [files[:1], files[1:]]
+    assert _halves(files[1:]) == [files[1:3], files[3:]]
+    assert _halves(files[:1]) == [files[:1]] and _halves([]) == [[]]
+    assert _halves([tmp_path / "gone.jsonl", *files[1:2]]) == [[tmp_path / "gone.jsonl"], files[1:2]]
+
+
+def test_answers_read_in_two_processes_are_refused_as_one_read_refuses_them(tmp_path):
+    """A key in both runs is a duplicate named with where it was first; problems in both runs are
+    named together, as the one answers reader names them."""
+    rows = [json.loads(line) for line in ANSWERS.read_text().splitlines() if line.strip()]
+    first, second, bad, worse = (tmp_path / f"{n}.jsonl" for n in ("first", "second", "bad", "worse"))
+    first.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    second.write_text("".join(json.dumps(r) + "\n" for r in rows[1:]))  # rows[1] again
+    bad.write_text(json.dumps({**rows[0], "response": 7}) + "\n")
+    worse.write_text(json.dumps({**rows[1], "model": ""}) + "\n")
+    command = [sys.executable, "-m", "gamut_local.cli", "score", str(GOLD), "--allow-incomplete", "--out",
+               str(tmp_path / "scores.json")]
+    for given, named in (([first, second], [f"{second}:1: ", f"(first at {first}:2)"]),
+                         ([bad, worse], [f"{bad}:1: response: ", f"{worse}:1: model: "])):
+        proc = subprocess.run([*command, *(a for p in given for a in ("--answers", str(p)))],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert all(n in proc.stderr for n in named), proc.stderr
+    assert not (tmp_path / "scores.json").exists()
+
+
 @pytest.fixture
 def release_and_verdicts(tmp_path):
     """A release parquet whose reading warns (three warnings), and one verdict it backs."""
