@@ -110,12 +110,19 @@ def current_answers(answers: list[Path]) -> tuple[dict[tuple, str], list[dict]]:
 
 def _halves(answers: list[Path]) -> list[list[Path]]:
     """The answers files in two runs of about equal size, each read by a process of its own
-    (one run where there is one file; a file that is not there counts 0: its reader names it)."""
-    sizes = np.cumsum([p.stat().st_size if p.is_file() else 0 for p in map(Path, answers)])
+    (one run where there is one file; a file that cannot be read counts 0: its reader names it)."""
+    sizes = np.cumsum([_size(Path(p)) for p in answers])
     if len(answers) < 2:
         return [answers]
     k = min(int(np.searchsorted(sizes, sizes[-1] / 2)) + 1, len(answers) - 1)  # the first run: half or more
     return [answers[:k], answers[k:]]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # not there, a name too long, a loop: the answers reader says so, by file
+        return 0
 
 
 def _current(jobs, with_dataset: bool, answers: list[Path] | None) -> Current:
