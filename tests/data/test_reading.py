@@ -1,6 +1,6 @@
 """The dataset and the answers read beside the verdicts (`data.reading.read_verdicts_and_dataset`):
-in a forked process of its own (`rubric.workers.beside`) where the process runs no other
-thread, in a thread otherwise. Either way the same table, the same problems, the same stale
+in forked processes of their own (`rubric.workers.beside`) where the process runs no other
+thread, in threads otherwise. Either way the same table, the same problems, the same stale
 verdicts, and the dataset's warnings for the command's collector (`--strict` included).
 
 The fork is checked in processes of their own: a test worker (pytest-xdist) runs threads,

@@ -392,6 +392,7 @@ print(seen)
     assert out.stdout.split()[0:2] == ["[(1,", "2)]"]  # one read, of both inputs, where no other thread ran
     assert any((root / "figures").glob("*.png"))  # and the workers drew the figures
 
+
 # ---------------------------------------------------------------- a current report (report.stamp.json)
 
 def _aged(root, *paths):
