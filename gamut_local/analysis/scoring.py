@@ -346,7 +346,7 @@ class Coded:
 
     @classmethod
     def of(cls, column) -> Coded:
-        """A column as Coded: as it is, from a (codes, values) pair (`data.arrow.codes`), or
+        """A column as Coded: as it is, from a (codes, values) pair (`gamut_local.arrow.codes`), or
         coded from its strings."""
         if isinstance(column, Coded):
             return column

@@ -8,14 +8,23 @@ verdicts as current (`stale_verdicts`). Both work on the columns of a
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
-from gamut_local.data.verdict_table import positions, row_key
+from gamut_local.data.verdict_table import row_key
 from gamut_local.errors import Problem
 from gamut_local.rundir.human import is_human
 from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VARIANTS
 
 MAX_SHOWN = 20  # problems listed per kind; the rest are counted
+
+
+def positions(names: list[str], values, missing: int = -1, dtype=np.int64) -> np.ndarray:
+    """Each value's position in `names`, `missing` where it is not there. `map` over the dict's
+    own `get` runs in C: a generator here cost 0.07 s per 54,000 keys at paper scale."""
+    index = {name: i for i, name in enumerate(names)}
+    return np.fromiter(map(index.get, values, repeat(missing)), dtype=dtype, count=len(values))
 
 
 def table_problems(table, question_ids: list[str], checks: dict[tuple, tuple[str, str]]) -> list[Problem]:

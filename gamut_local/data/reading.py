@@ -162,7 +162,7 @@ def read_responses(path: Path) -> dict:
     (codes, values) pairs (`analysis.scoring.Coded.of` takes them), NaN for null scores."""
     import json
 
-    from gamut_local.data import arrow
+    from gamut_local import arrow
 
     if path.suffix == ".parquet":
         cols = arrow.read_columns(path)

@@ -11,7 +11,7 @@ import importlib.util
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, model_validator
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rubric.compiler import checks_for
@@ -19,7 +19,7 @@ from gamut_local.rubric.schema import Check, MetaRubric, Snippet, repeated
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, Tier, Variant, VerdictLabel
+from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, JudgeLabel, Tier, Variant, VerdictLabel
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 PKG_PREFIX = "pkg:"
@@ -130,7 +130,7 @@ class Verdict(_Record):
     tier: Tier
     verdict: VerdictLabel
     raw: str | None = None
-    probs: dict[str, float] | None = None
+    probs: dict[JudgeLabel, FiniteFloat] | None = None  # as the store holds them (`rundir.verdict_store`)
     # Identity (rundir.identity); absent on verdicts made before it or written by hand.
     settings_hash: str | None = None
     check_hash: str | None = None

@@ -1,17 +1,15 @@
 """Verdicts as one columnar table: integer codes per verdict plus the dictionaries they index.
 
 `read_verdicts` reads the verdict store's files (`rundir.verdict_store`: typed Parquet,
-validated when written, checked column-wise when read) as Arrow columns, with no JSON parse
+validated when written, checked column-wise when read) as Arrow tables, with no JSON parse
 and no cache, and JSONL files (human verdicts, an old run's, a file named on the command line)
 record by record with the strict reader (`data.records.load_records`, every problem as
-`FILE:LINE: field: message`). The store files become one set of columns (`Columns`: each
-file's dictionary codes as read), the JSONL files another; they are merged into one table in
-the order of the files (every code mapped to one sorted dictionary in one pass:
-`merge_codes`), and the checks that span files are made: no duplicate (question, model,
-variant, judge, check) key (a human annotator's later verdict replaced the earlier as the
-JSONL was read: `rundir.human`), one settings hash per judge (`check_settings`).
-`read_verdicts_reference` reads every file, the store's too, record by record: the tests'
-yardstick for the column path, and the source of the duplicate messages.
+`FILE:LINE: field: message`) into tables of the store's schema. The tables become one
+VerdictTable in the order of the files (`table_of`), and the checks that span files are made:
+no duplicate (question, model, variant, judge, check) key (a human annotator's later verdict
+replaced the earlier as the JSONL was read: `rundir.human`), one settings hash per judge
+(`check_settings`); where a key repeats, the strict reader reads every file, the store's
+too, to name each duplicate and where it first was.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +26,7 @@ import numpy as np
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.identity import VERDICT_IDENTITY, file_record
-from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
+from gamut_local.vocab import JUDGE_LABELS, VARIANTS
 
 # Every verdict's strings, then its identity hashes, which may be absent (code -1): records
 # made before them, hand-made ones.
@@ -81,80 +78,6 @@ class VerdictTable:
 
     def __len__(self) -> int:
         return len(self.verdict)
-
-
-# ---------------------------------------------------------------- files' rows as columns
-
-@dataclass
-class Columns:
-    """Rows read from files, before merging: per coded field its (codes, dictionary) pairs, one
-    per run of rows (a store file's chunk), code -1 for an absent value; `probs` (n, 4) in
-    `vocab.JUDGE_LABELS` order, NaN where absent (None: not read); `file` (a position in the
-    read's list of files) and `line` (0: not from a file)."""
-
-    codes: dict[str, list[tuple[np.ndarray, list[str]]]]
-    probs: np.ndarray | None
-    file: np.ndarray
-    line: np.ndarray
-
-
-def store_columns(tables: list, file: list[int]) -> Columns:
-    """Store files' Arrow tables (`verdict_store.read_files`: typed, dictionary-encoded, the
-    writer's rules checked) as one Columns, each chunk's codes as read (`merge_codes` maps
-    them all in one pass); `file[k]`: the position of table k's file. Probability columns not
-    read: `probs` None."""
-    from gamut_local.data import arrow
-
-    probs = None
-    if verdict_store.PROB_COLUMNS[0] in tables[0].column_names:
-        probs = np.stack([np.concatenate([arrow.floats(t.column(name).combine_chunks()) for t in tables])
-                          for name in verdict_store.PROB_COLUMNS], axis=1)
-    sizes = [t.num_rows for t in tables]
-    codes = {}
-    for name in (n for n in CODED if n in tables[0].column_names):
-        chunks = [c for t in tables for c in t.column(name).chunks]
-        codes[name] = list(map(arrow.codes, chunks, arrow.dictionaries(chunks)))
-    return Columns(codes, probs, np.repeat(np.asarray(file, dtype=np.int32), sizes),
-                   np.concatenate([np.arange(1, n + 1, dtype=np.int32) for n in sizes]))
-
-
-def _value(record: dict, name: str):
-    if name == "variant":
-        return record.get(name, DEFAULT_VARIANT)
-    if name in VERDICT_IDENTITY:  # any JSON value in a caller's dict; a non-string one compared as text
-        value = record.get(name)
-        return value if value is None or isinstance(value, str) else repr(value)
-    return record[name]
-
-
-def record_columns(records: list[dict], file, line) -> Columns:
-    """Verdict dicts (validated by the strict reader, or a caller's own) as Columns."""
-    codes = {}
-    for name in CODED:
-        values = [_value(r, name) for r in records]
-        names = sorted({v for v in values if v is not None})
-        codes[name] = [(positions(names, values, dtype=np.int32), names)]
-    probs = np.array([[(r.get("probs") or {}).get(label, np.nan) for label in JUDGE_LABELS] for r in records],
-                     dtype=np.float64).reshape(-1, len(JUDGE_LABELS))
-    return Columns(codes, probs, np.asarray(file, dtype=np.int32), np.asarray(line, dtype=np.int32))
-
-
-def positions(names: list[str], values, missing: int = -1, dtype=np.int64) -> np.ndarray:
-    """Each value's position in `names`, `missing` where it is not there. `map` over the dict's
-    own `get` runs in C: a generator here cost 0.07 s per 54,000 keys at paper scale."""
-    index = {name: i for i, name in enumerate(names)}
-    return np.fromiter(map(index.get, values, repeat(missing)), dtype=dtype, count=len(values))
-
-
-def _strict_columns(paths: list[Path], file: list[int]) -> Columns:
-    """Files through the strict record-by-record reader, together (every problem of every
-    file at once); `file[k]`: the position of `paths[k]`."""
-    from gamut_local.data.records import Verdict, load_records, verdict_key  # its models: 12 ms a store-only read spares
-
-    where: list[tuple[int, int]] = []
-    records = load_records(paths, Verdict, verdict_key, where=where)
-    k, line = np.array(where, dtype=np.int64).reshape(-1, 2).T
-    return record_columns(records, np.asarray(file, dtype=np.int32)[k], line)
 
 
 # ---------------------------------------------------------------- checks on the whole table
@@ -227,61 +150,60 @@ def take_rows(table: VerdictTable, rows: np.ndarray) -> VerdictTable:
                                          if getattr(table, f) is not None})
 
 
-# ---------------------------------------------------------------- files merged into one table
+# ---------------------------------------------------------------- files' tables as one
 
-FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}  # codes are positions in these
+def table_of(tables: list, files: list[str], inputs: list[dict], lines: list | None = None) -> VerdictTable:
+    """One VerdictTable of Arrow tables of the store's schema (`tables[k]` read from
+    `files[k]`), in that order; `lines[k]`: where each row of table k was read (None: its row
+    numbers, a store file's; 0: not from a file). A column not read (`read_verdicts`'s
+    flags) stays None; probabilities not read are NaN."""
+    import pyarrow as pa
 
+    from gamut_local import arrow
 
-def merge_codes(pairs: list[tuple[np.ndarray, list[str]]], fixed=None, dtype=np.int32) -> tuple[np.ndarray, list]:
-    """(codes, dictionary) pairs as one: the codes of every row against one dictionary (sorted,
-    or the fixed vocabulary), code -1 (no value) kept: it takes each lookup's appended -1.
-    Pairs with the same dictionary (a store's files mostly have) share one lookup."""
-    shared = {id(values): values for _, values in pairs}  # one list object per distinct dictionary, mostly
-    dictionaries = {tuple(values) for values in shared.values()}
-    dictionary = list(fixed) if fixed else sorted(set().union(*dictionaries))
-    index = {v: i for i, v in enumerate(dictionary)}
-    lookups = {values: np.array([index[v] for v in values] + [-1], dtype=dtype) for values in dictionaries}
-    lookup_of = {key: lookups[tuple(values)] for key, values in shared.items()}
-    out = np.empty(sum(len(codes) for codes, _ in pairs), dtype=dtype)
-    start = 0
-    for codes, values in pairs:
-        lookup, part = lookup_of[id(values)], out[start:start + len(codes)]
-        if len(values) == 1 and codes.min(initial=0) >= 0:  # one value (a store file's judge, model...)
-            part.fill(lookup[0])
-        else:
-            np.take(lookup, codes, out=part)
-        start += len(codes)
-    return out, dictionary
-
-
-def table_from_parts(parts: list[Columns], files: list[str], inputs: list[dict]) -> VerdictTable:
-    """One table of the parts' rows, in the order of their files (`files[file[i]]`)."""
-    one = len(parts) == 1  # its arrays are taken as they are: a copy of millions of rows costs page faults
-    file = parts[0].file if one else np.concatenate([p.file for p in parts])
-    order = slice(None) if one else np.argsort(file, kind="stable")
+    both = pa.concat_tables(tables) if tables else verdict_store.schema().empty_table()
     rows = {}
-    # question_id -> question and questions, settings_hash -> settings_hashes; a field some
-    # part did not read (the store's answer_hash, unless asked for) stays None.
-    for name in (n for n in CODED if all(n in p.codes for p in parts)):
-        codes, dictionary = merge_codes([pair for p in parts for pair in p.codes[name]], FIXED.get(name),
-                                        np.int8 if name in FIXED else np.int32)
-        field = name.removesuffix("_id")
-        rows[field] = codes[order]
-        if name not in FIXED:
+    for name in (n for n in CODED if n in both.column_names):
+        # One dictionary array (Arrow unifies the files' dictionaries), its dictionary sorted
+        # (or the fixed vocabulary: tier and verdict codes are positions in it).
+        codes, values = arrow.codes(both.column(name).combine_chunks())
+        fixed = verdict_store.FIXED.get(name)
+        dictionary = list(fixed or sorted(values))
+        if dictionary != values:
+            index = {v: i for i, v in enumerate(dictionary)}
+            codes = np.array([index[v] for v in values] + [-1], dtype=np.int32)[codes]  # -1 (no value) kept
+        field = name.removesuffix("_id")  # question_id -> question, questions
+        rows[field] = codes.astype(np.int8) if fixed else codes
+        if not fixed:
             rows[field + ("es" if field.endswith("hash") else "s")] = dictionary
-    if all(p.probs is None for p in parts):  # a read-only NaN view that takes no memory (73 MB at paper scale)
-        probs = np.broadcast_to(np.float64(np.nan), (len(file), len(JUDGE_LABELS)))
-    else:
-        probs = parts[0].probs if one else np.concatenate(
-            [np.full((len(p.file), len(JUDGE_LABELS)), np.nan) if p.probs is None else p.probs for p in parts])[order]
-    line = parts[0].line if one else np.concatenate([p.line for p in parts])[order]
-    return VerdictTable(files=files, inputs=inputs, probs=probs, file=file[order], line=line, **rows)
+    if verdict_store.PROB_COLUMNS[0] in both.column_names:
+        probs = np.stack([arrow.floats(both.column(n).combine_chunks()) for n in verdict_store.PROB_COLUMNS], axis=1)
+    else:  # a read-only NaN view that takes no memory (73 MB at paper scale)
+        probs = np.broadcast_to(np.float64(np.nan), (both.num_rows, len(JUDGE_LABELS)))
+    sizes = [t.num_rows for t in tables]
+    line = [np.arange(1, n + 1) if at is None else at for n, at in zip(sizes, lines or [None] * len(tables))]
+    return VerdictTable(files=files, inputs=inputs, probs=probs, **rows,
+                        file=np.repeat(np.arange(len(tables), dtype=np.int32), sizes),
+                        line=np.concatenate(line or [[]]).astype(np.int32))
 
 
 def table_from_records(records: list[dict]) -> VerdictTable:
-    """Verdict dicts (a caller's, not from a file) as a VerdictTable."""
-    return table_from_parts([record_columns(records, np.zeros(len(records)), np.zeros(len(records)))],
-                            ["<verdicts>"], [])
+    """Verdict dicts (a caller's, not from a file) as a VerdictTable; each is checked as the
+    store's writer checks it."""
+    return table_of([verdict_store.to_table(records, loose=True)], ["<verdicts>"], [], [np.zeros(len(records))])
+
+
+def strict_tables(paths: list[Path], columns: list[str]) -> tuple[list, list]:
+    """Files through the strict record-by-record reader, together (every problem of every
+    file at once): (each file's verdicts as a table of the store's `columns`, their lines)."""
+    from gamut_local.data.records import Verdict, load_records, verdict_key  # its models: 12 ms a store-only read spares
+
+    where: list[tuple[int, int]] = []
+    records = load_records(paths, Verdict, verdict_key, where=where)
+    file, line = np.array(where, dtype=np.int32).reshape(-1, 2).T
+    rows = [np.flatnonzero(file == k) for k in range(len(paths))]
+    tables = [verdict_store.from_records([records[r] for r in at], columns) for at in rows]
+    return tables, [line[at] for at in rows]
 
 
 def store_files(paths) -> list[Path]:
@@ -296,24 +218,19 @@ def store_files(paths) -> list[Path]:
     return out
 
 
-def read_verdicts_reference(paths: list[str | Path]) -> VerdictTable:
-    """Every file, store files too, through the strict record-by-record reader."""
-    paths = store_files(paths)
-    table = table_from_parts([_strict_columns(paths, list(range(len(paths))))], [str(p) for p in paths],
-                             [file_record(p) for p in paths])
-    check_settings(table)
-    return table
-
-
 def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
-    """(each store file's Arrow table, None for a JSONL file), and (the JSONL files' Columns,
-    every file's input record): read side by side, as `verdict_store.read_consistently` asks."""
+    """Each file's table (a store file's as read, a JSONL file's through the strict reader),
+    and (where each table's rows were read: `table_of`'s lines; every file's input record):
+    read side by side, as `verdict_store.read_consistently` asks."""
     jsonl = [k for k, p in enumerate(paths) if not verdict_store.is_store(p)]
     with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
-        tables = pool.map(lambda p: verdict_store.read_files([p], wanted) if verdict_store.is_store(p) else None, paths)
+        tables = pool.map(lambda p: verdict_store.read_file(p, wanted) if verdict_store.is_store(p) else None, paths)
         inputs = pool.map(file_record, paths)
-        parts = [_strict_columns([paths[k] for k in jsonl], jsonl)] if jsonl or not paths else []
-        return list(tables), (parts, list(inputs))
+        strict, at = strict_tables([paths[k] for k in jsonl], wanted) if jsonl else ([], [])
+        tables, lines = list(tables), [None] * len(paths)
+    for k, table, line in zip(jsonl, strict, at):
+        tables[k], lines[k] = table, line
+    return tables, (lines, list(inputs))
 
 
 def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True,
@@ -325,15 +242,12 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     them with. Raises InputError with the strict reader's own FILE:LINE messages."""
     unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
     wanted = [*(c for c in CODED if c not in unread), *(verdict_store.PROB_COLUMNS if probs else ())]
-    files, tables, (parts, inputs) = verdict_store.read_consistently(
+    files, tables, (lines, inputs) = verdict_store.read_consistently(
         lambda: store_files(paths), lambda files: _read_files(files, wanted), ", ".join(map(str, paths)))
-    stored = [k for k, t in enumerate(tables) if t is not None]
-    if stored:
-        parts.append(store_columns([tables[k] for k in stored], stored))
-    table = table_from_parts(parts, [str(p) for p in files], inputs)
+    table = table_of(tables, [str(p) for p in files], inputs, lines)
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if has_repeats(table):
-        read_verdicts_reference(paths)  # raises, naming each duplicate and its first line
+        strict_tables(store_files(paths), [])  # the strict reader names each duplicate and where it first was
     check_settings(table)
     return table

@@ -28,7 +28,7 @@ from gamut_local.analysis.scoring import (
     response_columns,
     scores_from_columns,
 )
-from gamut_local.data import arrow
+from gamut_local import arrow
 from gamut_local.data.reading import read_responses
 from gamut_local.data.verdict_table import VerdictTable
 from gamut_local.reporting.drawing import SLOWEST_FIRST

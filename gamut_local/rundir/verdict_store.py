@@ -19,7 +19,7 @@ never shares its unit with another (array tasks differ by their shard suffix).
 
 The writer validates every record (`validate`): our own stages write the store, so a bad
 record is a bug stopped at its source. A file of this version may still be rewritten later by
-another tool (pyarrow keeps the metadata), so `read_files` checks the same rules on what it
+another tool (pyarrow keeps the metadata), so `read_file` checks the same rules on what it
 reads (`check_columns`: column-wise, from types, null counts and dictionaries).
 
 Strings are dictionary encoded; the four label probabilities are the fixed columns
@@ -57,7 +57,7 @@ REQUIRED = ("question_id", "model", "variant", "judge", "check_id", "tier", "ver
 CODED_OPTIONAL = ("method", "settings_hash", "check_hash", "answer_hash")
 INTEGERS = ("prompt_tokens", "num_cached_tokens", "attempts")
 KNOWN = (*REQUIRED, "raw", "probs", *CODED_OPTIONAL, *INTEGERS)
-_FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}
+FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}  # the values these columns may hold
 _SAFE = re.compile(NAME_PATTERN)
 _NAMES = ("model", "judge")  # they name files and folders
 _PART = re.compile(r"part-(\d{6,})\.parquet")  # six digits, more past 999,999
@@ -104,8 +104,8 @@ def _required_problem(name: str, value) -> str | None:
     records written (`validate`) and for files read (`check_columns`)."""
     if not isinstance(value, str) or not value:
         return "must be a non-empty string"
-    if name in _FIXED and value not in _FIXED[name]:
-        return f"{value!r} is not one of {', '.join(_FIXED[name])}"
+    if name in FIXED and value not in FIXED[name]:
+        return f"{value!r} is not one of {', '.join(FIXED[name])}"
     if name in _NAMES and not _SAFE.fullmatch(value):
         return f"{value!r} cannot be used in a file name"
     return None
@@ -126,31 +126,66 @@ def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None =
     """Validated verdict records as one Arrow table of the store's schema. `loose` (import:
     records from elsewhere, already read by the strict reader, which lets these optional
     fields be any JSON): an optional field of another type is kept in `extra`."""
-    import pyarrow as pa
 
     if loose:
         records = [_loosened(rec) for rec in records]
     problems = [p for no, rec in enumerate(records, 1) for p in validate(rec, where, no)]
     if problems:
         raise InputError(problems[:20])
-    cols: dict[str, list] = {name: [] for name in schema().names}
-    for rec in records:
-        for name in REQUIRED:
-            cols[name].append(rec.get(name, DEFAULT_VARIANT) if name == "variant" else rec[name])
-        cols["raw"].append(rec.get("raw"))
-        probs = rec.get("probs") or {}
-        for label, name in zip(JUDGE_LABELS, PROB_COLUMNS):
-            cols[name].append(float(probs[label]) if label in probs else None)
-        for name in (*CODED_OPTIONAL, *INTEGERS):
-            cols[name].append(rec.get(name))
-        extra = {k: v for k, v in rec.items() if k not in KNOWN}
-        extra.update(rec.get(_MOVED) or {})
-        extra.pop(_MOVED, None)
-        cols["extra"].append(json.dumps(extra, ensure_ascii=False) if extra else None)
+    return from_records(records, meta=meta)
+
+
+def from_records(records: list[dict], columns: list[str] | None = None, meta: dict | None = None):
+    """Verdict records as an Arrow table of the store's schema, or of some of its `columns`;
+    each record valid for them (`validate`; for a VerdictTable's columns, the strict reader's
+    `data.records.Verdict` is as strict)."""
+    import pyarrow as pa
+
     target = schema(meta)
-    arrays = [pa.array(cols[f.name], type=pa.string()).dictionary_encode() if pa.types.is_dictionary(f.type)
-              else pa.array(cols[f.name], type=f.type) for f in target]
-    return pa.Table.from_arrays(arrays, schema=target)
+    if columns is not None:
+        target = pa.schema([target.field(name) for name in columns], metadata=target.metadata)
+    return pa.Table.from_arrays([_column(_values(records, f.name), f.type) for f in target],
+                                schema=target)
+
+
+def _values(records: list[dict], name: str) -> list:
+    """The records' values in the column `name` (None: null)."""
+    if name == "variant":
+        return [rec.get(name, DEFAULT_VARIANT) for rec in records]
+    if name in PROB_COLUMNS:
+        label = name.removeprefix("p_")
+        return [(rec.get("probs") or {}).get(label) for rec in records]
+    if name == "extra":
+        return [_extra(rec) for rec in records]
+    return [rec.get(name) for rec in records]
+
+
+def _extra(rec: dict) -> str | None:
+    extra = {k: v for k, v in rec.items() if k not in KNOWN}
+    extra.update(rec.get(_MOVED) or {})
+    extra.pop(_MOVED, None)
+    return json.dumps(extra, ensure_ascii=False) if extra else None
+
+
+def _column(values: list, kind):
+    """One column of the store's schema, built through numpy (`gamut_local.arrow`):
+    pyarrow's `pa.array` over Python objects imports pandas, 0.3 s of every process that
+    reads a JSONL verdict file or writes the store."""
+    import numpy as np
+    import pyarrow as pa
+
+    from gamut_local import arrow  # numpy: not for the listings a current report makes
+
+    present = np.array([v is not None for v in values], dtype=bool)
+    if pa.types.is_floating(kind) or pa.types.is_integer(kind):
+        data = [0 if v is None else v for v in values]
+        return arrow.from_numpy(np.array(data, dtype=np.float64 if pa.types.is_floating(kind) else np.int64), present)
+    items = sorted({v for v in values if v is not None})
+    index = {v: i for i, v in enumerate(items)}
+    codes = np.array([index.get(v, -1) for v in values], dtype=np.int32).reshape(-1)
+    if pa.types.is_dictionary(kind):
+        return pa.DictionaryArray.from_arrays(arrow.from_numpy(codes, present), arrow.strings(np.arange(len(items)), items))
+    return arrow.strings(codes, items)
 
 
 _MOVED = "\0moved"  # fields `loose` moved out of their typed column (no JSON field has this name)
@@ -206,38 +241,13 @@ def _write_atomic(table, path: Path) -> None:
     fsync_path(path.parent)
 
 
-def _open(path: Path):
-    """A store file, opened (`pq.ParquetFile`: its footer read once) and checked for the
-    schema version: (file, metadata); InputError if it is not a store file of this version.
-    (Not `pq.read_table`/`read_schema`: those go through pyarrow.dataset, which imports pandas,
-    0.3-0.7 s of every command that reads the store.)"""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+def _meta_problem(raw: bytes | None) -> tuple[str, str] | None:
+    """(field, why) if a file's metadata entry is not this version's (it names the last part a
+    compacted file holds, which readers trust to count nothing twice)."""
     try:
-        f = pq.ParquetFile(path)
-    except FileNotFoundError:
-        raise
-    except (OSError, pa.ArrowException) as e:
-        raise InputError([Problem(str(path), None, "", f"not a readable Parquet file: {e}")]) from None
-    problem = _meta_problem(meta := _parsed((f.schema_arrow.metadata or {}).get(META_KEY)))
-    if problem:
-        f.close()
-        raise InputError([Problem(str(path), None, *problem)])
-    return f, meta
-
-
-def _parsed(raw: bytes | None):
-    """The store's metadata entry as JSON ({} where there is none; None where it is not JSON)."""
-    try:
-        return json.loads(raw) if raw else {}
+        meta = json.loads(raw) if raw else {}
     except ValueError:  # UnicodeDecodeError is one
-        return None
-
-
-def _meta_problem(meta) -> tuple[str, str] | None:
-    """(field, why) if the metadata is not this version's (it names the last part a compacted
-    file holds, which readers trust to count nothing twice)."""
+        meta = None
     if not isinstance(meta, dict):
         return "schema_version", f"its metadata {META_KEY.decode()!r} is not a JSON object"
     version = meta.get("schema_version")
@@ -251,13 +261,6 @@ def _meta_problem(meta) -> tuple[str, str] | None:
     return None
 
 
-def _meta(path: Path) -> dict:
-    """A store file's metadata (`_open`'s checks)."""
-    f, meta = _open(path)
-    f.close()
-    return meta
-
-
 def _part_numbers(unit: Path) -> dict[int, Path]:
     folder = parts_dir(unit)
     if not folder.is_dir():
@@ -267,12 +270,13 @@ def _part_numbers(unit: Path) -> dict[int, Path]:
 
 def _through(unit: Path) -> int:
     """The last part number the compacted file holds (0: none, or no compacted file)."""
-    return _held_through(_meta(unit)) if unit.exists() else 0
+    return _held(read_file(unit, [])) if unit.exists() else 0
 
 
-def _held_through(meta: dict) -> int:
-    """The last part number a compacted file's metadata (checked: `_meta_problem`) names."""
-    return int(meta.get("through_part", 0))
+def _held(table) -> int:
+    """The last part number a compacted file's table holds, as its metadata (checked when
+    read: `_meta_problem`) names it."""
+    return json.loads(table.schema.metadata[META_KEY]).get("through_part", 0)
 
 
 def unit_files(unit: Path) -> list[Path]:
@@ -337,26 +341,26 @@ def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> Non
     JOURNAL.replaced.append(str(unit))
 
 
-def read_files(paths: list[Path], columns: list[str] | None = None):
-    """One Arrow table of these store files (each checked for the schema version and the
-    writer's rules: `check_columns`)."""
-    return _concat(_read_each(paths, columns), columns)
-
-
-def _read_each(paths: list[Path], columns: list[str] | None) -> list:
+def read_file(path: Path, columns: list[str] | None = None):
+    """A store file's Arrow table (`columns=[]`: its metadata and length alone), checked for
+    the schema version (`_meta_problem`) and the writer's rules (`check_columns`). Not
+    `pq.read_table`: it goes through pyarrow.dataset, which imports pandas, 0.3-0.7 s of every
+    command that reads the store."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    tables = []
-    for p in paths:
-        f, _ = _open(p)
-        with f:  # one thread per file: callers read files side by side
-            try:
-                table = f.read(columns=columns, use_threads=False)
-            except (OSError, pa.ArrowException) as e:  # a damaged page: the footer read fine
-                raise InputError([Problem(str(p), None, "", f"not a readable Parquet file: {e}")]) from None
-        check_columns(table, p, columns or schema().names)
-        tables.append(table)
-    return tables
+    try:
+        with pq.ParquetFile(path) as f:
+            problem = _meta_problem((f.schema_arrow.metadata or {}).get(META_KEY))
+            if problem:
+                raise InputError([Problem(str(path), None, *problem)])
+            table = f.read(columns=columns, use_threads=False)  # one thread per file: callers read side by side
+    except FileNotFoundError:  # a part compacted away: the reader lists again (`read_consistently`)
+        raise
+    except (OSError, pa.ArrowException) as e:  # not Parquet, or a damaged page
+        raise InputError([Problem(str(path), None, "", f"not a readable Parquet file: {e}")]) from None
+    check_columns(table, path, schema().names if columns is None else columns)
+    return table
 
 
 def _concat(tables: list, columns: list[str] | None):
@@ -370,10 +374,9 @@ def _concat(tables: list, columns: list[str] | None):
 def check_columns(table, path: Path, names) -> None:
     """The writer's rules checked again on what a file holds: a file of this schema version
     may have been rewritten since by another tool (pyarrow keeps the metadata), and readers
-    trust every value of a file they accept. Column-wise: the types, and each chunk of a
-    required column (`_required_problem`) through its null count and its dictionary (a few
-    values; ids by their lengths alone), so the rows are looked at only when a bad value is
-    there, to name the first row that holds it."""
+    trust every value of a file they accept. Column-wise: the types, and each required column
+    (`_required_problem`) through its null count and its dictionary (ids by their lengths
+    alone); the rows are looked at only to name the first that holds a bad value."""
     expected, problems = schema(), []
     hint = "; verdicts from elsewhere come in by `gamut-local verdicts import`"
     for name in names:
@@ -383,64 +386,58 @@ def check_columns(table, path: Path, names) -> None:
         elif (got := table.schema.field(name).type) != want:
             problems.append(Problem(str(path), None, name, f"a column of type {got}, not the store's {want}{hint}"))
         elif name in REQUIRED or name in PROB_COLUMNS:
-            start = 0
-            for chunk in table.column(name).chunks:
-                rows = _bad_rows(chunk, name) if name in REQUIRED else _not_finite(chunk)
-                problems += [Problem(str(path), start + row, name, why) for row, why in rows]
-                start += len(chunk)
+            array = table.column(name).combine_chunks()
+            rows = _bad_rows(array, name) if name in REQUIRED else _not_finite(array)
+            problems += [Problem(str(path), row, name, why) for row, why in rows]
     if problems:
         raise InputError(problems[:20])
 
 
-def _bad_rows(chunk, name: str) -> list[tuple[int, str]]:
-    """(row from 1, why) of the first row of each bad value of a dictionary chunk (a null first)."""
+def _bad_rows(array, name: str) -> list[tuple[int, str]]:
+    """(row from 1, why) of the first row of each bad value of a dictionary array (a null first)."""
     import numpy as np
 
-    values = chunk.dictionary
-    if name in _FIXED or name in _NAMES:
+    values = array.dictionary
+    if name in FIXED or name in _NAMES:
         bad = {k: why for k, v in enumerate(values.to_pylist()) if (why := _required_problem(name, v))}
     else:  # an id breaks the rule only by being empty: seen in the offsets, not value by value
         offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + len(values) + 1]
         bad = {int(k): _required_problem(name, "") for k in np.flatnonzero(offsets[1:] == offsets[:-1])}
-    if not bad and not chunk.null_count:
+    if not bad and not array.null_count:
         return []
-    codes = chunk.indices.to_pylist()  # only for a bad file: the rows that hold what is wrong
+    codes = array.indices.to_pylist()  # only for a bad file: the rows that hold what is wrong
     firsts = {k: codes.index(k) for k in [None, *bad] if k in codes}
     return [(row + 1, bad.get(k) or _required_problem(name, None))
             for k, row in sorted(firsts.items(), key=lambda kv: kv[1])]
 
 
-def _not_finite(chunk) -> list[tuple[int, str]]:
+def _not_finite(array) -> list[tuple[int, str]]:
     """(row from 1, why) of the first probability that is not a finite number (nulls aside)."""
     import numpy as np
 
-    bad = ~np.isfinite(np.frombuffer(chunk.buffers()[1], dtype=np.float64)[chunk.offset:chunk.offset + len(chunk)])
-    if bad.any() and chunk.null_count:  # a null's slot holds whatever the buffer holds
-        bits = np.unpackbits(np.frombuffer(chunk.buffers()[0], dtype=np.uint8), bitorder="little")
-        bad &= bits[chunk.offset:chunk.offset + len(chunk)].astype(bool)
+    from gamut_local import arrow
+
+    bad = ~np.isfinite(arrow.floats(array)) & arrow.valid(array)
     return [(int(np.argmax(bad)) + 1, "must be a finite number or null")] if bad.any() else []
 
 
 def went_stale(files: list[Path], tables: list) -> bool:
     """Did a compaction run while these files, as `unit_files` listed them (a unit's compacted
-    file before its parts), were read into `tables` (None: a file that is not the store's)?
-    Then a compacted file read holds a part read beside it, whose verdicts would count twice.
-    (A part deleted before it was read is a FileNotFoundError.) Either way the listing is
-    stale: the reader lists the units again (`read_consistently`)."""
+    file before its parts), were read into `tables` (beside JSONL files' tables, which are
+    passed over)? Then a compacted file read holds a part read beside it, whose verdicts would
+    count twice. (A part deleted before it was read is a FileNotFoundError.) Either way the
+    listing is stale: the reader lists the units again (`read_consistently`)."""
     held: dict[Path, int] = {}
     for path, table in zip(files, tables):
-        if table is None:
-            continue
         if path.parent.name.endswith(PARTS):
             if int(_PART.fullmatch(path.name).group(1)) <= held.get(path.parent, 0):
                 return True
-        else:
-            held[parts_dir(path)] = _held_through(_parsed(table.schema.metadata[META_KEY]))
+        elif is_store(path):
+            held[parts_dir(path)] = _held(table)
     return False
 
 
 READ_TRIES = 5  # listings a reader tries while tasks compact what it reads
-KEPT_CHANGING = f"kept being compacted while it was read ({READ_TRIES} tries): read it again"
 
 
 def read_consistently(listing: Callable[[], list[Path]], read: Callable[[list[Path]], tuple],
@@ -457,13 +454,14 @@ def read_consistently(listing: Callable[[], list[Path]], read: Callable[[list[Pa
             continue
         if not went_stale(files, tables):
             return files, tables, extra
-    raise InputError([Problem(name, None, "", KEPT_CHANGING)])
+    raise InputError([Problem(name, None, "", f"kept being compacted while it was read ({READ_TRIES} tries): "
+                                               "read it again")])
 
 
 def read_unit(unit: Path, columns: list[str] | None = None):
     """The unit's verdicts now, as one state of it (`read_consistently`)."""
-    _, tables, _ = read_consistently(lambda: unit_files(unit), lambda files: (_read_each(files, columns), None),
-                                     str(unit))
+    _, tables, _ = read_consistently(lambda: unit_files(unit),
+                                     lambda files: ([read_file(p, columns) for p in files], None), str(unit))
     return _concat(tables, columns)
 
 
@@ -486,7 +484,8 @@ def _compact(unit: Path, keep) -> int:
     if not pending and keep is None:
         _remove_parts(unit, numbers)
         return pq.ParquetFile(unit).metadata.num_rows if unit.exists() else 0
-    table = read_files(([unit] if unit.exists() else []) + [pending[n] for n in sorted(pending)])
+    table = _concat([read_file(p) for p in ([unit] if unit.exists() else []) + [pending[n] for n in sorted(pending)]],
+                    None)
     if keep is not None:
         table = table.filter(pa.array(keep(table), type=pa.bool_()))
     last = max([through, *numbers], default=0)

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+from gamut_local.data.verdict_table import read_verdicts
+from tests.reference import read_verdicts_reference
 from gamut_local.stages.score import write_scores
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_analysis.py"

@@ -18,6 +18,8 @@ from gamut_local.errors import InputError
 from gamut_local.rundir.identity import current_record, file_record
 from gamut_local.rundir.store import write_jsonl
 from gamut_local.testing.synthetic import assert_same_table, make_records
+from gamut_local.vocab import JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
+from tests.reference import read_verdicts_reference
 
 GOLD = Path(gamut_local.__file__).parent / "data" / "sample" / "verdicts" / "gold.jsonl"
 GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j", "check_id": "c1",
@@ -41,7 +43,7 @@ def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(t
     write_jsonl(jsonl, [r for r in records if r["model"] == "m2"])
     paths = [u for u in units if u.name.startswith("m1")] + [jsonl] + [u for u in units if u.name.startswith("m3")]
     got = vt.read_verdicts(paths)
-    assert_same_table(got, vt.read_verdicts_reference(paths))
+    assert_same_table(got, read_verdicts_reference(paths))
     assert got.files[got.file[0]] == str(paths[0]) and len(set(got.file.tolist())) == len(paths)
     assert np.all(np.diff(got.file) >= 0)
     # Without answer hashes (a reader given no answers): the same table less that column.
@@ -54,8 +56,35 @@ def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(t
     assert_same_table(dataclasses.replace(without, check_hash=got.check_hash, check_hashes=got.check_hashes), got)
 
 
+def test_the_table_decodes_to_the_records_of_its_files_in_their_order(tmp_path):
+    """Files whose dictionaries differ (other values, other orders, hashes absent in some)
+    become one table whose codes, through its sorted dictionaries and the fixed vocabulary,
+    give back each record as the record-by-record reader reads it, file by file."""
+    from gamut_local.data.verdict_io import import_records
+    from gamut_local.rundir import verdict_store
+
+    records = [{**r, "settings_hash": f"h-{r['judge']}", "answer_hash": None if k % 3 else f"a{k % 7}",
+                "probs": {"meets": k / 100, "missing": 0.5} if k % 2 else None}
+               for k, r in enumerate(make_records(seed=9, models=("m2", "m1"), questions=5, checks=4))]
+    import_records([r for r in records if r["model"] == "m2"], tmp_path / "run")
+    jsonl = tmp_path / "m1.jsonl"
+    write_jsonl(jsonl, [r for r in records if r["model"] == "m1"][::-1])  # another order of values
+    paths = [*verdict_store.units_in(tmp_path / "run"), jsonl]
+    want = load_records(paths, Verdict, verdict_key)
+    t = vt.read_verdicts(paths)
+    assert all(d == sorted(d) for d in (t.questions, t.models, t.judges, t.checks, t.answer_hashes))
+    hashes = [None if c < 0 else t.answer_hashes[c] for c in t.answer_hash]
+    got = [{"question_id": t.questions[t.question[i]], "model": t.models[t.model[i]],
+            "variant": VARIANTS[t.variant[i]], "judge": t.judges[t.judge[i]], "check_id": t.checks[t.check[i]],
+            "tier": TIERS[t.tier[i]], "verdict": VERDICTS[t.verdict[i]], "answer_hash": hashes[i],
+            "probs": [None if np.isnan(p) else p for p in t.probs[i]]} for i in range(len(t))]
+    assert got == [{**{k: r[k] for k in got[0]}, "probs": [(r["probs"] or {}).get(k) for k in JUDGE_LABELS]}
+                   for r in want]
+    assert any(r["probs"] for r in want) and {h is None for h in hashes} == {True, False}
+
+
 def test_sample_gold_tables_are_identical():
-    assert_same_table(vt.read_verdicts([GOLD]), vt.read_verdicts_reference([GOLD]))
+    assert_same_table(vt.read_verdicts([GOLD]), read_verdicts_reference([GOLD]))
 
 
 def _write_judges(tmp_path, records):
@@ -81,9 +110,9 @@ def test_the_store_reads_as_the_reference_reads_the_same_verdicts_as_jsonl(tmp_p
 
     records = make_records(seed=3, models=("m1", "m2", "m3"), variants=("multimodal", "text_only"), questions=12)
     paths = _write_judges(tmp_path, records)
-    reference = vt.read_verdicts_reference(paths)
+    reference = read_verdicts_reference(paths)
     import_files(paths, tmp_path / "run")
-    monkeypatch.setattr(vt, "read_verdicts_reference", lambda p: pytest.fail("read record by record"))
+    monkeypatch.setattr(vt, "strict_tables", lambda *_: pytest.fail("read record by record"))
     fast = vt.read_verdicts([tmp_path / "run"])
     for f in ("files", "inputs", "file", "line"):  # where the rows are: other files, same order
         setattr(fast, f, getattr(reference, f))
@@ -178,7 +207,7 @@ def test_import_gives_the_corpus_messages_and_writes_nothing_bad(gamut, tmp_path
         assert "Traceback" not in r.output and not (run / "verdicts").exists()
         return
     assert r.exit_code == 0, r.output
-    reference = vt.read_verdicts_reference([path])
+    reference = read_verdicts_reference([path])
     stored = vt.read_verdicts([run])
     for f in SAME:
         x, y = getattr(stored, f), getattr(reference, f)
@@ -200,7 +229,7 @@ def test_bad_file_messages_are_the_references(tmp_path, name):
     path = tmp_path / f"{name}.jsonl"
     path.write_bytes(content)
     try:
-        reference = vt.read_verdicts_reference([path])
+        reference = read_verdicts_reference([path])
     except InputError as e:
         reference = e
     got = _read_or_error(path)
@@ -220,7 +249,7 @@ def test_human_revisions_newest_wins(tmp_path):
     table = vt.read_verdicts([path])
     # The later verdict on c1 (line 3) takes the earlier one's place, as load_records does.
     assert [table.checks[c] for c in table.check] == ["c1", "c2"]
-    assert [vt.VERDICTS[v] for v in table.verdict] == ["missing", "meets"] and list(table.line) == [3, 2]
+    assert [VERDICTS[v] for v in table.verdict] == ["missing", "meets"] and list(table.line) == [3, 2]
 
 
 def test_duplicates_across_files_and_a_missing_file_name_both_lines(tmp_path):

@@ -211,7 +211,8 @@ def test_the_strict_loader_reads_what_the_safe_loader_reads():
                                     r"\ud83d\ude00", r"\\ud800"])
 @pytest.mark.parametrize("field", ["raw", "question_id", "check_id", "judge", "extra"])
 def test_both_verdict_readers_judge_a_surrogate_alike(tmp_path, escape, field):
-    from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+    from gamut_local.data.verdict_table import read_verdicts
+    from tests.reference import read_verdicts_reference
 
     rows = [{"question_id": f"q{i}", "model": "m", "variant": "text_only", "judge": "j", "check_id": f"c{k}",
              "tier": "valuable", "verdict": "meets", "raw": "x"} for i in range(3) for k in range(3)]

@@ -218,7 +218,7 @@ def _compacting_once(monkeypatch, name: str, unit, keep_parts: bool):
     real, done = getattr(vs, name), []
 
     def racing(*args, **kwargs):
-        if not done:
+        if not done and args[1:2] != ([],):  # a read of rows, not of a compacted file's metadata
             done.append(True)
             saved = {p: p.read_bytes() for p in vs.parts_dir(unit).glob("part-*.parquet")}
             vs.compact(unit)
@@ -244,12 +244,12 @@ def test_a_reader_racing_a_compaction_reads_one_state_of_the_unit(tmp_path, monk
     vs.write_part(unit, [verdict("q2")])
     vs.write_part(unit, [verdict("q3")])
     want = [("q1", "c1"), ("q2", "c1"), ("q3", "c1")]
-    done = _compacting_once(monkeypatch, "read_files", unit, keep_parts)
+    done = _compacting_once(monkeypatch, "read_file", unit, keep_parts)
     table = read_verdicts([tmp_path / "verdicts"])
     assert done and sorted(zip((table.questions[q] for q in table.question), (table.checks[c] for c in table.check))) == want
     assert [f["path"] for f in table.inputs] == [str(unit)]  # the files of the state it read
     vs.write_part(unit, [verdict("q4")])
-    done = _compacting_once(monkeypatch, "_read_each", unit, keep_parts)
+    done = _compacting_once(monkeypatch, "read_file", unit, keep_parts)
     assert keys(unit) == want + [("q4", "c1")] and done
 
 

@@ -305,7 +305,8 @@ def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_jso
     from contextlib import contextmanager
 
     from gamut_local.data import verdict_table
-    from gamut_local.data.verdict_table import read_verdicts, read_verdicts_reference
+    from gamut_local.data.verdict_table import read_verdicts
+    from tests.reference import read_verdicts_reference
     from gamut_local.rundir import store
     from gamut_local.testing.fake_engine import FakeEngine
 
@@ -326,7 +327,7 @@ def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_jso
     assert sorted(p.name for p in (tmp_path / "verdicts" / "j").glob(".*")) == [f".{p.name}.lock" for p in files]
     with monkeypatch.context() as m:
         m.setattr(store, "parse_line", lambda *_: pytest.fail("parsed JSON"))
-        m.setattr(verdict_table, "read_verdicts_reference", lambda *_: pytest.fail("read record by record"))
+        m.setattr(verdict_table, "strict_tables", lambda *_: pytest.fail("read record by record"))
         table = read_verdicts(files)
     assert len(table) == sum(len(it.checks) for it in items)
     assert table.judges == ["j"] and table.models == ["a", "b"]

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gamut_local.data import arrow
+from gamut_local import arrow
 from gamut_local.testing import processes
 
 
@@ -22,25 +22,6 @@ def test_dictionary_and_codes_round_trip_with_nulls():
     assert values == items and got.tolist() == indices.tolist()
     sliced = array.slice(2, 4)  # an offset into the buffers
     assert arrow.codes(sliced)[0].tolist() == indices[2:6].tolist()
-
-
-def test_equal_dictionaries_become_one_list_and_merge_as_before():
-    from gamut_local.data.verdict_table import merge_codes
-
-    def coded(indices, items):
-        return pa.DictionaryArray.from_arrays(pa.array(np.array(indices, dtype=np.int32)), pa.array(items))
-
-    arrays = [coded([0, 1], ["h1", "h2"]), coded([1, 1, 0], ["h2", "h3"]), coded([1], ["h1", "h2"]),
-              coded([0], ["h1", "h2"]).slice(0, 1)]
-    lists = arrow.dictionaries(arrays)
-    assert lists == [["h1", "h2"], ["h2", "h3"], ["h1", "h2"], ["h1", "h2"]]
-    assert lists[0] is lists[2] is lists[3] and lists[1] is not lists[0]  # one list per distinct dictionary
-    pairs = list(map(arrow.codes, arrays, lists))
-    fresh = [arrow.codes(a) for a in arrays]  # each with a list of its own, as before
-    assert all(p[1] is not q[1] for p, q in zip(fresh, fresh[1:]))
-    merged, dictionary = merge_codes(pairs)
-    assert dictionary == ["h1", "h2", "h3"] and merged.tolist() == [0, 1, 2, 2, 1, 1, 0]
-    assert [merge_codes(fresh)[0].tolist(), merge_codes(fresh)[1]] == [merged.tolist(), dictionary]
 
 
 def test_strings_gathers_the_items_bytes_with_nulls():
@@ -98,7 +79,7 @@ def test_reading_the_store_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
     verdict_store.write_part(unit, make_records(judges=(("j", 1.0),), models=("m",), questions=3))
     verdict_store.compact(unit)
     pq.write_table(pa.table({"s": ["x", "y"], "b": [True, False]}), tmp_path / "r.parquet")
-    code = ("import sys, numpy as np; from gamut_local.data import arrow; "
+    code = ("import sys, numpy as np; from gamut_local import arrow; "
             "from gamut_local.data.verdict_table import read_verdicts; "
             f"t = read_verdicts([{str(tmp_path)!r}]); arrow.read_columns({str(tmp_path / 'r.parquet')!r}); "
             "arrow.strings(np.array([0, -1]), ['x']); arrow.floats(arrow.from_numpy(np.ones(2))); "

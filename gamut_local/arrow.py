@@ -35,31 +35,15 @@ def floats(array) -> np.ndarray:
     return out if array.null_count == 0 else np.where(valid(array), out, np.nan)
 
 
-def codes(array, dictionary: list[str] | None = None) -> tuple[np.ndarray, list[str]]:
-    """(codes, dictionary) of a pyarrow dictionary array of strings, code -1 where null;
-    `dictionary`: its dictionary as a list, where the caller has it already (`dictionaries`)."""
+def codes(array) -> tuple[np.ndarray, list[str]]:
+    """(codes, dictionary) of a pyarrow dictionary array of strings, code -1 where null."""
     import pyarrow as pa
 
     indices = array.indices if array.indices.type == pa.int32() else array.indices.cast(pa.int32())
     got = values(indices, np.int32)  # no copy (read-only) where there is no null
     if array.null_count:
         got = np.where(valid(array), got, np.int32(-1))
-    return got, array.dictionary.to_pylist() if dictionary is None else dictionary
-
-
-def dictionaries(arrays) -> list[list[str]]:
-    """The dictionaries of pyarrow dictionary arrays as lists, one list object per distinct
-    dictionary (compared in Arrow): a store's files mostly share theirs, and making Python
-    strings of every file's 27,195 check hashes cost 0.15 s at paper scale."""
-    made: list[tuple] = []  # (Arrow dictionary, its list)
-    out = []
-    for array in arrays:
-        d = array.dictionary
-        same = next((values for known, values in made if known.equals(d)), None)
-        if same is None:
-            made.append((d, same := d.to_pylist()))
-        out.append(same)
-    return out
+    return got, array.dictionary.to_pylist()
 
 
 def from_numpy(data: np.ndarray, valid: np.ndarray | None = None):
