@@ -26,6 +26,11 @@ def valid(array) -> np.ndarray:
     return bits[array.offset:array.offset + len(array)].astype(bool)
 
 
+def whole(column):
+    """A chunked array as one array: its one chunk as it is (`combine_chunks` copies even that)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def floats(array) -> np.ndarray:
     """A numeric pyarrow array as float64, NaN where null."""
     import pyarrow as pa

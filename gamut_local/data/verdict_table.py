@@ -166,18 +166,19 @@ def table_of(tables: list, files: list[str], inputs: list[dict], lines: list | N
     for name in (n for n in CODED if n in both.column_names):
         # One dictionary array (Arrow unifies the files' dictionaries), its dictionary sorted
         # (or the fixed vocabulary: tier and verdict codes are positions in it).
-        codes, values = arrow.codes(both.column(name).combine_chunks())
+        codes, values = arrow.codes(arrow.whole(both.column(name)))
         fixed = verdict_store.FIXED.get(name)
-        dictionary = list(fixed or sorted(values))
+        dictionary, dtype = list(fixed or sorted(values)), np.int8 if fixed else np.int32
         if dictionary != values:
             index = {v: i for i, v in enumerate(dictionary)}
-            codes = np.array([index[v] for v in values] + [-1], dtype=np.int32)[codes]  # -1 (no value) kept
+            codes = np.array([index[v] for v in values] + [-1], dtype=dtype)[codes]  # -1 (no value) kept
         field = name.removesuffix("_id")  # question_id -> question, questions
-        rows[field] = codes.astype(np.int8) if fixed else codes
+        rows[field] = codes.astype(dtype, copy=False)
         if not fixed:
             rows[field + ("es" if field.endswith("hash") else "s")] = dictionary
     if verdict_store.PROB_COLUMNS[0] in both.column_names:
-        probs = np.stack([arrow.floats(both.column(n).combine_chunks()) for n in verdict_store.PROB_COLUMNS], axis=1)
+        probs = np.stack([np.concatenate([arrow.floats(c) for c in both.column(n).chunks] or [[]])
+                          for n in verdict_store.PROB_COLUMNS], axis=1)
     else:  # a read-only NaN view that takes no memory (73 MB at paper scale)
         probs = np.broadcast_to(np.float64(np.nan), (both.num_rows, len(JUDGE_LABELS)))
     sizes = [t.num_rows for t in tables]

@@ -377,6 +377,8 @@ def check_columns(table, path: Path, names) -> None:
     trust every value of a file they accept. Column-wise: the types, and each required column
     (`_required_problem`) through its null count and its dictionary (ids by their lengths
     alone); the rows are looked at only to name the first that holds a bad value."""
+    from gamut_local import arrow
+
     expected, problems = schema(), []
     hint = "; verdicts from elsewhere come in by `gamut-local verdicts import`"
     for name in names:
@@ -386,7 +388,7 @@ def check_columns(table, path: Path, names) -> None:
         elif (got := table.schema.field(name).type) != want:
             problems.append(Problem(str(path), None, name, f"a column of type {got}, not the store's {want}{hint}"))
         elif name in REQUIRED or name in PROB_COLUMNS:
-            array = table.column(name).combine_chunks()
+            array = arrow.whole(table.column(name))
             rows = _bad_rows(array, name) if name in REQUIRED else _not_finite(array)
             problems += [Problem(str(path), row, name, why) for row, why in rows]
     if problems:
