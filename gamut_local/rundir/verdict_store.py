@@ -126,7 +126,6 @@ def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None =
     """Validated verdict records as one Arrow table of the store's schema. `loose` (import:
     records from elsewhere, already read by the strict reader, which lets these optional
     fields be any JSON): an optional field of another type is kept in `extra`."""
-
     if loose:
         records = [_loosened(rec) for rec in records]
     problems = [p for no, rec in enumerate(records, 1) for p in validate(rec, where, no)]
@@ -182,7 +181,7 @@ def _column(values: list, kind):
         return arrow.from_numpy(np.array(data, dtype=np.float64 if pa.types.is_floating(kind) else np.int64), present)
     items = sorted({v for v in values if v is not None})
     index = {v: i for i, v in enumerate(items)}
-    codes = np.array([index.get(v, -1) for v in values], dtype=np.int32).reshape(-1)
+    codes = np.array([index.get(v, -1) for v in values], dtype=np.int32)
     if pa.types.is_dictionary(kind):
         return pa.DictionaryArray.from_arrays(arrow.from_numpy(codes, present), arrow.strings(np.arange(len(items)), items))
     return arrow.strings(codes, items)
