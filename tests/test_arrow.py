@@ -68,23 +68,37 @@ def test_from_numpy_keeps_nan_as_a_value():
 
 
 def test_reading_the_store_imports_neither_pandas_nor_pyarrow_compute(tmp_path):
-    """pandas (0.3-0.7 s, through pyarrow.dataset) and pyarrow.compute (0.1 s) are start-up
-    cost on every command that reads verdicts or a per-response file."""
+    """pandas (0.3-0.7 s, through pyarrow.dataset or `pa.array` over Python lists) and
+    pyarrow.compute (0.1 s) are start-up cost on every command that writes the store, reads
+    verdicts (the store's, a JSONL file's) or a per-response file."""
     import pyarrow.parquet as pq
 
-    from gamut_local.rundir import verdict_store
+    from gamut_local.rundir.store import write_jsonl
     from gamut_local.testing.synthetic import make_records
 
-    unit = tmp_path / "verdicts" / "j" / "m.multimodal.parquet"
-    verdict_store.write_part(unit, make_records(judges=(("j", 1.0),), models=("m",), questions=3))
-    verdict_store.compact(unit)
+    write_jsonl(tmp_path / "verdicts" / "j" / "n.multimodal.jsonl",
+                make_records(judges=(("j", 1.0),), models=("n",), questions=3))
     pq.write_table(pa.table({"s": ["x", "y"], "b": [True, False]}), tmp_path / "r.parquet")
+    unit = tmp_path / "verdicts" / "j" / "m.multimodal.parquet"
     code = ("import sys, numpy as np; from gamut_local import arrow; "
             "from gamut_local.data.verdict_table import read_verdicts; "
+            "from gamut_local.rundir import verdict_store; from gamut_local.testing.synthetic import make_records; "
+            f"from pathlib import Path; u = Path({str(unit)!r}); "
+            "verdict_store.write_part(u, make_records(judges=(('j', 1.0),), models=('m',), questions=3)); "
+            "verdict_store.compact(u); "
             f"t = read_verdicts([{str(tmp_path)!r}]); arrow.read_columns({str(tmp_path / 'r.parquet')!r}); "
             "arrow.strings(np.array([0, -1]), ['x']); arrow.floats(arrow.from_numpy(np.ones(2))); "
-            "print(len(t), sorted(m for m in ('pandas', 'pyarrow.compute', 'pyarrow.dataset') if m in sys.modules))")
+            "print(','.join(t.models), sorted(m for m in ('pandas', 'pyarrow.compute', 'pyarrow.dataset') if m in sys.modules))")
     # 120 s: one Python start-up with numpy and pyarrow, on a busy machine.
     out = processes.run([sys.executable, "-c", code], timeout=120, waiting_for="the import check")
     assert out.returncode == 0 and out.stdout.split(" ", 1)[1].strip() == "[]", (out.stdout, out.stderr)
-    assert int(out.stdout.split(" ", 1)[0]) > 0
+    assert out.stdout.split(" ", 1)[0] == "m,n"  # the store's verdicts and the JSONL file's
+
+
+def test_whole_takes_one_chunk_as_it_is_and_joins_several():
+    one = pa.chunked_array([pa.array([1.0, 2.0])])
+    assert arrow.whole(one).buffers()[1].address == one.chunk(0).buffers()[1].address  # no copy
+    several = pa.chunked_array([pa.array(["a", "b"]).dictionary_encode(), pa.array(["c", "a"]).dictionary_encode()])
+    joined = arrow.whole(several)  # one array, the two dictionaries unified
+    codes, values = arrow.codes(joined)
+    assert [values[c] for c in codes] == joined.to_pylist() == ["a", "b", "c", "a"]

@@ -148,6 +148,13 @@ CASES = {
     "probs_null_value": (lines(line(), line(check_id="c2", probs={"meets": None, "missing": 1.0})),
                          ["{path}:2: probs.meets: Input should be a valid number"]),
     "probs_list": (lines(line(probs=[0.5])), ["{path}:1: probs: Input should be a valid dictionary"]),
+    # The store's rules for probabilities, refused where the file is read (they once passed the
+    # strict reader and failed in the store's writer, named by the store's row).
+    "probs_unknown_label": (lines(line(probs={"great": 0.5})),
+                            ["{path}:1: probs.great.[key]: Input should be 'meets', 'partially_meets'"]),
+    "probs_nan": (lines(line(probs={"meets": float("nan")})), ["{path}:1: probs.meets: Input should be a finite number"]),
+    "probs_infinite": (lines(line(), line(check_id="c2").replace('"meets": 0.9', '"meets": 1e999')),
+                       ["{path}:2: probs.meets: Input should be a finite number"]),
     "variant_null": (lines(line(variant=None)), ["{path}:1: variant: Input should be"]),
     "duplicate_key": (lines(line(), line(verdict="missing")), ["{path}:2: <record>: duplicate record"]),
     "torn_line_inside": (lines(line()[:-20], line(check_id="c2")), ["{path}:1: <record>: not valid JSON"]),
