@@ -111,9 +111,9 @@ def current_answers(answers: list[Path]) -> tuple[dict[tuple, str], list[dict]]:
 def _halves(answers: list[Path]) -> list[list[Path]]:
     """The answers files in two runs of about equal size, each read by a process of its own
     (one run where there is one file; a file that cannot be read counts 0: its reader names it)."""
-    sizes = np.cumsum([_size(Path(p)) for p in answers])
     if len(answers) < 2:
         return [answers]
+    sizes = np.cumsum([_size(Path(p)) for p in answers])
     k = min(int(np.searchsorted(sizes, sizes[-1] / 2)) + 1, len(answers) - 1)  # the first run: half or more
     return [answers[:k], answers[k:]]
 
