@@ -644,7 +644,7 @@ def plan_cmd(
     """Requests, prompt tokens (with and without prefix sharing) and GPU-hours per stage."""
     import json
 
-    from gamut_local.cluster.cost import plan_run, render_table
+    from gamut_local.cluster.plan import plan_run, render_table
 
     result = plan_run(config)
     if as_json:

@@ -339,11 +339,17 @@ class SlurmSpec(_Config):
                              description="Host memory asked for per GPU.")
     gpus_per_node: int = Field(default=8, ge=1, description=(
         "GPUs on one node of the partition; a task needing more spans nodes."))
-    shards_generate: int = Field(default=1, ge=1, description=(
-        "Array tasks per (model, variant): each answers a slice of the questions and loads the model once."))
-    shards_judge: int = Field(default=1, ge=1, description=(
-        "Array tasks per (judge, answer set); each loads the judge once, so many shards of little "
-        "work spend their time loading (`plan` warns)."))
+    shards_generate: Annotated[int, Field(ge=1)] | dict[str, Annotated[int, Field(ge=1)]] | None = Field(
+        default=None, examples=[2, {"qwen3-vl-235b-a22b": 2}], description=(
+            "Array tasks of a model's generation array; each answers a slice of the questions in every "
+            "variant and loads the model once. A number for every model, or one per model name. Unset "
+            "(or a model left out): as many as keep loading at most `plan.max_load_share` of the model's "
+            "work, and enough to end within `time_generate` (`plan` shows the counts)."))
+    shards_judge: Annotated[int, Field(ge=1)] | dict[str, Annotated[int, Field(ge=1)]] | None = Field(
+        default=None, examples=[1, {"qwen3-vl-235b-a22b-fp8": 2}], description=(
+            "Array tasks of a judge's array; each grades every system's answers to a slice of the "
+            "questions and loads the judge once. A number for every judge, or one per judge name. "
+            "Unset: chosen as for `shards_generate`."))
     extra_sbatch: list[str] = Field(default=[], examples=[["--constraint=h100"]], description=(
         "More sbatch options, one per entry; `--time` and `--mem` values are checked."))
     setup: list[str] = Field(default=[], examples=[["module load cuda/12.4", "source .venv/bin/activate"]],
@@ -384,18 +390,25 @@ class PlanSpec(_Config):
         "Tokens of an answer not yet written (answers already there are measured)."))
     mean_question_tokens: int | None = Field(default=None, ge=0, examples=[60], description=(
         "Tokens of a question. Unset: measured on the dataset (characters / `chars_per_token`)."))
-    image_tokens: int = Field(default=640, ge=0, description="Tokens of one image in a multimodal prompt.")
+    image_tokens: int | None = Field(default=None, ge=0, examples=[1024], description=(
+        "Tokens of one image in a multimodal prompt, for every model. Unset: per model, from its "
+        "processor settings or its family's figure at the release's image size (`plan` says which)."))
     judge_instruction_tokens: int = Field(default=400, ge=0, description=(
         "Tokens of the judge's instructions around one (answer, check) pair."))
     mean_check_tokens: int | None = Field(default=None, ge=0, examples=[30], description=(
         "Tokens of a check. Unset: measured on the dataset's checks."))
     chars_per_token: float = Field(default=4.0, gt=0, description="Characters per token, to measure text.")
-    judge_output_tokens: int = Field(default=5, ge=0, description="Tokens of one label (a few).")
+    judge_output_tokens: int = Field(default=1, ge=0, description=(
+        "Tokens a judge reads its label from, charged as prefill: the label comes out of the step "
+        "that reads the prompt (one restricted step), not from decoding."))
     startup_minutes: float = Field(default=2.0, ge=0, description=(
         "Minutes each task spends before its first request besides reading weights: starting the "
         "engine, compiling, capturing CUDA graphs."))
     load_gb_per_minute: float = Field(default=20.0, gt=0, description=(
         "How fast one task reads weights from storage into GPU memory, in GB per minute."))
+    max_load_share: float = Field(default=0.1, gt=0, lt=1, description=(
+        "The most of an engine's GPU-hours that starting it and loading its weights may take where "
+        "`slurm.shards_*` leave the shard count to the plan: more shards load more often."))
     weights_gb: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default={}, examples=[{"qwen3-vl-235b-a22b-fp8": 240}], description=(
             "Per model or judge name: the size of its weights in GB, for the loading time. Unset: "

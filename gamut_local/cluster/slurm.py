@@ -1,27 +1,33 @@
 """A run as a SLURM job graph: render the `slurm/` templates, submit with dependencies, resume.
 
-The graph, for a run with models M, variants V, judges J and shard counts G (generate) and
-H (judge):
-- one generation array per model, task = variant_index * G + shard (GPUs per task differ by
-  model, so models cannot share an array);
-- one judging array per (judge, model, variant), task = shard, `afterok` on that model's
-  generation array (answer files of extra_answers need no generation and get no dependency);
+The graph schedules engine loads, not files. For a run with models M, variants V and judges J:
+- one generation array per model; each task loads the model once and answers its shard of the
+  questions in every variant the model answers (GPUs per task differ by model, so models cannot
+  share an array);
+- one judging array per judge; each task loads the judge once and grades every system's answers
+  (each model x variant, and every `extra_answers` set) to its shard of the questions, `afterok`
+  on the generation arrays of the models it grades;
 - one score job `afterok` on every judging array, then one report job `afterok` on score.
+Shard counts are per model and judge: the run's `slurm.shards_*`, else the plan's choice
+(`cost.shard_counts`: loading at most `plan.max_load_share` of the engine's work, within the
+time limit). `gamut-local plan` counts the tasks and loads of this very graph.
 
 A judge with `backend: openai` judges on CPU nodes (`judge-client.sbatch`): the model runs in a
 server. Where its `server.serve` names weights, the graph also starts that server: one job per
 judge (`judge-server.sbatch`, one node, the judge's GPUs, `afterok` on the generation its
-arrays wait for) runs `vllm serve` with the judge's engine settings, writes its address to
+array waits for) runs `vllm serve` with the judge's engine settings, writes its address to
 `<run>/slurm/servers/<judge>.url` and stops once every judging task of its judge is done (or
-none is left in the queue: a failed one never would be); the
-judge's arrays start `after` it has started (not after it ends) and wait for that address.
+none is left in the queue: a failed one never would be); the judge's array starts `after` it
+has started (not after it ends) and waits for that address.
 
-Resume: a job script touches `<run>/slurm/done/<marker>` after its command succeeds, e.g.
-`generate.<model>.<variant>.shard-<i>-of-<G>`, `judge.<judge>.<model>.<variant>.shard-<i>-of-<H>`,
-`score`, `report`. Resubmitting submits only array tasks without a marker (and score/report
-again whenever any judging is resubmitted). The stages themselves resume inside a shard, so a
+Resume: a job script touches one done marker per (system, shard) it finished in
+`<run>/slurm/done/`, e.g. `generate.<model>.<variant>.shard-<i>-of-<G>`,
+`judge.<judge>.<model>.<variant>.shard-<i>-of-<H>`, `score`, `report`. Resubmitting submits only
+array tasks with a marker missing (a model added to the run leaves every judging task one
+marker short: each reruns, loads the judge once and grades only the new model's answers, the
+stages resuming from the files) and score/report again whenever any judging is resubmitted. A
 requeued or rerun task never duplicates a record. Markers are per shard count: changing the
-shard counts reruns every task, which then finds its work on disk and finishes quickly.
+shard counts reruns every task, which then finds its work on disk and ends without loading.
 """
 
 from __future__ import annotations
@@ -35,9 +41,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gamut_local.cluster.cost import engine_work, judged_systems, questions_to_plan, shard_counts
 from gamut_local.cluster.fit import cluster_nodes, misfits, requests
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
-from gamut_local.data.records import answered_systems, load_answers
+from gamut_local.data.records import Question, load_answers
 from gamut_local.engines import model_problem, tensor_parallel_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.layout import check_name
@@ -55,13 +62,14 @@ class Job:
     stage: str  # generate | judge | score | report
     template: str  # file name in the templates folder
     values: dict  # placeholder -> text
-    markers: list[str]  # done marker per array task (one entry for a plain job)
+    tasks: list[list[str]]  # per array task, the done markers it writes (one task for a plain job)
     array: bool = True
     after: list[str] = field(default_factory=list)  # keys of jobs this one waits for (to succeed)
     after_start: list[str] = field(default_factory=list)  # keys of jobs this one waits to have started
     serves: list[str] = field(default_factory=list)  # a judge server: the keys of its client arrays
     gpus: int = 0  # per node
     nodes: int = 1
+    engine: str = ""  # the model or judge whose engine the tasks load (generate, judge, serve)
     pending: list[int] = field(default_factory=list)  # task indices still to run
     throttle: int | None = None  # at most this many tasks of the array at once
     script: str = ""
@@ -69,6 +77,15 @@ class Job:
     @property
     def array_spec(self) -> str:
         return compress_indices(self.pending)
+
+    @property
+    def markers(self) -> list[str]:
+        return [m for task in self.tasks for m in task]
+
+    @property
+    def loads(self) -> int:
+        """Engine loads the job makes if every task runs: one per task on GPUs."""
+        return len(self.tasks) if self.gpus else 0
 
 
 def compress_indices(indices: list[int]) -> str:
@@ -150,6 +167,14 @@ def check_graph_inputs(spec: RunSpec) -> list[Problem]:
             if kind == "models" and m.nodes > 1:
                 problems.append(Problem(m.source, None, f"models.{m.name}.nodes",
                                         "candidate models run on one node; only judges may span nodes"))
+    for setting, specs in (("shards_generate", spec.models), ("shards_judge", spec.judges)):
+        given = getattr(spec.slurm, setting)
+        unknown = sorted(set(given) - {m.name for m in specs}) if isinstance(given, dict) else []
+        if unknown:
+            problems.append(Problem(spec.source, None, f"slurm.{setting}",
+                                    f"no {'model' if setting == 'shards_generate' else 'judge'} of the run is named "
+                                    f"{', '.join(map(repr, unknown))} (the run's: "
+                                    f"{', '.join(m.name for m in specs) or 'none'})"))
     return problems
 
 
@@ -172,39 +197,50 @@ def _common_values(spec: RunSpec, config_path: Path) -> dict:
     }
 
 
-def _generate_jobs(spec: RunSpec, common: dict, prefix: str) -> list[Job]:
-    s, G, jobs = spec.slurm, spec.slurm.shards_generate, []
+def _generate_jobs(spec: RunSpec, common: dict, prefix: str, shards: dict) -> list[Job]:
+    """One array per model; task i answers shard i of the questions in all the model's variants."""
+    s, jobs = spec.slurm, []
     for m in spec.models:
         vs = m.variants(spec.variants)
         if not vs:
             continue
+        G = shards["generate", m.name]
         gpus = gpu_layout(m, s.gpus_per_node, m.source, "models")[0]
         jobs.append(Job(f"generate.{m.name}", "generate", "generate.sbatch", {
             **common, "job_name": f"{prefix}.gen.{m.name}", "gpus": str(gpus), "time": s.time_generate,
-            "model": _q(m.name), "variants": " ".join(_q(v) for v in vs), "shards": str(G)},
-            markers=[f"generate.{m.name}.{v}.shard-{i}-of-{G}" for v in vs for i in range(G)],
-            gpus=gpus, nodes=1))
+            "model": _q(m.name), "variants": " ".join(_q(v) for v in vs), "shards": str(G),
+            "engine_key": _q(engine_key(m))},
+            tasks=[[f"generate.{m.name}.{v}.shard-{i}-of-{G}" for v in vs] for i in range(G)],
+            gpus=gpus, nodes=1, engine=m.name))
     return jobs
 
 
-def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str]) -> list[Job]:
-    """One array per (judge, answered model, variant); it waits for that model's generation."""
-    s, H, jobs = spec.slurm, spec.slurm.shards_judge, []
-    systems = [(m.name, v) for m in spec.models for v in m.variants(spec.variants)]
-    systems += [p for p in answered_systems(load_answers(spec.extra_answers)) if p not in systems]
+def engine_key(m: ModelSpec) -> str:
+    """What an engine's compiled graphs depend on: the model and its settings (job scripts export
+    it as GAMUT_ENGINE_KEY, so tasks of one engine share what the first one compiled)."""
+    return f"{m.name}-{m.settings_hash()}"
+
+
+def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str], shards: dict) -> list[Job]:
+    """One array per judge; task i grades every system's answers to shard i of the questions and
+    waits for the generation of every model it grades."""
+    s, jobs = spec.slurm, []
+    systems = judged_systems(spec, load_answers(spec.extra_answers))
+    after = list(dict.fromkeys(f"generate.{m}" for m, _ in systems if m in generated))
     for j in spec.judges:
+        H = shards["judge", j.name]
+        key = f"judge.{j.name}"
+        values = {**common, "job_name": f"{prefix}.{key}", "time": s.time_judge, "judge": _q(j.name),
+                  "systems": " ".join(_q(f"{m}.{v}") for m, v in systems), "shards": str(H),
+                  "engine_key": _q(engine_key(j))}
+        tasks = [[f"{key}.{m}.{v}.shard-{i}-of-{H}" for m, v in systems] for i in range(H)]
         if j.backend == "openai":
-            jobs += _served_judge_jobs(spec, j, common, prefix, systems, generated)
+            jobs += _served_judge_jobs(spec, j, values, tasks, after)
             continue
         gpus, nodes, _ = gpu_layout(j, s.gpus_per_node, j.source, "judges")
-        for model, variant in systems:
-            key = f"judge.{j.name}.{model}.{variant}"
-            jobs.append(Job(key, "judge", "judge-ray.sbatch" if nodes > 1 else "judge.sbatch", {
-                **common, "job_name": f"{prefix}.{key}", "gpus": str(gpus),
-                "gpus_per_node": str(gpus), "nodes": str(nodes), "time": s.time_judge,
-                "judge": _q(j.name), "model": _q(model), "variant": _q(variant), "shards": str(H)},
-                markers=[f"{key}.shard-{i}-of-{H}" for i in range(H)],
-                after=[f"generate.{model}"] if model in generated else [], gpus=gpus, nodes=nodes))
+        jobs.append(Job(key, "judge", "judge-ray.sbatch" if nodes > 1 else "judge.sbatch", {
+            **values, "gpus": str(gpus), "gpus_per_node": str(gpus), "nodes": str(nodes)},
+            tasks=tasks, after=after, gpus=gpus, nodes=nodes, engine=j.name))
     return jobs
 
 
@@ -226,52 +262,50 @@ def serve_command(j: ModelSpec) -> str:
                                     *serve_args(j, local or j.server.serve)])
 
 
-def _served_judge_jobs(spec: RunSpec, j: ModelSpec, common: dict, prefix: str, systems, generated) -> list[Job]:
-    """A `backend: openai` judge: CPU client arrays per (model, variant) and, where the run
-    serves it (`server.serve`), the server job they start after."""
-    s, H = spec.slurm, spec.slurm.shards_judge
+def _served_judge_jobs(spec: RunSpec, j: ModelSpec, values: dict, tasks: list[list[str]],
+                       after: list[str]) -> list[Job]:
+    """A `backend: openai` judge: a CPU client array over the questions and, where the run serves
+    it (`server.serve`), the server job it starts after."""
+    s = spec.slurm
     url_file = server_url_file(Path(spec.output_dir), j.name) if j.server.serve else None
     server_key = f"judge.{j.name}.server"
-    clients = []
-    for model, variant in systems:
-        key = f"judge.{j.name}.{model}.{variant}"
-        clients.append(Job(key, "judge", "judge-client.sbatch", {
-            **common, "job_name": f"{prefix}.{key}", "cpus": str(s.cpus_score), "mem": s.mem_score,
-            "time": s.time_judge, "judge": _q(j.name), "model": _q(model), "variant": _q(variant),
-            "shards": str(H), "url_file": _q(url_file) if url_file else "''",
-            "server_wait_s": str(SERVER_WAIT_S)},
-            markers=[f"{key}.shard-{i}-of-{H}" for i in range(H)],
-            after=[f"generate.{model}"] if model in generated else [],
-            after_start=[server_key] if url_file else []))
+    client = Job(f"judge.{j.name}", "judge", "judge-client.sbatch", {
+        **values, "cpus": str(s.cpus_score), "mem": s.mem_score,
+        "url_file": _q(url_file) if url_file else "''", "server_wait_s": str(SERVER_WAIT_S)},
+        tasks=tasks, after=after, after_start=[server_key] if url_file else [], engine=j.name)
     if url_file is None:
-        return clients
+        return [client]
     gpus = gpu_layout(j, s.gpus_per_node, j.source, "judges")[0]
     server = Job(server_key, "serve", "judge-server.sbatch", {
-        **common, "job_name": f"{prefix}.{server_key}", "gpus": str(gpus), "time": s.time_judge,
-        "judge": _q(j.name), "url_file": _q(url_file), "serve_command": serve_command(j),
-        "client_markers": " ".join(_q(m) for c in clients for m in c.markers),
-        "client_names": _q(",".join(c.values["job_name"] for c in clients))},
-        markers=[], array=False, gpus=gpus, nodes=1,
-        after=list(dict.fromkeys(a for c in clients for a in c.after)), serves=[c.key for c in clients])
-    return [server, *clients]
+        **values, "job_name": f"{values['job_name']}.server", "gpus": str(gpus), "url_file": _q(url_file),
+        "serve_command": serve_command(j), "client_markers": " ".join(_q(m) for m in client.markers),
+        "client_names": _q(client.values["job_name"])},
+        tasks=[[]], array=False, gpus=gpus, nodes=1, after=after, serves=[client.key], engine=j.name)
+    return [server, client]
 
 
-def build_graph(spec: RunSpec, config_path: Path) -> list[Job]:
-    """Every job of the run in submission order (dependencies before dependents)."""
+def build_graph(spec: RunSpec, config_path: Path, shards: dict[tuple[str, str], int]) -> list[Job]:
+    """Every job of the run in submission order (dependencies before dependents); `shards` gives
+    each ("generate" | "judge", name) its task count (`cost.shard_counts`)."""
     problems = check_graph_inputs(spec)
     if problems:
         raise InputError(problems)
     s = spec.slurm
     prefix = re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)
     common = _common_values(spec, config_path)
-    jobs = _generate_jobs(spec, common, prefix)
-    judges = _judge_jobs(spec, common, prefix, {m.name for m in spec.models if m.variants(spec.variants)})
+    jobs = _generate_jobs(spec, common, prefix, shards)
+    judges = _judge_jobs(spec, common, prefix, {m.name for m in spec.models if m.variants(spec.variants)}, shards)
     cpu = {"cpus": str(s.cpus_score), "mem": s.mem_score, "time": s.time_score}
     score = Job("score", "score", "score.sbatch", {**common, **cpu, "job_name": f"{prefix}.score"},
-                markers=["score"], array=False, after=[j.key for j in judges if j.stage == "judge"])
+                tasks=[["score"]], array=False, after=[j.key for j in judges if j.stage == "judge"])
     report = Job("report", "report", "report.sbatch", {**common, **cpu, "job_name": f"{prefix}.report"},
-                 markers=["report"], array=False, after=["score"])
+                 tasks=[["report"]], array=False, after=["score"])
     return [*jobs, *judges, score, report]
+
+
+def run_graph(spec: RunSpec, config_path: Path, questions: list[Question]) -> list[Job]:
+    """The run's graph with the shard counts its plan gives: what `slurm`, `plan` and `status` see."""
+    return build_graph(spec, config_path, shard_counts(spec, engine_work(spec, questions, []), len(questions)))
 
 
 def templates_dir(spec: RunSpec, config_path: Path) -> Path:
@@ -306,7 +340,7 @@ def mark_pending(jobs: list[Job], done_dir: Path) -> None:
     """Which tasks still need to run: no done marker, or (score/report) anything upstream reruns."""
     by_key = {j.key: j for j in jobs}
     for job in jobs:
-        job.pending = [i for i, mk in enumerate(job.markers) if not (done_dir / mk).exists()]
+        job.pending = [i for i, task in enumerate(job.tasks) if not all((done_dir / mk).exists() for mk in task)]
         if not job.array and any(by_key[a].pending for a in job.after):
             job.pending = [0]
     for job in jobs:  # a judge server runs while any of its clients has work left
@@ -398,7 +432,9 @@ def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission
     problems = check_graph_inputs(spec) + (check_run_inputs(spec) if check_inputs else [])
     if problems:
         raise InputError(problems)
-    jobs = build_graph(spec, config_path)
+    # Unchecked, a dataset that is not here counts as no questions: one task per engine.
+    questions = questions_to_plan(spec)[0] if check_inputs or Path(spec.dataset).exists() else []
+    jobs = run_graph(spec, config_path, questions)
     for j in jobs:
         j.throttle = spec.slurm.max_concurrent
     render_jobs(jobs, templates_dir(spec, config_path))

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
-from gamut_local.cluster.slurm import Job, build_graph, mark_pending
+from gamut_local.cluster.slurm import Job, mark_pending, run_graph
 from gamut_local.config import load_run_config
 from gamut_local.data.dataset import load_questions
-from gamut_local.data.records import answer_key, verdict_key
+from gamut_local.data.records import answer_key, load_answers, verdict_key
+from gamut_local.rubric.compiler import checks_for
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import answer_files, scores_path, verdict_siblings
@@ -117,11 +119,18 @@ def _progress(spec, run_dir: Path, job: Job, questions) -> str:
         return ", ".join(f"{model}.{x}: {_count(answer_files(run_dir, model, x), answer_key)}/{len(questions)} answers"
                          for x in variants)
     if job.stage == "judge":
-        _, judge, model, variant = job.key.split(".", 3)
-        answered = {a["question_id"] for p in answer_files(run_dir, model, variant) for _, a in read_jsonl(p)}
-        expected = sum(len(q.checks_for_variant(variant)) for q in questions if q.question_id in answered)
-        got = _count(verdict_siblings(run_dir, judge, model, variant), verdict_key)
-        return f"{got}/{expected} verdicts (of {len(answered)} answered questions)"
+        systems = [tuple(x.rsplit(".", 1)) for x in shlex.split(v["systems"])]
+        extra = {}
+        for a in load_answers(spec.extra_answers):
+            extra.setdefault((a["model"], a["variant"]), set()).add(a["question_id"])
+        got = expected = 0
+        for model, variant in systems:  # a generated system's answers, else its extra answers
+            answered = extra.get((model, variant)) or {a["question_id"] for p in answer_files(run_dir, model, variant)
+                                                       for _, a in read_jsonl(p)}
+            expected += sum(len(q.checks_for_variant(variant, checks_for(q, spec.compile.small_pool_max)))
+                            for q in questions if q.question_id in answered)
+            got += _count(verdict_siblings(run_dir, job.engine, model, variant), verdict_key)
+        return f"{got}/{expected} verdicts of the answers of {len(systems)} systems so far"
     if job.stage == "serve":  # a judge's server: its work is its clients'
         return f"serves {v['judge']} for {len(job.serves)} judging arrays"
     path = scores_path(run_dir) if job.stage == "score" else run_dir / "report.md"
@@ -132,9 +141,9 @@ def run_status(target: str | Path) -> dict:
     config = resolve_config(Path(target))
     spec = load_run_config(config)
     run_dir = Path(spec.output_dir)
-    jobs = build_graph(spec, config)
-    mark_pending(jobs, run_dir / "slurm" / "done")
     questions = load_questions(spec.dataset, check_images=False)
+    jobs = run_graph(spec, config, questions)
+    mark_pending(jobs, run_dir / "slurm" / "done")
     tasks = _task_records(run_dir)
     states = slurm_states(tasks)
     # A recorded task SLURM does not list: no scontrol here, or finished longer ago than MinJobAge.
@@ -142,7 +151,7 @@ def run_status(target: str | Path) -> dict:
     rows = []
     for job in jobs:
         row = {"key": job.key, "stage": job.stage, "progress": _progress(spec, run_dir, job, questions),
-               "tasks": len(job.markers), "tasks_done": len(job.markers) - len(job.pending), "open": []}
+               "tasks": len(job.tasks), "tasks_done": len(job.tasks) - len(job.pending), "open": []}
         for t in job.pending:
             rec, st = tasks.get((job.key, t)), states.get((job.key, t), {})
             state = st.get("state") or ("not submitted" if rec is None else unknown)

@@ -122,7 +122,9 @@ def answers_to_judge(spec: RunSpec, questions: dict[str, Question], shard: Shard
         if a["question_id"] in in_shard and (model is None or a["model"] == model) \
                 and (variant is None or a["variant"] == variant):
             mine.append(a)
-    return sorted(mine, key=lambda a: (a["model"], a["variant"], a["question_id"]))
+    # Question by question: every system's answers to one question (in one variant) share the
+    # instructions, the question and the image as their prompt prefix, computed once.
+    return sorted(mine, key=lambda a: (a["question_id"], a["variant"], a["model"]))
 
 
 def verdict_record(item: ResponseChecks, check: Check, spec: JudgeSpec, settings_hash: str, cls, attempts: int) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gamut_local.cluster.cost import plan_run
+from gamut_local.cluster.plan import plan_run
 from gamut_local.config import PROJECT_ROOT, load_run_config
 from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import compile_dataset
@@ -47,51 +47,72 @@ def _tiny_run(tmp_path: Path, **plan_changes) -> Path:
 
 def test_counts_and_tokens_match_a_hand_computation(tmp_path):
     result = plan_run(_tiny_run(tmp_path))
-    gen, jmm, jto = result["rows"]
+    gen, judge = result["rows"]
     # Generation prompts: system 2 + question (5 / 10; text_only q2 3) + image 50 on q1 multimodal.
     assert (gen["requests"], gen["prompt_tokens"], gen["prompt_tokens_shared"], gen["output_tokens"]) \
         == (4, 81, 77, 400)
     assert gen["gpu_hours"] == pytest.approx((77 / 1000 + 400 / 100) / 3600)
-    assert (gen["gpus_per_task"], gen["tasks"]) == (2, 4)
-    assert gen["hours_per_task"] == pytest.approx(gen["gpu_hours"] / 2 / 4)
-    # Judge prompts: instructions 40 + question + answer 100 per check, then the check itself.
-    assert (jmm["target"], jmm["requests"], jmm["prompt_tokens"], jmm["prompt_tokens_shared"]) \
-        == ("m.multimodal", 3, 448, 263)
-    assert (jto["target"], jto["requests"], jto["prompt_tokens"], jto["prompt_tokens_shared"]) \
-        == ("m.text_only", 3, 441, 256)
-    assert jmm["output_tokens"] == 6 and jmm["tasks"] == 3
+    # One array of 2 shards, each answering both variants: 2 tasks, 2 loads of a TP-2 model.
+    assert (gen["job"], gen["gpus_per_task"], gen["tasks"], gen["loads"]) == ("generate.m", 2, 2, 2)
+    assert gen["hours_per_task"] == pytest.approx(gen["gpu_hours"] / 2 / 2)
+    # One judge engine grades both systems. Full prompts: instructions 40 + question + answer 100
+    # + label 2 per check, then the check: multimodal q1 2 x 147 + 4, q2 152 + 4; text_only q1
+    # 2 x 147 + 4, q2 (its own text, 3 tokens) 145 + 4.
+    assert (judge["job"], judge["targets"]) == ("judge.j", ["m.multimodal", "m.text_only"])
+    assert (judge["requests"], judge["prompt_tokens"], judge["output_tokens"]) == (6, 298 + 156 + 298 + 149, 6 * 2)
+    # Shared: each (question, variant) prefix once, each answer once, checks and labels per
+    # request, the instructions once per task (3 tasks).
+    shared = (5 + 100 + 4 + 4) + (10 + 100 + 2 + 4) + (5 + 100 + 4 + 4) + (3 + 100 + 2 + 4) + 3 * 40
+    assert judge["prompt_tokens_shared"] == shared
+    assert judge["gpu_hours"] == pytest.approx(shared / 1000 / 3600)  # the label is charged as prefill
+    assert (judge["tasks"], judge["loads"], judge["gpus_per_task"]) == (3, 3, 1)
     assert result["totals"]["judge"]["requests"] == 6 and result["checks"] == 3
+    assert result["totals"]["judge"]["tasks"] == 3 and result["totals"]["generate"]["loads"] == 2
     assert result["questions_with_image"] == 1
+    assert result["shards"] == {"generate": {"m": 2}, "judge": {"j": 3}}
 
 
-def test_a_judge_that_sees_the_image_pays_for_it_once_per_response(tmp_path):
+def test_a_judge_that_sees_the_image_pays_for_it_once_per_question(tmp_path):
     path = _tiny_run(tmp_path)
+    base = plan_run(path)["rows"][1]
     run = yaml.safe_load(path.read_text())
     run["judges"][0]["sees_image"] = True
+    run["extra_answers"] = ["ref.jsonl"]  # a second system answering q1 in the multimodal variant
+    (tmp_path / "ref.jsonl").write_text(json.dumps(
+        {"question_id": "q1", "model": "ref", "variant": "multimodal", "response": "r" * 40}) + "\n")
     path.write_text(yaml.safe_dump(run))
-    _, jmm, jto = plan_run(path)["rows"]
-    assert (jmm["prompt_tokens"], jmm["prompt_tokens_shared"]) == (448 + 2 * 50, 263 + 50)
-    assert (jto["prompt_tokens"], jto["prompt_tokens_shared"]) == (441, 256)  # text_only: no image
+    judge = plan_run(path)["rows"][1]
+    assert judge["targets"] == ["m.multimodal", "m.text_only", "ref.multimodal"]
+    # q1's image: in every multimodal request's full prompt (2 of m's, 2 of ref's), computed once.
+    ref_full = 2 * (40 + 5 + 50 + 10 + 2) + 4
+    assert judge["prompt_tokens"] == base["prompt_tokens"] + 2 * 50 + ref_full
+    assert judge["prompt_tokens_shared"] == base["prompt_tokens_shared"] + 50 + (10 + 2 * 2 + 4)
 
 
 def test_fixed_means_throughput_scale_and_time_limit(gamut, tmp_path):
     base = plan_run(_tiny_run(tmp_path))
     fixed = plan_run(_tiny_run(tmp_path, mean_question_tokens=7, mean_check_tokens=1,
                                throughput_scale={"m": 0.5}))
-    gen, jmm, _ = fixed["rows"]
+    gen, judge = fixed["rows"]
     assert gen["prompt_tokens"] == 4 * (2 + 7) + 50
-    assert jmm["prompt_tokens"] == 2 * (40 + 7 + 100) + 2 + (40 + 7 + 100) + 1
+    assert judge["prompt_tokens"] == 2 * (3 * (40 + 7 + 100 + 2) + 3 * 1)
     assert gen["gpu_hours"] == pytest.approx(2 * (gen["prompt_tokens_shared"] / 1000 + 4) / 3600)
     # The scale is per name: the judge `j` keeps the base rates.
-    assert jmm["gpu_hours"] == pytest.approx((jmm["prompt_tokens_shared"] / 1000 + 6 / 100) / 3600)
+    assert judge["gpu_hours"] == pytest.approx(judge["prompt_tokens_shared"] / 1000 / 3600)
     assert not any(r["over_time_limit"] for r in base["rows"])
-    path = _tiny_run(tmp_path, decode_tokens_per_s_per_gpu=0.01)  # 400 answer tokens: 11 GPU-h
+    path = _tiny_run(tmp_path, decode_tokens_per_s_per_gpu=0.04)  # 400 answer tokens: 2.78 GPU-h
     run = yaml.safe_load(path.read_text())
-    run["slurm"]["time_generate"] = "1:00:00"  # 11 GPU-h / (2 GPUs x 4 tasks) > 1 h
+    run["slurm"].update(time_generate="1:00:00", shards_generate=1)  # 2.78 GPU-h / 2 GPUs > 1 h
     path.write_text(yaml.safe_dump(run))
-    assert [r["over_time_limit"] for r in plan_run(path)["rows"]] == [True, False, False]
+    assert [r["over_time_limit"] for r in plan_run(path)["rows"]] == [True, False]
     res = gamut("plan", path)
     assert res.exit_code == 0 and ">limit" in res.output
+    # Left to the plan, the count is raised until a task ends within the limit: 2 tasks of 0.69 h.
+    del run["slurm"]["shards_generate"]
+    path.write_text(yaml.safe_dump(run))
+    gen = plan_run(path)["rows"][0]
+    assert gen["tasks"] == 2 and gen["hours_per_task"] == pytest.approx(400 / 0.04 / 3600 / 2 / 2, rel=0.01)
+    assert not gen["over_time_limit"]
 
 
 def test_plan_on_the_bundled_sample(gamut):
@@ -160,25 +181,39 @@ def test_every_task_pays_for_start_up_and_loading_measured_on_the_folder(tmp_pat
     assert result["load_minutes"] == {"m": 1.0, "j": 3.0}  # j: 1 min + 4 GB at 2 GB/min
     (tmp_path / "free").mkdir()
     base = plan_run(_tiny_run(tmp_path / "free"))  # no start-up, no weights
-    for row, without in zip(result["rows"][1:], base["rows"][1:]):  # the judge rows: 3 shards, 1 GPU
-        assert row["load_gpu_hours"] == pytest.approx(3 * 3 / 60)
-        assert row["gpu_hours"] == pytest.approx(without["gpu_hours"] + 3 * 3 / 60)
-        assert row["hours_per_task"] == pytest.approx(without["hours_per_task"] + 3 / 60)
-    gen = result["rows"][0]  # 2 shards x 2 variants, 2 GPUs each, 1 minute each
-    assert gen["load_gpu_hours"] == pytest.approx(4 * 2 * 1 / 60)
+    row, without = result["rows"][1], base["rows"][1]  # the judge: 3 tasks, 1 GPU
+    assert row["load_gpu_hours"] == pytest.approx(3 * 3 / 60)
+    assert row["gpu_hours"] == pytest.approx(without["gpu_hours"] + 3 * 3 / 60)
+    assert row["hours_per_task"] == pytest.approx(without["hours_per_task"] + 3 / 60)
+    gen = result["rows"][0]  # 2 tasks, 2 GPUs each, 1 minute each
+    assert gen["load_gpu_hours"] == pytest.approx(2 * 2 * 1 / 60)
+    assert result["totals"]["judge"]["load_share"] == pytest.approx(row["load_gpu_hours"] / row["gpu_hours"])
 
 
-def test_loading_that_outweighs_the_work_is_warned_with_the_shards_that_would_not(gamut, tmp_path):
-    # Judge work per answer set (263 or 256 prompt tokens at 1000/s + 6 labels at 100/s) ~8.9e-5
-    # GPU-h; a task's loading 0.001 min = 1.7e-5 h: 5 shards fit.
+def test_left_open_the_shard_count_keeps_loading_within_its_share(gamut, tmp_path):
+    # The judge's work: 491 prompt tokens at 1000/s = 1.364e-4 GPU-h; one load 0.001 min =
+    # 1.667e-5 GPU-h. Loading within 10%: n x L <= 0.1 x (W + n x L), so n <= W / (9 L) = 0.9:
+    # one task; within 50%: n <= W / L = 8.2 (the instructions, 40 tokens a task more, aside), but
+    # never more tasks than questions: 2.
     path = _tiny_run(tmp_path, startup_minutes=0.001, throughput_scale={"m": 1, "j": 1})
-    too_many = plan_run(_with(path, slurm={"shards_judge": 10}))["warnings"]
-    assert [w for w in too_many if w.startswith("judge j:")] == [
-        "judge j: loading the weights takes 0.000333 GPU-h, more than the 0.000178 GPU-h of work, with "
-        "slurm.shards_judge: 10; slurm.shards_judge: 5 would not"]
-    assert not [w for w in plan_run(_with(path, slurm={"shards_judge": 5}))["warnings"] if w.startswith("judge")]
-    res = gamut("plan", _with(path, slurm={"shards_judge": 10}))
-    assert res.exit_code == 0 and "slurm.shards_judge: 5 would not" in res.output
+    run = yaml.safe_load(path.read_text())
+    del run["slurm"]["shards_judge"]
+    path.write_text(yaml.safe_dump(run))
+    assert plan_run(path)["shards"]["judge"] == {"j": 1}
+    half = plan_run(_with(path, plan={"max_load_share": 0.5}))
+    judge = half["rows"][1]
+    assert half["shards"]["judge"] == {"j": 2} and judge["load_gpu_hours"] <= 0.5 * judge["gpu_hours"]
+    # A per-name count wins for that name; a fixed count past the share is warned, with the plan's.
+    fixed = plan_run(_with(path, plan={"max_load_share": 0.1}, slurm={"shards_judge": {"j": 10}}))
+    assert fixed["shards"]["judge"] == {"j": 10}
+    assert [w for w in fixed["warnings"] if w.startswith("judge j:")] == [
+        "judge j: loading the weights takes 0.000167 of 0.000303 GPU-h (55%) in 10 tasks (slurm.shards_judge); "
+        "1 would keep it within plan.max_load_share: leave the count unset for j"]
+    res = gamut("plan", _with(path, slurm={"shards_judge": None}))
+    assert res.exit_code == 0 and "1 tasks, 1 engine loads" in res.output
+    # A name the run does not have is refused, naming the setting.
+    res = gamut("plan", _with(path, slurm={"shards_judge": {"jj": 2}}))
+    assert res.exit_code == 1 and "slurm.shards_judge: no judge of the run is named 'jj'" in res.output
 
 
 def test_a_missing_throughput_scale_or_model_folder_is_a_warning_naming_what_was_assumed(gamut, tmp_path):

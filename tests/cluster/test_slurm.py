@@ -97,32 +97,36 @@ def test_compress_indices():
     assert compress_indices([3]) == "3" and compress_indices([4, 3]) == "3-4"
 
 
+SYSTEMS = "small.multimodal small.text_only big.multimodal big.text_only texty.text_only reference.multimodal"
+
+
 def test_submit_builds_arrays_gpus_and_the_dependency_chain(cluster, tmp_path):
     submission = prepare(cluster)
     records = submit(submission, echo=lambda s: None)
     jobs = _by_name(_calls(tmp_path))
-    assert len(jobs) == len(records) == 3 + 2 * 6 + 2
+    assert len(jobs) == len(records) == 3 + 2 + 2
     gen = {m: jobs[f"t.gen.{m}"] for m in ("small", "big", "texty")}
-    # (variant x shard) arrays, throttled; one GPU for small, TP2 for big; texty has no vision.
-    assert gen["small"]["opts"]["--array"] == "0-5%5" and gen["texty"]["opts"]["--array"] == "0-2%5"
+    # One array per model, a task per shard answering every variant; one GPU for small, TP2 for
+    # big; texty has no vision.
+    assert gen["small"]["opts"]["--array"] == "0-2%5" and gen["texty"]["opts"]["--array"] == "0-2%5"
     assert [_gpus(gen[m]["script"]) for m in ("small", "big", "texty")] == [1, 2, 1]
+    assert "VARIANTS=(multimodal text_only)" in gen["small"]["script"]
     assert "VARIANTS=(text_only)" in gen["texty"]["script"]
     assert all("--dependency" not in g["opts"] for g in gen.values())
-    pairs = [("small", "multimodal"), ("small", "text_only"), ("big", "multimodal"),
-             ("big", "text_only"), ("texty", "text_only"), ("reference", "multimodal")]
     judge_ids = []
     for j in ("judge-a", "judge-ray"):
-        for m, v in pairs:
-            job = jobs[f"t.judge.{j}.{m}.{v}"]
-            judge_ids.append(job["id"])
-            assert job["opts"]["--array"] == "0-1%5"
-            want = f"afterok:{gen[m]['id']}" if m in gen else None  # given answers: no generation
-            assert job["opts"].get("--dependency") == want
-            assert _gpus(job["script"]) == 4
-            if j == "judge-ray":
-                assert "#SBATCH --nodes=2" in job["script"] and "ray start" in job["script"] and " --head " in job["script"]
-            else:
-                assert "#SBATCH --nodes=1" in job["script"] and "ray start" not in job["script"]
+        # One array per judge: each task grades every system (given answers too) on its shard,
+        # after every generation it grades.
+        job = jobs[f"t.judge.{j}"]
+        judge_ids.append(job["id"])
+        assert job["opts"]["--array"] == "0-1%5"
+        assert job["opts"]["--dependency"] == "afterok:" + ":".join(gen[m]["id"] for m in ("small", "big", "texty"))
+        assert f"SYSTEMS=({SYSTEMS})" in job["script"] and "--model" not in job["script"]
+        assert _gpus(job["script"]) == 4
+        if j == "judge-ray":
+            assert "#SBATCH --nodes=2" in job["script"] and "ray start" in job["script"] and " --head " in job["script"]
+        else:
+            assert "#SBATCH --nodes=1" in job["script"] and "ray start" not in job["script"]
     score, report = jobs["t.score"], jobs["t.report"]
     assert score["opts"]["--dependency"] == "afterok:" + ":".join(judge_ids)
     assert report["opts"]["--dependency"] == f"afterok:{score['id']}"
@@ -135,7 +139,7 @@ def test_submit_builds_arrays_gpus_and_the_dependency_chain(cluster, tmp_path):
         assert "export VLLM_WORKER_MULTIPROC_METHOD=spawn" in s and "export GAMUT_TEST_SETUP=yes" in s
     recorded = json.loads((tmp_path / "run" / "slurm" / "jobs.json").read_text())
     (sub,) = recorded["submissions"]
-    assert [r["job_id"] for r in sub["jobs"]] == [str(5000 + i) for i in range(17)]
+    assert [r["job_id"] for r in sub["jobs"]] == [str(5000 + i) for i in range(7)]
     assert sub["jobs"][-1]["key"] == "report" and sub["jobs"][-1]["after"] == [score["id"]]
 
 
@@ -164,20 +168,46 @@ def test_resubmitting_skips_complete_shards(cluster, tmp_path):
     for i in range(3):
         (done / f"generate.big.multimodal.shard-{i}-of-3").touch()
     (done / "generate.big.text_only.shard-1-of-3").touch()
-    for i in range(2):
-        (done / f"judge.judge-a.small.multimodal.shard-{i}-of-2").touch()
+    for system in SYSTEMS.split():  # judge-a's shard 0 whole, its shard 1 one system short
+        (done / f"judge.judge-a.{system}.shard-0-of-2").touch()
+        if system != "big.text_only":
+            (done / f"judge.judge-a.{system}.shard-1-of-2").touch()
     (done / "score").touch()
     (done / "report").touch()
     submit(prepare(cluster), echo=lambda s: None)
     jobs = _by_name(_calls(tmp_path))
-    assert "t.gen.small" not in jobs and "t.judge.judge-a.small.multimodal" not in jobs
-    assert jobs["t.gen.big"]["opts"]["--array"] == "3,5%5"  # text_only shards 0 and 2
-    # small's answers are all on disk: its judging waits for nothing; big's waits for the rerun.
-    assert "--dependency" not in jobs["t.judge.judge-a.small.text_only"]["opts"]
-    assert jobs["t.judge.judge-a.big.text_only"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.big']['id']}"
+    assert "t.gen.small" not in jobs
+    assert jobs["t.gen.big"]["opts"]["--array"] == "0,2%5"  # a text_only answer missing in shards 0 and 2
+    # Judging waits only for the generation resubmitted now; judge-a reruns its one open task.
+    after = f"afterok:{jobs['t.gen.big']['id']}:{jobs['t.gen.texty']['id']}"
+    assert jobs["t.judge.judge-a"]["opts"] == {**jobs["t.judge.judge-a"]["opts"], "--array": "1%5", "--dependency": after}
+    assert jobs["t.judge.judge-ray"]["opts"]["--array"] == "0-1%5"
     # Judging reruns, so scoring and the report run again after it.
-    assert jobs["t.score"]["opts"]["--dependency"].count(":") == 11
+    assert jobs["t.score"]["opts"]["--dependency"].count(":") == 2
     assert "t.report" in jobs
+
+
+def test_a_model_added_to_a_finished_run_reruns_each_judging_task_once(cluster, tmp_path):
+    """Every judging task is one marker short: each is resubmitted, loads the judge once and
+    grades what is missing (the stage resumes from the files); only the new model generates."""
+    submission = prepare(cluster)
+    done = tmp_path / "run" / "slurm" / "done"
+    done.mkdir(parents=True)
+    for job in submission.jobs:
+        for marker in job.markers:
+            (done / marker).touch()
+    config = yaml.safe_load(cluster.read_text())
+    (tmp_path / "models" / "newer").mkdir()
+    (tmp_path / "models" / "newer" / "config.json").write_text("{}")
+    config["models"].append({"name": "newer", "path": str(tmp_path / "models" / "newer")})
+    cluster.write_text(yaml.safe_dump(config))
+    submit(prepare(cluster), echo=lambda s: None)
+    jobs = _by_name(_calls(tmp_path))
+    assert sorted(jobs) == ["t.gen.newer", "t.judge.judge-a", "t.judge.judge-ray", "t.report", "t.score"]
+    for j in ("judge-a", "judge-ray"):
+        assert jobs[f"t.judge.{j}"]["opts"]["--array"] == "0-1%5"
+        assert jobs[f"t.judge.{j}"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.newer']['id']}"
+        assert "newer.multimodal newer.text_only" in jobs[f"t.judge.{j}"]["script"]
 
 
 def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
@@ -199,17 +229,16 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, fake_site, tmp
     job = next(j for j in prepare(cluster).jobs if j.key == "generate.big")
     script = tmp_path / "gen.sh"
     script.write_text(job.script)
-    env = {**{k: v for k, v in os.environ.items() if k != "VLLM_CACHE_ROOT"}, "SLURM_ARRAY_TASK_ID": "4",
+    env = {**{k: v for k, v in os.environ.items() if k != "VLLM_CACHE_ROOT"}, "SLURM_ARRAY_TASK_ID": "1",
            "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": "78", "TMPDIR": str(tmp_path / "scratch"),
            "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     (tmp_path / "scratch").mkdir()
     # 60 s here and below: a job script against stand-ins on PATH, no model.
     res = processes.run([BASH, str(script)], env=env, timeout=60, waiting_for="the job script")
     assert res.returncode == 0, res.stderr
-    (call,) = fake_site.launches()
-    assert call["argv"] == ["generate", "--config", str(cluster.resolve()), "--model", "big",
-                            "--variant", "text_only", "--shard", "1/3"]
-    task_tmp = str(tmp_path / "scratch" / "gamut-77-4")
+    (call,) = fake_site.launches()  # one engine for both variants of the shard
+    assert call["argv"] == ["generate", "--config", str(cluster.resolve()), "--model", "big", "--shard", "1/3"]
+    task_tmp = str(tmp_path / "scratch" / "gamut-77-1")
     assert call["env"] == {"HF_HUB_OFFLINE": "1", "VLLM_WORKER_MULTIPROC_METHOD": "spawn",
                            "TMPDIR": task_tmp, "VLLM_CACHE_ROOT": task_tmp + "/vllm", "GAMUT_TEST_SETUP": "yes",
                            "CUDA_VISIBLE_DEVICES": None, "GAMUT_SERVER_URL": None}
@@ -218,14 +247,15 @@ def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, fake_site, tmp
     assert call["modelinfos"] == str(tmp_path / "xdg" / "vllm" / "modelinfos")
     assert (tmp_path / "xdg" / "vllm" / "modelinfos").is_dir()
     done = tmp_path / "run" / "slurm" / "done"
-    assert sorted(p.name for p in done.iterdir()) == [job.markers[4]] == ["generate.big.text_only.shard-1-of-3"]
+    assert sorted(p.name for p in done.iterdir()) == job.tasks[1] == [
+        "generate.big.multimodal.shard-1-of-3", "generate.big.text_only.shard-1-of-3"]
     # A failing stage leaves no marker, so the shard is resubmitted next time.
     env["SLURM_ARRAY_TASK_ID"] = "0"
     res = processes.run([BASH, str(script)], env={**env, "FAKE_LAUNCHER_RC": "3"}, timeout=60,
                         waiting_for="the job script")
     assert res.returncode == 3
-    assert sorted(p.name for p in done.iterdir()) == ["generate.big.text_only.shard-1-of-3"]
-    assert [j.pending for j in prepare(cluster).jobs if j.key == "generate.big"] == [[0, 1, 2, 3, 5]]
+    assert sorted(p.name for p in done.iterdir()) == job.tasks[1]
+    assert [j.pending for j in prepare(cluster).jobs if j.key == "generate.big"] == [[0, 2]]
 
 
 def test_queued_jobs_block_a_second_submission(cluster, fake_site, tmp_path, monkeypatch):
@@ -236,9 +266,9 @@ def test_queued_jobs_block_a_second_submission(cluster, fake_site, tmp_path, mon
         submit(prepare(cluster), echo=lambda s: None)
     assert "still queued or running (5003)" in str(e.value)
     monkeypatch.setenv("FAKE_SQUEUE_IDS", "99999")  # someone else's job only
-    assert len(submit(prepare(cluster), echo=lambda s: None)) == 17
-    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5020")
-    assert len(submit(prepare(cluster), force=True, echo=lambda s: None)) == 17
+    assert len(submit(prepare(cluster), echo=lambda s: None)) == 7
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5010")
+    assert len(submit(prepare(cluster), force=True, echo=lambda s: None)) == 7
 
 
 def test_a_failed_sbatch_is_reported_and_what_went_in_is_recorded(cluster, tmp_path, monkeypatch):
@@ -284,9 +314,9 @@ def test_gpu_layout_problems_are_input_errors(tmp_path):
 def test_dry_run_prints_scripts_and_commands_and_writes_nothing(gamut, cluster, tmp_path):
     res = gamut("slurm", cluster, "--dry-run")
     assert res.exit_code == 0, res.output
-    assert res.output.count("#!/bin/bash") == 17
-    assert "JOB_generate_small=$(sbatch --parsable --array=0-5%5 " in res.output
-    assert "--dependency=afterok:$JOB_generate_big " in res.output
+    assert res.output.count("#!/bin/bash") == 7
+    assert "JOB_generate_small=$(sbatch --parsable --array=0-2%5 " in res.output
+    assert "--dependency=afterok:$JOB_generate_small:$JOB_generate_big:$JOB_generate_texty " in res.output
     assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
     text = dry_run_text(prepare(cluster))
     assert text.strip().endswith("report.sbatch | cut -d';' -f1)")
@@ -295,7 +325,7 @@ def test_dry_run_prints_scripts_and_commands_and_writes_nothing(gamut, cluster, 
 def test_without_a_flag_slurm_only_prints_the_graph(gamut, cluster, tmp_path):
     res = gamut("slurm", cluster)
     assert res.exit_code == 0, res.output
-    assert res.output.count("#!/bin/bash") == 17 and "nothing was submitted or written; add --submit" in res.output
+    assert res.output.count("#!/bin/bash") == 7 and "nothing was submitted or written; add --submit" in res.output
     assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
 
 
@@ -334,8 +364,8 @@ def test_a_job_script_works_from_any_submission_directory(cluster, fake_site, tm
 def test_cli_submit_and_bad_input(gamut, cluster, tmp_path):
     res = gamut("slurm", cluster, "--submit")
     assert res.exit_code == 0, res.output
-    # 6 + 6 + 3 generation tasks, 12 judge arrays x 2 shards, score, report
-    assert "Submitted 17 jobs (41 tasks)" in res.output
+    # 3 generation arrays of 3 tasks, 2 judge arrays of 2, score, report
+    assert "Submitted 7 jobs (15 tasks)" in res.output
     res = gamut("slurm", cluster, "--dry-run", "--submit")
     assert res.exit_code == 1 and "give one of them" in res.output
     res = gamut("slurm", tmp_path / "missing.yaml")
@@ -356,8 +386,9 @@ def test_the_dry_run_recipe_runs_as_printed(cluster, tmp_path):
     res = processes.run([BASH, "-euc", submission], env=os.environ, timeout=60, waiting_for="the submission")
     assert res.returncode == 0, res.stderr
     jobs = _by_name(_calls(tmp_path))
-    assert len(jobs) == 17
-    assert jobs["t.judge.judge-a.big.text_only"]["opts"]["--dependency"] == f"afterok:{jobs['t.gen.big']['id']}"
+    assert len(jobs) == 7
+    gens = ":".join(jobs[f"t.gen.{m}"]["id"] for m in ("small", "big", "texty"))
+    assert jobs["t.judge.judge-a"]["opts"]["--dependency"] == f"afterok:{gens}"
     assert jobs["t.report"]["opts"]["--dependency"] == f"afterok:{jobs['t.score']['id']}"
 
 
@@ -451,27 +482,28 @@ def test_a_request_no_node_holds_is_named_with_its_setting(cluster, tmp_path):
 def test_the_default_requests_fit_a_common_gpu_node(tmp_path):
     """4 CPUs and 32 GB per GPU: an 8-GPU node with 64 cores and 512 GB holds any one-node task."""
     from gamut_local.cluster.fit import misfits, parse_sinfo, requests
-    from gamut_local.cluster.slurm import build_graph
+    from gamut_local.cluster.cost import release_shape
+    from gamut_local.cluster.slurm import run_graph
     from gamut_local.config import load_run_config
 
     cfg = ROOT / "configs" / "runs" / "paper-open.yaml"
     spec = load_run_config(cfg)
     nodes = parse_sinfo("n1|gpu*|64|515000|gpu:8|2-00:00:00\n")
-    assert misfits(requests(build_graph(spec, cfg), spec.slurm), nodes, None) == []
+    assert misfits(requests(run_graph(spec, cfg, release_shape(spec.plan)), spec.slurm), nodes, None) == []
 
 
 def test_dependants_that_can_never_start_are_cancelled_before_a_resubmission(cluster, fake_site, tmp_path, monkeypatch):
     """Without kill_invalid_depend (SLURM's default) the jobs after a failed task stay PENDING
     forever; a resubmission cancels them (it replaces them) but still refuses over live work."""
     submit(prepare(cluster), echo=lambda s: None)
-    fake_site.add("squeue", "#!/bin/sh\nprintf '5015|DependencyNeverSatisfied\\n5016|Dependency\\n5016|Dependency\\n'\n")
+    fake_site.add("squeue", "#!/bin/sh\nprintf '5005|DependencyNeverSatisfied\\n5006|Dependency\\n5006|Dependency\\n'\n")
     fake_site.add("scancel", f"#!/bin/sh\necho \"$@\" >> {tmp_path}/scancel.log\n")
     lines = []
     with pytest.raises(InputError) as e:
         submit(prepare(cluster), echo=lines.append)
-    assert (tmp_path / "scancel.log").read_text().split() == ["5015"]
-    assert "could never start" in lines[0] and "5015" in lines[0]
-    assert "still queued or running (5016)" in str(e.value)
+    assert (tmp_path / "scancel.log").read_text().split() == ["5005"]
+    assert "could never start" in lines[0] and "5005" in lines[0]
+    assert "still queued or running (5006)" in str(e.value)
 
 
 def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypatch):
@@ -485,20 +517,26 @@ def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypa
     for i in range(3):
         (run / "slurm" / "done").mkdir(parents=True, exist_ok=True)
         (run / "slurm" / "done" / f"generate.small.multimodal.shard-{i}-of-3").touch()
-    log = run / "slurm" / "logs" / "t.gen.small-5000_4.out"
+    log = run / "slurm" / "logs" / "t.gen.small-5000_1.out"
     log.write_text("loading\nValueError: out of memory\n")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # the fake sbatch only: no scontrol, no squeue
     res = gamut("status", run)
     assert res.exit_code == 0, res.output
     lines = res.output.splitlines()
     gen = next(x for x in lines if x.startswith("generate.small"))
-    assert "3/6 tasks done" in gen and "small.multimodal: 1/1 answers, small.text_only: 0/1 answers" in gen
-    assert f"task 4 (job 5000_4): unknown (no scontrol); log: {log}" in res.output
-    assert "task 5 (job 5000_5): unknown (no scontrol); it never started (no log)" in res.output
-    judge = next(x for x in lines if x.startswith("judge.judge-a.small.multimodal"))
-    assert "0/2 tasks done" in judge and "0/1 verdicts (of 1 answered questions)" in judge
+    assert "0/3 tasks done" in gen and "small.multimodal: 1/1 answers, small.text_only: 0/1 answers" in gen
+    assert f"task 1 (job 5000_1): unknown (no scontrol); log: {log}" in res.output
+    assert "task 2 (job 5000_2): unknown (no scontrol); it never started (no log)" in res.output
+    # judge-a grades 6 systems; q1 (one check) is answered by small.multimodal and by the given
+    # reference answers so far.
+    judge = next(x for x in lines if x.startswith("judge.judge-a"))
+    assert "0/2 tasks done" in judge and "0/2 verdicts of the answers of 6 systems so far" in judge
     data = json.loads(gamut("status", cluster, "--json").output)
     assert data["slurm"] is False and data["complete"] is False
+    assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 0
+    for i in range(3):
+        (run / "slurm" / "done" / f"generate.small.text_only.shard-{i}-of-3").touch()
+    data = json.loads(gamut("status", cluster, "--json").output)
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
 
 

@@ -318,7 +318,7 @@ def test_each_variant_is_judged_and_planned_on_its_own_checks(tmp_path):
     """The judge stage's worklist and the cost plan look checks up per variant (checks_for_variant)."""
     import yaml
 
-    from gamut_local.cluster.cost import plan_run
+    from gamut_local.cluster.plan import plan_run
     from gamut_local.config import JudgeSpec
     from gamut_local.rubric.compiler import checks_for
     from gamut_local.stages.judge import pending_verdicts

@@ -1,0 +1,206 @@
+"""`gamut-local plan`: requests, tokens, tasks, engine loads and GPU-hours of the job graph the
+run would submit, before it is submitted.
+
+The rows are the graph's own jobs (`slurm.run_graph`): one per generation array, judging array
+and judge server, with the tasks and engine loads that job makes, so the plan counts exactly what
+`gamut-local slurm --submit` sends. Each job's work comes from `cost.engine_work`; a task adds one
+start-up and weight load on every GPU it holds. A served judge's clients run on CPU (no GPU, no
+load: their requests and tokens are theirs); its server job holds the GPUs, loads once and does
+the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from gamut_local.cluster.cost import EngineWork, auto_shards, engine_work, questions_to_plan, shard_counts, work_hours
+from gamut_local.cluster.fit import slurm_hours
+from gamut_local.cluster.slurm import Job, build_graph, check_engine_inputs, check_graph_inputs, fit_problems
+from gamut_local.config import RunSpec, load_run_config
+from gamut_local.data.records import Question
+from gamut_local.errors import InputError
+from gamut_local.rubric.compiler import checks_for
+
+
+@dataclass
+class StageRow:
+    stage: str  # generate | judge (a judge server's row too)
+    job: str  # the graph job's key
+    name: str  # model (generate) or judge
+    targets: list[str]  # variants (generate) or systems graded, model.variant (judge; none for a server)
+    requests: int
+    prompt_tokens: int  # every request's prompt, computed in full
+    prompt_tokens_shared: int  # what a prefix-caching engine computes
+    output_tokens: int  # generated; a judge's label tokens, charged as prefill
+    gpu_hours: float  # work and loading
+    gpus_per_task: int  # 0: a served judge's clients (CPU)
+    tasks: int  # array tasks of the job
+    loads: int  # engine loads: one per task on GPUs
+    hours_per_task: float  # loading included
+    load_gpu_hours: float = 0.0  # of gpu_hours: every load on every GPU of its task
+    over_time_limit: bool = False
+
+
+def _row(job: Job, w: EngineWork, spec: RunSpec) -> StageRow:
+    """The cost of one graph job doing `w` in `len(job.tasks)` tasks."""
+    n, limit = len(job.tasks), slurm_hours(spec.slurm.time_generate if w.stage == "generate" else spec.slurm.time_judge)
+    per_load = w.load_hours * w.gpus
+    if job.stage == "serve":  # the engine: loads once, computes everything; requests on the clients' row
+        row = StageRow("judge", job.key, w.name, [], 0, 0, 0, 0, w.work_gpu_hours + per_load, w.gpus,
+                       1, 1, w.work_gpu_hours / w.gpus + w.load_hours, per_load)
+    elif w.served:  # clients on CPU; their wall time is the server's
+        row = StageRow("judge", job.key, w.name, w.targets, w.requests, w.prompt_tokens,
+                       w.prompt_tokens_shared, w.output_tokens, 0.0, 0, n, 0, w.work_gpu_hours / max(w.gpus, 1))
+    else:
+        # The judge's instructions are computed once per task (engine_work counts them once).
+        more = (n - 1) * spec.plan.judge_instruction_tokens * (w.stage == "judge") * w.caches
+        shared, work = w.prompt_tokens_shared + more, w.work_gpu_hours + work_hours(more, 0, spec.plan, w.name)
+        row = StageRow(w.stage, job.key, w.name, w.targets, w.requests, w.prompt_tokens, shared, w.output_tokens,
+                       work + n * per_load, w.gpus, n, n, work / w.gpus / n + w.load_hours, n * per_load)
+    row.over_time_limit = bool(limit is not None and row.hours_per_task > limit)
+    return row
+
+
+def _totals(rows: list[StageRow]) -> dict:
+    totals = {}
+    for stage in ("generate", "judge"):
+        mine = [r for r in rows if r.stage == stage]
+        t = {k: sum(getattr(r, k) for r in mine) for k in ("requests", "prompt_tokens", "prompt_tokens_shared",
+                                                           "output_tokens", "gpu_hours", "load_gpu_hours",
+                                                           "tasks", "loads")}
+        t["load_share"] = t["load_gpu_hours"] / t["gpu_hours"] if t["gpu_hours"] else 0.0
+        totals[stage] = t
+    return totals
+
+
+def _shard_warnings(spec: RunSpec, work: list[EngineWork], shards: dict, questions: int) -> list[str]:
+    """Where a shard count the run fixes makes loading more than `plan.max_load_share` of an
+    engine's GPU-hours, and the count the plan would choose."""
+    out = []
+    for w in work:
+        n, share = shards[w.stage, w.name], spec.plan.max_load_share
+        limit = spec.slurm.time_generate if w.stage == "generate" else spec.slurm.time_judge
+        best, load = auto_shards(w, spec.plan, limit, questions), n * w.load_hours * w.gpus
+        if w.served or n <= best or load <= share * (w.work_gpu_hours + load):
+            continue
+        out.append(f"{w.stage} {w.name}: loading the weights takes {load:.3g} of {w.work_gpu_hours + load:.3g} "
+                   f"GPU-h ({load / (w.work_gpu_hours + load):.0%}) in {n} tasks (slurm.shards_{w.stage}); "
+                   f"{best} would keep it within plan.max_load_share: leave the count unset for {w.name}")
+    return out
+
+
+def estimate(spec: RunSpec, questions: list[Question], config_path: Path,
+             warnings: list[str]) -> tuple[dict, list[Job]]:
+    """Requests, tokens, tasks, loads and GPU-hours per job of the run's graph (returned beside);
+    totals per stage; warnings about assumptions made for want of a setting, and about loading
+    that dominates."""
+    warnings = list(warnings)
+    unscaled = [m.name for m in [*spec.models, *spec.judges] if m.name not in spec.plan.throughput_scale]
+    if unscaled:
+        warnings.append(f"plan.throughput_scale has no entry for {', '.join(dict.fromkeys(unscaled))}: each "
+                        "assumed as fast as an 8B dense model (1.0)")
+    work = engine_work(spec, questions, warnings)
+    shards = shard_counts(spec, work, len(questions))
+    jobs = build_graph(spec, config_path, shards)
+    by_engine = {(w.stage, w.name): w for w in work}
+    rows = [_row(job, by_engine["generate" if job.stage == "generate" else "judge", job.engine], spec)
+            for job in jobs if job.engine]
+    totals = _totals(rows)
+    return {
+        "run": spec.name,
+        "dataset": spec.dataset,
+        "questions": len(questions),
+        "questions_with_image": sum(1 for q in questions if q.image),
+        "checks": sum(len(checks_for(q, spec.compile.small_pool_max)) for q in questions),
+        "assumptions": spec.plan.model_dump(),
+        "load_minutes": {w.name: w.load_hours * 60 for w in work},
+        "shards": {stage: {n: k for (s, n), k in shards.items() if s == stage} for stage in ("generate", "judge")},
+        "rows": [asdict(r) for r in rows],
+        "totals": totals,
+        "gpu_hours": sum(t["gpu_hours"] for t in totals.values()),
+        "warnings": list(dict.fromkeys(warnings + _shard_warnings(spec, work, shards, len(questions)))),
+    }, jobs
+
+
+def plan_run(config_path: str | Path) -> dict:
+    """The estimate of a run's graph, after the checks a submission makes: a model folder that is
+    not there or an image that does not open is a warning here (the plan itself does not need
+    them). Before the release is downloaded (the dataset is a `gamut.jsonl` not there yet) the
+    plan counts on the release's known shape, and says so."""
+    config_path = Path(config_path)
+    spec = load_run_config(config_path)
+    problems = check_graph_inputs(spec)
+    if problems:  # the plan is the graph: one that cannot be built has no plan
+        raise InputError(problems)
+    questions, notes = questions_to_plan(spec)
+    notes += [f"{p} (a submission refuses this)" for p in check_engine_inputs(spec, dataset=notes == [])]
+    result, jobs = estimate(spec, questions, config_path, notes)
+    result["warnings"] += [f"{p.field}: {p.message} (a submission refuses this)" for p in fit_problems(spec, jobs)]
+    result["dataset_shape"] = "release" if questions and questions[0].domain == "release" else "measured"
+    return result
+
+
+def _si(x: float) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= size:
+            return f"{x / size:.3g}{unit}"
+    return f"{x:.0f}"
+
+
+def _hours_text(x: float) -> str:
+    return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
+
+
+def render_table(result: dict, console) -> None:
+    """One table per stage, a row per job of the graph; token counts in k/M/B, hours to three
+    significant digits."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text.assemble((str(result["run"]), "bold"), f": {result['questions']} questions "
+                                f"({result['questions_with_image']} with an image), {result['checks']} checks"))
+    for stage, tot in result["totals"].items():
+        rows = [r for r in result["rows"] if r["stage"] == stage]
+        if not rows:
+            continue
+        saved = 1 - tot["prompt_tokens_shared"] / tot["prompt_tokens"] if tot["prompt_tokens"] else 0.0
+        table = Table(title=f"{stage}: {tot['requests']:,} requests, {tot['tasks']} tasks, {tot['loads']} engine "
+                            f"loads, {_hours_text(tot['gpu_hours'])} GPU-h, {_hours_text(tot['load_gpu_hours'])} "
+                            f"of them loading weights ({tot['load_share']:.0%}; prefix sharing saves {saved:.0%} "
+                            "of prompt tokens)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        table.add_column("judge" if stage == "judge" else "model", overflow="fold", min_width=10)
+        table.add_column("systems" if stage == "judge" else "variants", justify="right", no_wrap=True)
+        for col in ("requests", "tokens", "GPU-h", "GPUs", "tasks", "loads", "h/task"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for r in rows:
+            over = (" >limit", "red") if r["over_time_limit"] else ""
+            what = "server" if r["job"].endswith(".server") else str(len(r["targets"]))
+            table.add_row(r["name"], what, f"{r['requests']:,}", _si(r["prompt_tokens_shared"] + r["output_tokens"]),
+                          _hours_text(r["gpu_hours"]), str(r["gpus_per_task"]),
+                          str(r["tasks"]), str(r["loads"]), Text.assemble(_hours_text(r["hours_per_task"]), over))
+        table.add_row(Text("total", "bold"), "", f"{tot['requests']:,}",
+                      _si(tot["prompt_tokens_shared"] + tot["output_tokens"]), Text(_hours_text(tot["gpu_hours"]), "bold"), "",
+                      str(tot["tasks"]), str(tot["loads"]), "")
+        console.print(table)
+    assumed = result["assumptions"]
+    console.print("tokens: what the engine computes, prompt tokens after prefix sharing and generated tokens "
+                  "(`plan --json` splits them, and counts prompts without sharing too; a judge's label is read "
+                  "in the prefill step and charged as a prompt token); loads: engine start-ups with a weight load.")
+    image = (f"{assumed['image_tokens']} per image" if assumed["image_tokens"] is not None
+             else "each model's own tokens per image")
+    console.print(Text.assemble("GPU-hours in all: ", (_hours_text(result["gpu_hours"]), "bold"), ". Assumed per GPU: "
+                  f"{assumed['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {assumed['decode_tokens_per_s_per_gpu']:,.0f} "
+                  f"output tok/s; {assumed['mean_answer_tokens']} tokens per answer, {image} (the run's `plan:` block)."))
+    loads = ", ".join(f"{n} {m:.1f}" for n, m in result["load_minutes"].items())
+    console.print(f"Every task first starts its engine and loads the weights: {assumed['startup_minutes']:g} min + "
+                  f"weights at {assumed['load_gb_per_minute']:g} GB/min (plan.startup_minutes, "
+                  f"plan.load_gb_per_minute), minutes per load: {loads}; included in GPU-h and h/task. Tasks per "
+                  f"engine: slurm.shards_* where set, else as many as keep loading within "
+                  f"{assumed['max_load_share']:.0%} of its GPU-h (plan.max_load_share).")
+    for line in result["warnings"]:
+        console.print(f"warning: {line}", style="yellow", markup=False)
+    if any(r["over_time_limit"] for r in result["rows"]):
+        console.print(">limit: tasks estimated to run past their SLURM time limit; raise "
+                      "slurm.shards_* or slurm.time_*.", style="red")
