@@ -125,9 +125,10 @@ def _gemma3(spec: ModelSpec) -> tuple[int, str]:
     kwargs = _processor_kwargs(spec) or {}
     if kwargs.get("do_pan_and_scan"):
         crops = int(kwargs.get("pan_and_scan_max_num_crops", GEMMA3_PAN_AND_SCAN_CROPS))
-        return ((crops + 1) * GEMMA3_TOKENS + MARKERS,
-                f"gemma-3: pan-and-scan on: at most {crops} crops + the image, {GEMMA3_TOKENS} tokens each (an upper bound)")
-    return GEMMA3_TOKENS + MARKERS, f"gemma-3: fixed {GEMMA3_TOKENS} tokens per image (896 px square) + 2 markers"
+        return ((crops + 1) * GEMMA3_TOKENS + MARKERS, f"gemma-3: pan-and-scan on: at most {crops} crops "
+                f"+ the image, {GEMMA3_TOKENS} tokens each (an upper bound)")
+    return (GEMMA3_TOKENS + MARKERS,
+            f"gemma-3: fixed {GEMMA3_TOKENS} tokens per image (896 px square) + 2 markers")
 
 
 def internvl_tiles(width: int, height: int, min_tiles: int, max_tiles: int) -> tuple[int, int]:
@@ -185,4 +186,5 @@ def image_tokens(spec: ModelSpec, width: int = 960, height: int = 1280,
         return _mistral(name, width, height)
     if name == "mllama":
         return 1, "mllama: one <|image|> token; the image enters through cross-attention, not the prompt"
-    return default, f"unknown model family for {spec.name!r} ({spec.path}): assumed {default} tokens per image"
+    return default, (f"unknown model family for {spec.name!r} ({spec.path}): "
+                     f"assumed {default} tokens per image")

@@ -60,20 +60,22 @@ def test_qwen3_vl_counts_merged_patches_within_the_configs_caps():
 def test_internvl_tiles_are_transformers_tiling():
     got_ocr2 = pytest.importorskip("transformers.models.got_ocr2.image_processing_got_ocr2")
     for max_tiles in (1, 2, 6, 12):
-        processor = got_ocr2.GotOcr2ImageProcessor(size={"height": 448, "width": 448}, crop_to_patches=True,
-                                                   min_patches=1, max_patches=max_tiles)
+        processor = got_ocr2.GotOcr2ImageProcessor(size={"height": 448, "width": 448},
+                                                   crop_to_patches=True, min_patches=1, max_patches=max_tiles)
         for width, height in SIZES:
             cols, rows = internvl_tiles(width, height, 1, max_tiles)
             ours = 1 if max_tiles == 1 else cols * rows + (cols * rows > 1)
-            assert ours == processor.get_number_of_image_patches(height, width, {}), (width, height, max_tiles)
+            theirs = processor.get_number_of_image_patches(height, width, {})
+            assert ours == theirs, (width, height, max_tiles)
     spec = ModelSpec(name="i", path="OpenGVLab/InternVL3-8B-hf",
                      engine=EngineArgs(extra={"mm_processor_kwargs": {"max_patches": 6}}))
     assert image_tokens(spec)[0] == (2 * 3 + 1) * 256 + 2  # a 2x3 grid and the thumbnail
     assert image_tokens(spec.model_copy(update={"engine": EngineArgs()}))[0] == (3 * 4 + 1) * 256 + 2
 
 
-@pytest.mark.parametrize("path, side, patch, merge", [("mistralai/Pixtral-12B-2409", 1024, 16, 1),
-                                                      ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", 1540, 14, 2)])
+@pytest.mark.parametrize("path, side, patch, merge", [
+    ("mistralai/Pixtral-12B-2409", 1024, 16, 1),
+    ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", 1540, 14, 2)])
 def test_mistral_encoders_count_as_mistral_common(path, side, patch, merge):
     image = pytest.importorskip("mistral_common.tokens.tokenizers.image")
     chunk = pytest.importorskip("mistral_common.protocol.instruct.chunk")
