@@ -48,6 +48,7 @@ class _Config(BaseModel):
 
 Lines = dict[tuple, int]  # key path (keys and list indexes) -> 1-based line in its YAML file
 EXTRA_TYPES = {"pipeline_parallel_size": (int, "a whole number >= 1"),
+               "data_parallel_size": (int, "a whole number >= 1"),
                "tokenizer_mode": (str, "a string"), "distributed_executor_backend": (str, "a string")}
 
 
@@ -115,9 +116,9 @@ class EngineArgs(_Config):
             value = extra.get(key)
             if key in extra and (isinstance(value, bool) or not isinstance(value, kind)):
                 raise ValueError(f"extra.{key}: expected {what}, got {value!r}")
-        if extra.get("pipeline_parallel_size", 1) < 1:
-            raise ValueError(f"extra.pipeline_parallel_size: expected a whole number >= 1, "
-                             f"got {extra['pipeline_parallel_size']!r}")
+        for key in ("pipeline_parallel_size", "data_parallel_size"):
+            if extra.get(key, 1) < 1:
+                raise ValueError(f"extra.{key}: expected a whole number >= 1, got {extra[key]!r}")
         return extra
 
 
@@ -216,9 +217,12 @@ class ModelSpec(_Located):
         return True
 
     def total_gpus(self) -> int:
-        """GPUs one task of this model takes: `gpus`, else tensor x pipeline parallel size."""
+        """GPUs one task of this model takes: `gpus`, else tensor x pipeline x data parallel
+        size (a served judge's `vllm serve --data-parallel-size 2` runs two copies of the
+        model in its one job, each on tensor x pipeline GPUs)."""
         pipeline = int(self.engine.extra.get("pipeline_parallel_size", 1) or 1)
-        return self.gpus or self.engine.tensor_parallel_size * pipeline
+        data = int(self.engine.extra.get("data_parallel_size", 1) or 1)
+        return self.gpus or self.engine.tensor_parallel_size * pipeline * data
 
     def settings_hash(self) -> str:
         """What determines the outputs, hashed; part of every record's resume key: the

@@ -147,6 +147,20 @@ def test_gpus_default_to_tensor_times_pipeline_parallel_size():
     assert ModelSpec(name="m", path="/m", gpus=16, engine=EngineArgs(tensor_parallel_size=4)).total_gpus() == 16
 
 
+def test_gpus_count_every_data_parallel_copy():
+    # `vllm serve --data-parallel-size 2 --tensor-parallel-size 4` holds two copies of the
+    # model in its one job: 8 GPUs, not the 4 of one copy (the server job asks SLURM for them).
+    served = ModelSpec(name="m", path="/m", engine=EngineArgs(tensor_parallel_size=4,
+                                                             extra={"data_parallel_size": 2}))
+    assert served.total_gpus() == 8
+    layered = EngineArgs(tensor_parallel_size=2, extra={"pipeline_parallel_size": 2, "data_parallel_size": 3})
+    assert ModelSpec(name="m", path="/m", engine=layered).total_gpus() == 12
+    assert ModelSpec(name="m", path="/m", gpus=4, engine=EngineArgs(extra={"data_parallel_size": 2})).total_gpus() == 4
+    for bad in (0, "2", True):
+        with pytest.raises(ValueError, match="extra.data_parallel_size: expected a whole number >= 1"):
+            EngineArgs(extra={"data_parallel_size": bad})
+
+
 def test_pick_and_select_variants_name_the_run_file(tmp_path):
     spec = _run(models=[ModelSpec(name="a", path="/m"), ModelSpec(name="b", path="/m")])
     assert [m.name for m in spec.pick("models", None)] == ["a", "b"]
