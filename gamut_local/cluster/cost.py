@@ -61,6 +61,8 @@ class EngineWork:
     gpus: int  # GPUs of one engine (one task)
     served: bool = False  # a `backend: openai` judge: the engine runs in a server
     caches: bool = True  # prefix caching on: the engine computes `prompt_tokens_shared`
+    image_tokens: int = 0  # what one image costs it (0: it sees none)
+    image_source: str = ""  # where that figure comes from
 
 
 def _tokens(text: str | None, plan: PlanSpec) -> int:
@@ -106,19 +108,18 @@ class _Tokens:
         return _tokens(q.text_for(variant)[0], self.plan)
 
 
-def per_image(spec: RunSpec, m: ModelSpec, notes: dict[str, str]) -> int:
-    """Tokens one image costs `m`: `plan.image_tokens` where set, else the model's own figure
-    (its processor settings or its family's; `notes` collects where each came from)."""
+def per_image(spec: RunSpec, m: ModelSpec) -> tuple[int, str]:
+    """Tokens one image costs `m`, and where the figure comes from: `plan.image_tokens` where
+    set, else the model's own (its processor settings or its family's)."""
     if spec.plan.image_tokens is not None:
-        return spec.plan.image_tokens
-    n, source = image_tokens(m)
-    notes[m.name] = f"{m.name}: {n} tokens per image ({source})"
-    return n
+        return spec.plan.image_tokens, "plan.image_tokens"
+    return image_tokens(m)
 
 
 def _generation_work(spec: RunSpec, m: ModelSpec, questions: list[Question], tok: _Tokens,
-                     image: int, load: float) -> EngineWork:
+                     load: float) -> EngineWork:
     plan, vs = spec.plan, m.variants(spec.variants)
+    image, source = per_image(spec, m) if "multimodal" in vs else (0, "")
     sys_tok = _tokens(m.system_prompt, plan)
     own = sum(tok.question(q, v) + (image if v == "multimodal" and q.image else 0) for v in vs for q in questions)
     n = len(questions) * len(vs)
@@ -128,7 +129,7 @@ def _generation_work(spec: RunSpec, m: ModelSpec, questions: list[Question], tok
     computed = shared if m.engine.enable_prefix_caching else full
     return EngineWork("generate", m.name, list(vs), n, full, shared, out,
                       work_hours(computed, out, plan, m.name), load, m.total_gpus(),
-                      caches=m.engine.enable_prefix_caching)
+                      caches=m.engine.enable_prefix_caching, image_tokens=image, image_source=source)
 
 
 def judged_systems(spec: RunSpec, extra: list[dict]) -> list[tuple[str, str]]:
@@ -152,17 +153,18 @@ def _answer_tokens(spec: RunSpec, questions: list[Question]) -> dict[tuple[str, 
     return out
 
 
-def _judge_work(spec: RunSpec, j: ModelSpec, questions: list[Question], tok: _Tokens, image: int,
-                load: float, answers: dict) -> EngineWork:
+def _judge_work(spec: RunSpec, j: ModelSpec, questions: list[Question], tok: _Tokens, load: float,
+                answers: dict) -> EngineWork:
     """Every system's answers graded by one judge engine, in the judge stage's order."""
     plan, instr, label = spec.plan, spec.plan.judge_instruction_tokens, spec.plan.judge_output_tokens
+    image, source = per_image(spec, j) if j.sees_image else (0, "")
     by_id = {q.question_id: q for q in questions}
     full = shared = requests = 0
     prefixes: set[tuple[str, str]] = set()  # (question, variant) whose question (and image) is computed
     for (_, variant), per_question in answers.items():
         for qid, a_tok in per_question.items():
             q, k = by_id[qid], len(tok.judged[qid, variant])
-            head = tok.question(q, variant) + (image if j.sees_image and variant == "multimodal" and q.image else 0)
+            head = tok.question(q, variant) + (image if variant == "multimodal" and q.image else 0)
             full += k * (instr + head + a_tok + label) + tok.check_total[qid, variant]
             shared += a_tok + k * label + tok.check_total[qid, variant] + (0 if (qid, variant) in prefixes else head)
             prefixes.add((qid, variant))
@@ -171,23 +173,22 @@ def _judge_work(spec: RunSpec, j: ModelSpec, questions: list[Question], tok: _To
     computed = shared if j.engine.enable_prefix_caching else full
     return EngineWork("judge", j.name, [f"{m}.{v}" for m, v in answers], requests, full, shared,
                       requests * label, work_hours(computed, 0, plan, j.name), load, j.total_gpus(),
-                      served=j.backend == "openai", caches=j.engine.enable_prefix_caching)
+                      served=j.backend == "openai", caches=j.engine.enable_prefix_caching,
+                      image_tokens=image, image_source=source)
 
 
 def engine_work(spec: RunSpec, questions: list[Question], warnings: list[str]) -> list[EngineWork]:
     """Every engine of the run with its whole work: generation per model (that answers any
     variant), then one per judge; `warnings` collects assumptions made for want of a setting."""
     tok = _Tokens(spec.plan, questions, spec.compile.small_pool_max)
-    notes: dict[str, str] = {}
-    out = [_generation_work(spec, m, questions, tok, per_image(spec, m, notes) if m.vision else 0,
-                            load_hours(spec, m, warnings))
+    out = [_generation_work(spec, m, questions, tok, load_hours(spec, m, warnings))
            for m in spec.models if m.variants(spec.variants)]
     answers = _answer_tokens(spec, questions)
-    out += [_judge_work(spec, j, questions, tok, per_image(spec, j, notes) if j.sees_image else 0,
+    out += [_judge_work(spec, j, questions, tok,
                         0.0 if j.backend == "openai" and not j.server.serve else load_hours(spec, j, warnings),
                         answers)
             for j in spec.judges]
-    warnings += [n for n in notes.values() if "table" in n or "default" in n]
+    warnings += [f"{w.name}: {w.image_source}" for w in out if w.image_source.startswith("unknown")]
     return out
 
 

@@ -78,34 +78,36 @@ def test_the_graph_has_a_server_job_and_cpu_client_arrays_that_start_after_it(se
     assert flags["--served-model-name"] == "Qwen/Qwen3-VL-235B-A22B-Instruct"
     assert flags["--tensor-parallel-size"] == "4" and flags["--max-model-len"] == "16384"
     assert flags["--logprobs-mode"] == "processed_logprobs" and flags["--enable-prompt-tokens-details"] is True
-    # Every client (2 systems x 2 shards) counts: the server stops only when all are done.
-    clients = [jobs[f"judge.big.{m}.{v}"] for m, v in (("small", "multimodal"), ("small", "text_only"))]
-    assert server.serves == [c.key for c in clients]
-    assert all(m in server.script for c in clients for m in c.markers)
+    # One client array grading both systems, 2 shards: every marker of it counts, and the
+    # server stops only when all are there.
+    client = jobs["judge.big"]
+    assert server.serves == ["judge.big"] and len(client.tasks) == 2
+    assert client.markers == [f"judge.big.small.{v}.shard-{i}-of-2" for i in range(2) for v in ("multimodal", "text_only")]
+    assert all(m in server.script for m in client.markers)
     url_file = server_url_file(Path(sub.spec.output_dir), "big")
-    for c in clients + [jobs["judge.api.small.text_only"]]:
-        assert "--gres" not in c.script and "#SBATCH --cpus-per-task=" in c.script
-    assert all(f"URL_FILE={url_file}" in c.script for c in clients)
-    assert "URL_FILE=''" in jobs["judge.api.small.text_only"].script  # served elsewhere: base_url
+    for c in (client, jobs["judge.api"]):
+        assert "--gres" not in c.script and "#SBATCH --cpus-per-task=" in c.script and c.loads == 0
+    assert f"URL_FILE={url_file}" in client.script
+    assert "URL_FILE=''" in jobs["judge.api"].script  # served elsewhere: base_url
+    assert (server.loads, client.loads) == (1, 0)  # the server loads the judge once; clients load nothing
     # The submission: clients wait for generation to succeed and for the server to have started.
     text = dry_run_text(sub)
     assert "--dependency=afterok:$JOB_generate_small,after:$JOB_judge_big_server" in text
-    assert "--dependency=afterok:$JOB_generate_small " in text.split("JOB_judge_api_small_multimodal=")[1]
+    assert "--dependency=afterok:$JOB_generate_small " in text.split("JOB_judge_api=")[1]
     score = text.split("JOB_score=")[1].splitlines()[0]
-    assert "JOB_judge_big_server" not in score and "$JOB_judge_big_small_text_only" in score
+    assert "JOB_judge_big_server" not in score and "$JOB_judge_big:" in score
     for j in sub.jobs:
         assert processes.run(["bash", "-n"], input=j.script, timeout=30, waiting_for="bash -n").returncode == 0, j.key
     records = {r["key"]: r for r in submit(sub, echo=lambda s: None)}
     assert any(a == f"--dependency=afterok:{records['generate.small']['job_id']},"
-                    f"after:{records['judge.big.server']['job_id']}" for a in records["judge.big.small.multimodal"]["argv"])
+                    f"after:{records['judge.big.server']['job_id']}" for a in records["judge.big"]["argv"])
     # Resume: once every client task is done, the server is not submitted again.
     done = tmp_path / "run" / "slurm" / "done"
     done.mkdir(parents=True, exist_ok=True)
-    for c in clients:
-        for m in c.markers:
-            (done / m).touch()
+    for m in client.markers:
+        (done / m).touch()
     again = {j.key for j in prepare(served).todo}
-    assert "judge.big.server" not in again and not any(k.startswith("judge.big.") for k in again)
+    assert "judge.big.server" not in again and not any(k.startswith("judge.big") for k in again)
 
 
 def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are_done(served, fake_site, tmp_path,
@@ -115,7 +117,7 @@ def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are
     GAMUT_SERVER_URL set to it and marks its shard done; the server leaves when all are done."""
     fake_site.add("python", vllm_serve_stand_in)
     fake_site.add("squeue", FAKE_SQUEUE)  # the client arrays stay queued while the test runs them
-    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5001_0 5001_1")
+    monkeypatch.setenv("FAKE_SQUEUE_IDS", "5002_0 5002_1")
     monkeypatch.setenv("FAKE_SQUEUE_LOG", str(tmp_path / "squeue.log"))
     monkeypatch.setenv("FAKE_SERVE_LOG", str(tmp_path / "serve.log"))
     sub = prepare(served)
@@ -131,16 +133,14 @@ def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are
         try:
             processes.wait_until(url_file.exists, timeout=120, waiting_for="the server job to write its address",
                                  log=log, proc=server)
-            clients = [k for k in jobs if k.startswith("judge.big.small.")]
-            for key in clients:
-                for shard in range(2):
-                    res = processes.run(["bash", "-c", jobs[key].script], env={**env, "SLURM_ARRAY_TASK_ID": str(shard)},
-                                        cwd=tmp_path, timeout=120, waiting_for="a client task")
-                    assert res.returncode == 0, res.stdout + res.stderr
+            for shard in range(2):
+                res = processes.run(["bash", "-c", jobs["judge.big"].script], env={**env, "SLURM_ARRAY_TASK_ID": str(shard)},
+                                    cwd=tmp_path, timeout=120, waiting_for="a client task")
+                assert res.returncode == 0, res.stdout + res.stderr
             calls = fake_site.launches()
             url = url_file.read_text().strip()
             assert url.startswith("http://") and url.endswith("/v1")
-            assert len(calls) == 4 and all(c["env"]["GAMUT_SERVER_URL"] == url and c["argv"][0] == "judge" for c in calls)
+            assert len(calls) == 2 and all(c["env"]["GAMUT_SERVER_URL"] == url and c["argv"][0] == "judge" for c in calls)
             server.wait(timeout=120)
         finally:
             processes.kill_session(server.pid)  # the stand-in server, however the test ends
@@ -178,7 +178,7 @@ def test_the_server_job_stops_when_its_clients_left_the_queue_unfinished(served,
     assert not url_file.exists()  # the address is gone with the server
     (asked,) = {tuple(a) for a in map(json.loads, (tmp_path / "squeue.log").read_text().splitlines())}
     names = next(a for a in asked if a.startswith("--name="))[len("--name="):].split(",")
-    assert sorted(names) == sorted(j.values["job_name"] for j in sub.jobs if j.key.startswith("judge.big.small."))
+    assert names == [next(j for j in sub.jobs if j.key == "judge.big").values["job_name"]]
 
 
 def test_served_weights_not_the_node_are_the_judges_identity(served, tmp_path, monkeypatch):
