@@ -112,10 +112,11 @@ def _flags(kw: dict) -> list[str]:
 def check_engine_settings(spec: ModelSpec, folder: Path, parsers) -> None:
     """Raise (TypeError, _Refused, ValueError) where vLLM would refuse `spec`'s engine settings."""
     model = _stand_in(spec, folder)
-    offline = spec.model_copy(update={"backend": "vllm", "server": None}) if spec.backend == "openai" else spec
+    served = spec.backend == "openai"
+    offline = spec.model_copy(update={"backend": "vllm", "server": None}) if served else spec
     kw = engine_kwargs(offline, model, on_cpu=False)
     EngineArgs(**kw)  # an unknown keyword is a TypeError naming it
-    if spec.backend == "openai":
+    if served:
         from vllm.entrypoints.launchers.cli_args import validate_parsed_serve_args
 
         validate_parsed_serve_args(parsers["serve"].parse_args(serve_args(spec, model)))
@@ -144,7 +145,7 @@ def test_vllm_accepts_the_engine_settings(label, tmp_path, parsers):
 @pytest.mark.parametrize("extra, refusal", [
     ({"max_num_seqz": 512}, "max_num_seqz"),  # a misspelt key
     ({"mm_encoder_tp_mode": "date"}, "invalid choice: 'date'"),  # a value not among vLLM's choices
-    ({"max_num_batched_tokens": "many"}, "invalid human_readable_int value: 'many'"),  # a value of the wrong type
+    ({"max_num_batched_tokens": "many"}, "invalid human_readable_int value: 'many'"),  # a wrong type
     ({"max_num_batched_tokens": 256}, r"must be greater than or equal to max_num_seqs \(512\)"),
     ({"data_parallel_size": 2}, "refused offline"),
 ])
