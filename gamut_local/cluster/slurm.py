@@ -107,12 +107,14 @@ def gpu_layout(m: ModelSpec, gpus_per_node: int, source: str, what: str) -> tupl
     """(GPUs per node, nodes) for one task of this model or judge, or problems."""
     tp = m.engine.tensor_parallel_size
     pp = int(m.engine.extra.get("pipeline_parallel_size", 1) or 1)
+    dp = int(m.engine.extra.get("data_parallel_size", 1) or 1)
     total = m.total_gpus()
     where = f"{what}.{m.name}"
     problems = []
-    if total < tp * pp:
+    if total < tp * pp * dp:
         problems.append(Problem(source, None, f"{where}.gpus",
-                                f"{total} GPUs cannot hold tensor_parallel_size {tp} x pipeline_parallel_size {pp}"))
+                                f"{total} GPUs cannot hold tensor_parallel_size {tp} x pipeline_parallel_size {pp}"
+                                + (f" x data_parallel_size {dp}" if dp > 1 else "")))
     if m.nodes == 1:
         if total > gpus_per_node:
             problems.append(Problem(source, None, f"{where}.gpus",
@@ -432,8 +434,10 @@ def prepare(config_path: str | Path, *, check_inputs: bool = True) -> Submission
     problems = check_graph_inputs(spec) + (check_run_inputs(spec) if check_inputs else [])
     if problems:
         raise InputError(problems)
-    # Unchecked, a dataset that is not here counts as no questions: one task per engine.
-    questions = questions_to_plan(spec)[0] if check_inputs or Path(spec.dataset).exists() else []
+    try:
+        questions = questions_to_plan(spec)[0]
+    except InputError:  # unchecked (check_inputs=False), a dataset not here: one task per engine
+        questions = []
     jobs = run_graph(spec, config_path, questions)
     for j in jobs:
         j.throttle = spec.slurm.max_concurrent

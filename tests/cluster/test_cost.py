@@ -261,3 +261,24 @@ def test_before_the_download_the_plan_counts_on_the_release_shape(gamut, tmp_pat
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
     res = gamut("plan", tmp_path / "run.yaml")
     assert res.exit_code == 1 and "gamut.jsonll" in res.output and "release's shape" not in res.output
+
+
+def test_the_paper_run_loads_each_engine_a_few_times_and_mostly_computes():
+    """configs/runs/paper-open.yaml on 8-GPU nodes, before the download (the release's shape):
+    the judge loaded at most 8 times, each candidate at most twice, the judge stage at most 15
+    GPU-h with loading at most 20% of it; and the plan's tasks are the graph's."""
+    from gamut_local.cluster.slurm import prepare
+
+    cfg = ROOT / "configs" / "runs" / "paper-open.yaml"
+    result = plan_run(cfg)
+    judge, gen = result["totals"]["judge"], result["totals"]["generate"]
+    assert load_run_config(cfg).slurm.gpus_per_node == 8
+    assert judge["loads"] <= 8 and judge["gpu_hours"] <= 15 and judge["load_share"] <= 0.2
+    assert all(r["loads"] <= 2 for r in result["rows"] if r["stage"] == "generate")
+    assert gen["loads"] == sum(r["tasks"] for r in result["rows"] if r["stage"] == "generate")
+    # The rows are the rendered graph's jobs: the same keys, tasks and loads.
+    jobs = {j.key: j for j in prepare(cfg, check_inputs=False).jobs}
+    for row in result["rows"]:
+        job = jobs[row["job"]]
+        assert (row["tasks"], row["loads"], row["gpus_per_task"]) == (len(job.tasks), job.loads, job.gpus)
+    assert {j.key for j in jobs.values() if j.engine} == {r["job"] for r in result["rows"]}
