@@ -2,9 +2,13 @@
 
 Runs `gamut-local run` (the real CLI, in a subprocess) on the sample with the models of
 configs/runs/sample-gpu.yaml (Qwen3-VL-4B answers both variants, Qwen3-VL-8B judges and sees
-the image), read offline from the Hugging Face cache, then prints one JSON object: device,
+the image) and their shipped engine settings, read offline from the Hugging Face cache. Then
+the judge alone grades the same answers again, once per `--max-num-seqs` value, in the judge
+stage's order: checks per second after its load (the load's seconds from its log line) and the
+prefix cache's hit rate at each. Writes one JSON object (to `--out`, and to stdout): device,
 backend and vLLM build used, label method, answers and verdicts, throughput, prefix-cache
-fraction, and every deviation from what a healthy run gives. Exit status 1 on any deviation.
+fraction, the judge at each batch size, and every deviation from what a healthy run gives.
+Exit status 1 on any deviation.
 
     bash scripts/gpu_check.sh                      # vLLM, the sample-gpu models (needs a GPU)
     bash scripts/gpu_check.sh --backend transformers   # the same through transformers (no vLLM)
@@ -21,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -117,6 +123,38 @@ def summarise(work: Path, wall: float, dev: dict) -> dict:
     }
 
 
+LOADED = re.compile(r"^gamut-local: \S+ loaded \(.*\) in ([0-9.]+) s$", re.M)
+
+
+def judge_throughput(work: Path, cfg_path: Path, max_num_seqs: int) -> dict:
+    """The run's judge alone over the run's answers, with `engine.max_num_seqs` set: checks per
+    second once its engine is up (wall time less the load its log line reports), and the
+    prefix cache's hit rate, in the judge stage's order."""
+    cfg = yaml.safe_load(cfg_path.read_text())
+    judge = {**cfg["judges"][0]}
+    judge["engine"] = {**judge.get("engine", {}), "max_num_seqs": max_num_seqs}
+    out = work / f"judge-max-num-seqs-{max_num_seqs}"
+    shutil.copytree(work / "run" / "answers", out / "answers", dirs_exist_ok=True)
+    path = work / f"judge-max-num-seqs-{max_num_seqs}.yaml"
+    path.write_text(yaml.safe_dump({**cfg, "judges": [judge], "output_dir": str(out)}, sort_keys=False))
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "gamut_local.cli", "judge", "--config", str(path)], cwd=ROOT,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=sys.stderr, stderr=subprocess.PIPE,
+                          text=True, check=False)
+    wall = time.perf_counter() - t0
+    sys.stderr.write(proc.stderr)
+    loaded = LOADED.findall(proc.stderr)
+    verdicts = read_verdicts(out / "verdicts" / judge["name"]) if proc.returncode == 0 else []
+    prompt = sum(v["prompt_tokens"] for v in verdicts)
+    cached = sum(v["num_cached_tokens"] or 0 for v in verdicts)
+    busy = wall - float(loaded[0]) if len(loaded) == 1 else None
+    return {"max_num_seqs": max_num_seqs, "exit": proc.returncode, "loads": len(loaded),
+            "load_s": float(loaded[0]) if loaded else None, "verdicts": len(verdicts),
+            "seconds_after_load": round(busy, 2) if busy is not None else None,
+            "checks_per_s": round(len(verdicts) / busy, 2) if busy else None,
+            "cached_fraction": round(cached / prompt, 4) if prompt else None}
+
+
 def expected(backend: str) -> str:
     """The back end a healthy machine runs: `auto` must pick vLLM where this check runs (it
     picks transformers only where vLLM, or for a vision model torchvision, is missing)."""
@@ -147,6 +185,12 @@ def deviations(s: dict, backend: str, tiny: bool, n_questions: int, limit_s: flo
         bad.append(f"{s['invalid_verdicts']} invalid verdicts")
     if backend == "vllm" and (s["cached_fraction"] or 0) < MIN_CACHED_FRACTION:
         bad.append(f"prefix-cache fraction {s['cached_fraction']}, expected >= {MIN_CACHED_FRACTION}")
+    for row in s.get("judge_throughput", []):
+        at = f"the judge at max_num_seqs {row['max_num_seqs']}"
+        if row["exit"] != 0 or row["loads"] != 1:
+            bad.append(f"{at}: exit {row['exit']}, {row['loads']} engine loads (expected 0 and 1)")
+        elif row["verdicts"] != s["verdicts"]:
+            bad.append(f"{at}: {row['verdicts']} verdicts, expected the run's {s['verdicts']}")
     if s["seconds"]["wall"] > limit_s:
         bad.append(f"took {s['seconds']['wall']} s, over the {limit_s:.0f} s budget")
     return bad
@@ -158,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="the tiny seeded Qwen3-VL for both roles (no hub)")
     ap.add_argument("--limit", type=int, default=None, help="only the first N questions (pilot)")
     ap.add_argument("--work", type=Path, default=None, help="folder for the run (default: a new temp folder)")
-    ap.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget (a deviation beyond it)")
+    ap.add_argument("--budget-s", type=float, default=780.0, help="wall-clock budget (a deviation beyond it)")
+    ap.add_argument("--max-num-seqs", default="64,512", help=(
+        "the judge's engine.max_num_seqs values to time it at, comma-separated (empty: none; "
+        "default: the old cap and the shipped judges' value)"))
+    ap.add_argument("--out", type=Path, default=None, help="where to write the JSON (default: WORK/gpu_check.json)")
     args = ap.parse_args(argv)
     import tempfile
 
@@ -179,9 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"work": str(work), "deviations": [f"`gamut-local run` exited {proc.returncode}"]}))
         return 1
     summary = summarise(work, wall, device())
+    summary["judge_throughput"] = [judge_throughput(work, cfg, int(n)) for n in args.max_num_seqs.split(",") if n]
+    summary["seconds"]["wall"] = round(time.perf_counter() - t0, 1)
     summary["deviations"] = deviations(summary, args.backend, args.tiny, n_questions, args.budget_s)
     summary["work"] = str(work)
-    print(json.dumps(summary, indent=2))
+    text = json.dumps(summary, indent=2)
+    (args.out or work / "gpu_check.json").write_text(text + "\n")
+    print(text)
     return 1 if summary["deviations"] else 0
 
 

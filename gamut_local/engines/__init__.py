@@ -162,7 +162,7 @@ def load_engine(spec: ModelSpec) -> Engine:
         engine = TransformersEngine(spec, path)
     # One line per load in every job's log: how often a task loaded, and what a load costs here
     # (what `plan.startup_minutes` and `plan.load_gb_per_minute` stand for).
-    print(f"gamut-local: {spec.name} loaded ({backend}, {path}) in {time.monotonic() - started:.0f} s",
+    print(f"gamut-local: {spec.name} loaded ({backend}, {path}) in {time.monotonic() - started:.1f} s",
           file=sys.stderr, flush=True)
     return engine
 

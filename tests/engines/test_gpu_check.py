@@ -27,13 +27,19 @@ def _gpu_check_module():
 
 
 def test_gpu_check_runs_the_sample_on_the_tiny_vlm_with_auto_backend_and_reports_json(tmp_path, no_engine):
-    # 600 s: one engine start (candidate and judge share the weights and engine settings, so
-    # `run` keeps it open) and 2 questions on a busy 2-core machine.
+    # 900 s: one engine start (candidate and judge share the weights and engine settings, so
+    # `run` keeps it open) and 2 questions, then two more judge engines, on a busy 2-core machine.
     res = processes.run(["bash", str(PROJECT_ROOT / "scripts" / "gpu_check.sh"), "--tiny", "--backend", "auto",
-                         "--limit", "2", "--work", str(tmp_path / "check")],
-                        timeout=600, waiting_for="gpu_check.sh to finish")
+                         "--limit", "2", "--work", str(tmp_path / "check"), "--max-num-seqs", "2,16"],
+                        timeout=900, waiting_for="gpu_check.sh to finish")
     assert res.returncode == 0, res.stdout + res.stderr[-3000:]
     report = json.loads(res.stdout)
+    assert json.loads((tmp_path / "check" / "gpu_check.json").read_text()) == report  # the one JSON it writes
+    # The judge alone at each batch size: one load, the run's verdicts again, a rate after the load.
+    assert [r["max_num_seqs"] for r in report["judge_throughput"]] == [2, 16]
+    for row in report["judge_throughput"]:
+        assert (row["exit"], row["loads"], row["verdicts"]) == (0, 1, report["verdicts"])
+        assert row["checks_per_s"] > 0 and row["load_s"] > 0 and row["cached_fraction"] > 0.5
     assert report["deviations"] == [] and report["backend"] == ["vllm"] and report["label_method"] == [FIRST_TOKEN]
     assert report["answers"] == {"multimodal": 2, "text_only": 2} and report["verdicts"] > 0
     assert report["verdicts_by_variant"]["multimodal"] > 0  # the judge saw the image's answers too
