@@ -24,8 +24,9 @@ export VLLM_WORKER_MULTIPROC_METHOD=spawn
 RUN_CONFIG={{run_config}}
 DONE_DIR={{done_dir}}
 mkdir -p "$DONE_DIR"
-# A shard is complete when its marker exists; `gamut-local slurm` skips it on resubmission.
-mark_done() { touch "$DONE_DIR/$1"; }
+# A shard is complete when its marker holds the key of the work now asked for (GAMUT_DONE_KEY:
+# the engine's settings, the questions and checks); `gamut-local slurm` skips it on resubmission.
+mark_done() { printf '%s\n' "${GAMUT_DONE_KEY:-}" > "$DONE_DIR/$1.tmp" && mv -f "$DONE_DIR/$1.tmp" "$DONE_DIR/$1"; }
 # The GPUs a job is given must be real: a test cluster's fake GPUs (gres backed by /dev/null)
 # set CUDA_VISIBLE_DEVICES as real ones do, and vLLM would take the job for a GPU job. A job
 # meant for CPU says so (slurm.setup: "export GAMUT_FAKE_GPUS=1"): its GPU variables are cleared.

@@ -102,7 +102,7 @@ def estimate(spec: RunSpec, questions: list[Question], config_path: Path,
                         "assumed as fast as an 8B dense model (1.0)")
     work = engine_work(spec, questions, warnings)
     shards = shard_counts(spec, work, len(questions))
-    jobs = build_graph(spec, config_path, shards)
+    jobs = build_graph(spec, config_path, shards, questions)
     by_engine = {(w.stage, w.name): w for w in work}
     rows = [_row(job, by_engine["generate" if job.stage == "generate" else "judge", job.engine], spec)
             for job in jobs if job.engine]

@@ -26,8 +26,12 @@ Resume: a job script touches one done marker per (system, shard) it finished in
 array tasks with a marker missing (a model added to the run leaves every judging task one
 marker short: each reruns, loads the judge once and grades only the new model's answers, the
 stages resuming from the files) and score/report again whenever any judging is resubmitted. A
-requeued or rerun task never duplicates a record. Markers are per shard count: changing the
-shard counts reruns every task, which then finds its work on disk and ends without loading.
+marker holds the key of what its task's work was made for (`identity.done_key`: the engine's
+settings, the questions, a judge's checks and what made the answers it grades); one holding
+another key is not done, so a reworded check reruns the judging tasks, each grading only what
+is stale. A requeued or rerun task never duplicates a record. Markers are per shard count:
+changing the shard counts reruns every task, which then finds its work on disk and ends
+without loading.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config
 from gamut_local.data.records import Question, load_answers
 from gamut_local.engines import model_problem, tensor_parallel_problem
 from gamut_local.errors import InputError, Problem
+from gamut_local.rubric.compiler import checks_for
+from gamut_local.rundir.identity import done_key, file_record, short_hash
 from gamut_local.rundir.layout import check_name
 from gamut_local.rundir.paths import inside, run_dir_problems
 from gamut_local.rundir.store import write_json, write_text_atomic
@@ -70,6 +76,7 @@ class Job:
     gpus: int = 0  # per node
     nodes: int = 1
     engine: str = ""  # the model or judge whose engine the tasks load (generate, judge, serve)
+    done_key: str = ""  # what a done marker must hold to count (identity.done_key); "": it exists
     pending: list[int] = field(default_factory=list)  # task indices still to run
     throttle: int | None = None  # at most this many tasks of the array at once
     script: str = ""
@@ -199,21 +206,21 @@ def _common_values(spec: RunSpec, config_path: Path) -> dict:
     }
 
 
-def _generate_jobs(spec: RunSpec, common: dict, prefix: str, shards: dict) -> list[Job]:
+def _generate_jobs(spec: RunSpec, common: dict, prefix: str, shards: dict, questions: list[Question]) -> list[Job]:
     """One array per model; task i answers shard i of the questions in all the model's variants."""
     s, jobs = spec.slurm, []
     for m in spec.models:
         vs = m.variants(spec.variants)
         if not vs:
             continue
-        G = shards["generate", m.name]
+        G, done = shards["generate", m.name], done_key(m.settings_hash(), questions)
         gpus = gpu_layout(m, s.gpus_per_node, m.source, "models")[0]
         jobs.append(Job(f"generate.{m.name}", "generate", "generate.sbatch", {
             **common, "job_name": f"{prefix}.gen.{m.name}", "gpus": str(gpus), "time": s.time_generate,
             "model": _q(m.name), "variants": " ".join(_q(v) for v in vs), "shards": str(G),
-            "engine_key": _q(engine_key(m))},
+            "engine_key": _q(engine_key(m)), "done_key": done},
             tasks=[[f"generate.{m.name}.{v}.shard-{i}-of-{G}" for v in vs] for i in range(G)],
-            gpus=gpus, nodes=1, engine=m.name))
+            gpus=gpus, nodes=1, engine=m.name, done_key=done))
     return jobs
 
 
@@ -223,18 +230,24 @@ def engine_key(m: ModelSpec) -> str:
     return f"{m.name}-{m.settings_hash()}"
 
 
-def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str], shards: dict) -> list[Job]:
+def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str], shards: dict,
+                questions: list[Question]) -> list[Job]:
     """One array per judge; task i grades every system's answers to shard i of the questions and
     waits for the generation of every model it grades."""
     s, jobs = spec.slurm, []
+    checks = {q.question_id: checks_for(q, spec.compile.small_pool_max) for q in questions}
+    # What the answers graded are made by: each candidate's settings, each given file's bytes.
+    answers_made_by = [m.settings_hash() for m in spec.models] + [file_record(Path(p))["sha256"]
+                                                                  for p in spec.extra_answers]
     systems = judged_systems(spec, load_answers(spec.extra_answers))
     after = list(dict.fromkeys(f"generate.{m}" for m, _ in systems if m in generated))
     for j in spec.judges:
         H = shards["judge", j.name]
         key = f"judge.{j.name}"
+        done = done_key(short_hash(j.settings_hash(), *answers_made_by), questions, checks)
         values = {**common, "job_name": f"{prefix}.{key}", "time": s.time_judge, "judge": _q(j.name),
                   "systems": " ".join(_q(f"{m}.{v}") for m, v in systems), "shards": str(H),
-                  "engine_key": _q(engine_key(j))}
+                  "engine_key": _q(engine_key(j)), "done_key": done}
         tasks = [[f"{key}.{m}.{v}.shard-{i}-of-{H}" for m, v in systems] for i in range(H)]
         if j.backend == "openai":
             jobs += _served_judge_jobs(spec, j, values, tasks, after)
@@ -242,7 +255,7 @@ def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str], s
         gpus, nodes, _ = gpu_layout(j, s.gpus_per_node, j.source, "judges")
         jobs.append(Job(key, "judge", "judge-ray.sbatch" if nodes > 1 else "judge.sbatch", {
             **values, "gpus": str(gpus), "gpus_per_node": str(gpus), "nodes": str(nodes)},
-            tasks=tasks, after=after, gpus=gpus, nodes=nodes, engine=j.name))
+            tasks=tasks, after=after, gpus=gpus, nodes=nodes, engine=j.name, done_key=done))
     return jobs
 
 
@@ -274,7 +287,8 @@ def _served_judge_jobs(spec: RunSpec, j: ModelSpec, values: dict, tasks: list[li
     client = Job(f"judge.{j.name}", "judge", "judge-client.sbatch", {
         **values, "cpus": str(s.cpus_score), "mem": s.mem_score,
         "url_file": _q(url_file) if url_file else "''", "server_wait_s": str(SERVER_WAIT_S)},
-        tasks=tasks, after=after, after_start=[server_key] if url_file else [], engine=j.name)
+        tasks=tasks, after=after, after_start=[server_key] if url_file else [], engine=j.name,
+        done_key=values["done_key"])
     if url_file is None:
         return [client]
     gpus = gpu_layout(j, s.gpus_per_node, j.source, "judges")[0]
@@ -286,17 +300,20 @@ def _served_judge_jobs(spec: RunSpec, j: ModelSpec, values: dict, tasks: list[li
     return [server, client]
 
 
-def build_graph(spec: RunSpec, config_path: Path, shards: dict[tuple[str, str], int]) -> list[Job]:
+def build_graph(spec: RunSpec, config_path: Path, shards: dict[tuple[str, str], int],
+                questions: list[Question]) -> list[Job]:
     """Every job of the run in submission order (dependencies before dependents); `shards` gives
-    each ("generate" | "judge", name) its task count (`cost.shard_counts`)."""
+    each ("generate" | "judge", name) its task count (`cost.shard_counts`); the tasks' done
+    markers must hold the key of what their work is made for (`questions`, settings)."""
     problems = check_graph_inputs(spec)
     if problems:
         raise InputError(problems)
     s = spec.slurm
     prefix = re.sub(r"[^A-Za-z0-9_.-]", "-", spec.name)
     common = _common_values(spec, config_path)
-    jobs = _generate_jobs(spec, common, prefix, shards)
-    judges = _judge_jobs(spec, common, prefix, {m.name for m in spec.models if m.variants(spec.variants)}, shards)
+    jobs = _generate_jobs(spec, common, prefix, shards, questions)
+    judges = _judge_jobs(spec, common, prefix, {m.name for m in spec.models if m.variants(spec.variants)}, shards,
+                         questions)
     cpu = {"cpus": str(s.cpus_score), "mem": s.mem_score, "time": s.time_score}
     score = Job("score", "score", "score.sbatch", {**common, **cpu, "job_name": f"{prefix}.score"},
                 tasks=[["score"]], array=False, after=[j.key for j in judges if j.stage == "judge"])
@@ -307,7 +324,8 @@ def build_graph(spec: RunSpec, config_path: Path, shards: dict[tuple[str, str], 
 
 def run_graph(spec: RunSpec, config_path: Path, questions: list[Question]) -> list[Job]:
     """The run's graph with the shard counts its plan gives: what `slurm`, `plan` and `status` see."""
-    return build_graph(spec, config_path, shard_counts(spec, engine_work(spec, questions, []), len(questions)))
+    return build_graph(spec, config_path, shard_counts(spec, engine_work(spec, questions, []), len(questions)),
+                       questions)
 
 
 def templates_dir(spec: RunSpec, config_path: Path) -> Path:
@@ -338,11 +356,22 @@ def render_jobs(jobs: list[Job], tdir: Path) -> None:
         job.script = render(read(job.template), values, str(tdir / job.template))
 
 
+def _done(marker: Path, key: str) -> bool:
+    """A marker counts while it holds the key of the work now asked for (an empty key: while it
+    exists); a marker left by other settings or other questions or checks does not."""
+    if not key:
+        return marker.exists()
+    try:
+        return marker.read_text(encoding="utf-8", errors="replace").strip() == key
+    except OSError:  # missing, or not a file
+        return False
+
+
 def mark_pending(jobs: list[Job], done_dir: Path) -> None:
     """Which tasks still need to run: no done marker, or (score/report) anything upstream reruns."""
     by_key = {j.key: j for j in jobs}
     for job in jobs:
-        job.pending = [i for i, task in enumerate(job.tasks) if not all((done_dir / mk).exists() for mk in task)]
+        job.pending = [i for i, task in enumerate(job.tasks) if not all(_done(done_dir / mk, job.done_key) for mk in task)]
         if not job.array and any(by_key[a].pending for a in job.after):
             job.pending = [0]
     for job in jobs:  # a judge server runs while any of its clients has work left

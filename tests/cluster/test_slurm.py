@@ -92,6 +92,15 @@ def _gpus(script: str) -> int:
     return int(re.search(r"#SBATCH --gres=gpu:(\d+)", script).group(1))
 
 
+def _mark_done(config: Path, *markers: str) -> None:
+    """Done markers as the job scripts write them: each holding its job's key."""
+    keys = {m: j.done_key for j in prepare(config).jobs for m in j.markers} | {"score": "", "report": ""}
+    done = config.parent / "run" / "slurm" / "done"
+    done.mkdir(parents=True, exist_ok=True)
+    for m in markers:
+        (done / m).write_text(keys[m] + "\n")
+
+
 def test_compress_indices():
     assert compress_indices([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
     assert compress_indices([3]) == "3" and compress_indices([4, 3]) == "3-4"
@@ -160,20 +169,12 @@ def test_every_rendered_script_passes_bash_n(cluster, tmp_path):
 
 
 def test_resubmitting_skips_complete_shards(cluster, tmp_path):
-    done = tmp_path / "run" / "slurm" / "done"
-    done.mkdir(parents=True)
-    for v in ("multimodal", "text_only"):
-        for i in range(3):
-            (done / f"generate.small.{v}.shard-{i}-of-3").touch()
-    for i in range(3):
-        (done / f"generate.big.multimodal.shard-{i}-of-3").touch()
-    (done / "generate.big.text_only.shard-1-of-3").touch()
-    for system in SYSTEMS.split():  # judge-a's shard 0 whole, its shard 1 one system short
-        (done / f"judge.judge-a.{system}.shard-0-of-2").touch()
-        if system != "big.text_only":
-            (done / f"judge.judge-a.{system}.shard-1-of-2").touch()
-    (done / "score").touch()
-    (done / "report").touch()
+    _mark_done(cluster, *(f"generate.small.{v}.shard-{i}-of-3" for v in ("multimodal", "text_only") for i in range(3)),
+               *(f"generate.big.multimodal.shard-{i}-of-3" for i in range(3)), "generate.big.text_only.shard-1-of-3",
+               # judge-a's shard 0 whole, its shard 1 one system short
+               *(f"judge.judge-a.{system}.shard-0-of-2" for system in SYSTEMS.split()),
+               *(f"judge.judge-a.{system}.shard-1-of-2" for system in SYSTEMS.split() if system != "big.text_only"),
+               "score", "report")
     submit(prepare(cluster), echo=lambda s: None)
     jobs = _by_name(_calls(tmp_path))
     assert "t.gen.small" not in jobs
@@ -190,12 +191,7 @@ def test_resubmitting_skips_complete_shards(cluster, tmp_path):
 def test_a_model_added_to_a_finished_run_reruns_each_judging_task_once(cluster, tmp_path):
     """Every judging task is one marker short: each is resubmitted, loads the judge once and
     grades what is missing (the stage resumes from the files); only the new model generates."""
-    submission = prepare(cluster)
-    done = tmp_path / "run" / "slurm" / "done"
-    done.mkdir(parents=True)
-    for job in submission.jobs:
-        for marker in job.markers:
-            (done / marker).touch()
+    _mark_done(cluster, *(m for job in prepare(cluster).jobs for m in job.markers))
     config = yaml.safe_load(cluster.read_text())
     (tmp_path / "models" / "newer").mkdir()
     (tmp_path / "models" / "newer" / "config.json").write_text("{}")
@@ -211,16 +207,36 @@ def test_a_model_added_to_a_finished_run_reruns_each_judging_task_once(cluster, 
 
 
 def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
-    submission = prepare(cluster)
-    done = tmp_path / "run" / "slurm" / "done"
-    done.mkdir(parents=True)
-    for job in submission.jobs:
-        for marker in job.markers:
-            (done / marker).touch()
+    _mark_done(cluster, *(m for job in prepare(cluster).jobs for m in job.markers))
     assert prepare(cluster).todo == []
     res = gamut("slurm", cluster, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output
     assert _calls(tmp_path) == []
+
+
+def test_a_marker_made_for_other_work_is_not_done(cluster, tmp_path):
+    """A done marker holds the key of what its task's work was made for: a reworded check
+    reruns every judging task (each grades only what is stale) and no generation; another
+    setting of a model reruns that model's generation and, as its answers change, the judging;
+    a marker without a key (an older run's) counts as not done."""
+    everything = [m for job in prepare(cluster).jobs for m in job.markers]
+    _mark_done(cluster, *everything)
+    assert prepare(cluster).todo == []
+    data = tmp_path / "data.jsonl"
+    question = json.loads(data.read_text())
+    question["checks"][0]["text"] += " Indeed."
+    data.write_text(json.dumps(question) + "\n")
+    assert [j.key for j in prepare(cluster).todo] == ["judge.judge-a", "judge.judge-ray", "score", "report"]
+    _mark_done(cluster, *everything)
+    config = yaml.safe_load(cluster.read_text())
+    config["models"][0]["sampling"] = {"temperature": 0.5}
+    cluster.write_text(yaml.safe_dump(config))
+    todo = {j.key: j.pending for j in prepare(cluster).todo}
+    assert list(todo) == ["generate.small", "judge.judge-a", "judge.judge-ray", "score", "report"]
+    assert todo["generate.small"] == [0, 1, 2]
+    _mark_done(cluster, *everything)
+    (tmp_path / "run" / "slurm" / "done" / "generate.big.text_only.shard-2-of-3").write_text("")
+    assert {j.key: j.pending for j in prepare(cluster).todo}["generate.big"] == [2]
 
 
 def test_the_job_script_runs_one_shard_and_marks_it_done(cluster, fake_site, tmp_path):
@@ -514,9 +530,7 @@ def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypa
     (run / "answers").mkdir(parents=True)
     (run / "answers" / "small.multimodal.shard-0-of-3.jsonl").write_text(json.dumps(
         {"question_id": "q1", "model": "small", "variant": "multimodal", "response": "a cat"}) + "\n")
-    for i in range(3):
-        (run / "slurm" / "done").mkdir(parents=True, exist_ok=True)
-        (run / "slurm" / "done" / f"generate.small.multimodal.shard-{i}-of-3").touch()
+    _mark_done(cluster, *(f"generate.small.multimodal.shard-{i}-of-3" for i in range(3)))
     log = run / "slurm" / "logs" / "t.gen.small-5000_1.out"
     log.write_text("loading\nValueError: out of memory\n")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # the fake sbatch only: no scontrol, no squeue
@@ -534,8 +548,7 @@ def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypa
     data = json.loads(gamut("status", cluster, "--json").output)
     assert data["slurm"] is False and data["complete"] is False
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 0
-    for i in range(3):
-        (run / "slurm" / "done" / f"generate.small.text_only.shard-{i}-of-3").touch()
+    _mark_done(cluster, *(f"generate.small.text_only.shard-{i}-of-3" for i in range(3)))
     data = json.loads(gamut("status", cluster, "--json").output)
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
 
