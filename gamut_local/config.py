@@ -368,6 +368,23 @@ class SlurmSpec(_Config):
     templates: str | None = Field(default=None, examples=["my-slurm-templates"], description=(
         "A folder of your own sbatch templates. Unset: the project's `slurm/`."))
 
+    @field_validator("shards_generate", "shards_judge", mode="wrap")
+    @classmethod
+    def _shard_counts(cls, value, handler):
+        """One message for a bad count, not one per member of the union."""
+        try:
+            return handler(value)
+        except ValidationError:
+            counts = value.items() if isinstance(value, dict) else [(None, value)]
+            for name, n in counts:
+                if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                    where = f"{name}: " if name is not None else ""
+                    raise ValueError(f"{where}must be at least 1, got {n!r}" if isinstance(n, int)
+                                     and not isinstance(n, bool) else
+                                     f"{where}must be a number of tasks (at least 1), or a mapping of "
+                                     f"names to one, got {n!r}") from None
+            raise
+
     @field_validator("extra_sbatch")
     @classmethod
     def _sbatch_lines(cls, lines: list[str]) -> list[str]:

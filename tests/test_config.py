@@ -31,6 +31,12 @@ CASES = {
                                       ["{f}:5: variants.0: must be 'multimodal' or 'text_only', got 'colour'"]),
     "a bound": (JUDGE + "slurm:\n  partition: gpu\n  shards_judge: 0\n",
                 ["{f}:7: slurm.shards_judge: must be at least 1, got 0"]),
+    "a count per name": (JUDGE + "slurm:\n  partition: gpu\n  shards_judge: {j: banana}\n",
+                         ["{f}:7: slurm.shards_judge: j: must be a number of tasks (at least 1), or a mapping "
+                          "of names to one, got 'banana'"]),
+    "a count neither number nor mapping": (JUDGE + "slurm:\n  partition: gpu\n  shards_generate: [2]\n",
+                                           ["{f}:7: slurm.shards_generate: must be a number of tasks (at least 1), "
+                                            "or a mapping of names to one, got [2]"]),
     "a form": (JUDGE + "slurm: {time_judge: banana}\n",
                ["{f}:5: slurm.time_judge: must be a SLURM time such as 90 (minutes), 12:00:00"]),
     "a type": (JUDGE + "chunk_size: many\n", ["{f}:5: chunk_size: must be a whole number, got 'many'"]),
