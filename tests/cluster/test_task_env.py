@@ -27,6 +27,8 @@ from gamut_local.testing import processes
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")
 KEY = "smollm2-0123abcd"
+# The array's job id: this process's, so no other test's task shares its /tmp/g-<job>-<task>.
+JOB = str(os.getpid())
 
 
 def job_script(tmp_path: Path, body: str) -> Path:
@@ -45,7 +47,7 @@ def task_env(tmp_path: Path, task: int, **extra) -> dict:
            if not k.startswith(("SLURM_", "GAMUT_", "VLLM_")) and k != "TMPDIR"}
     scratch = tmp_path / "scratch"
     scratch.mkdir(exist_ok=True)
-    return {**env, "SLURM_ARRAY_JOB_ID": "77", "SLURM_JOB_ID": str(100 + task), "SLURM_ARRAY_TASK_ID": str(task),
+    return {**env, "SLURM_ARRAY_JOB_ID": JOB, "SLURM_JOB_ID": str(100 + task), "SLURM_ARRAY_TASK_ID": str(task),
             "TMPDIR": str(scratch), "XDG_CACHE_HOME": str(tmp_path / "xdg"), **extra}
 
 
@@ -158,14 +160,15 @@ def test_vllm_sockets_stay_under_the_unix_limit_with_a_long_site_tmpdir(tmp_path
     assert len(str(long_tmp)) == 150
     (tmp_path / "sockets.py").write_text(SOCKETS)
     script = job_script(tmp_path, f'"{sys.executable}" "{tmp_path}/sockets.py"')
-    env = task_env(tmp_path, 3, TMPDIR=str(long_tmp), SLURM_ARRAY_JOB_ID="123456789")
+    job = f"{JOB:0>10}"  # as long as job ids get
+    env = task_env(tmp_path, 3, TMPDIR=str(long_tmp), SLURM_ARRAY_JOB_ID=job)
     # 120 s: the child imports vLLM's network helpers (torch with them), no model.
     res = run_task(script, env, timeout=120)
     assert res.returncode == 0, res.stderr
     length, direct = res.stdout.split("\n", 1)
     assert int(length) <= 107
     assert "longer than 107 characters" in direct, direct  # TMPDIR alone would not have bound
-    assert not Path("/tmp/g-123456789-3").exists()
+    assert not Path(f"/tmp/g-{job}-3").exists()
 
 
 # -- a real engine, twice -----------------------------------------------------------------------
