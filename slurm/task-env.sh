@@ -79,9 +79,9 @@ fi
 compile_cache_publish() {
   [ -n "${GAMUT_ENGINE_KEY:-}" ] && [ "${COMPILE_CACHE_SEEDED:-0}" = 0 ] || return 0
   local dest="$COMPILE_CACHE/$GAMUT_ENGINE_KEY" stage part parts=()
-  [ -e "$dest" ] && return 0
+  if [ -e "$dest" ]; then return 0; fi
   for part in "${COMPILE_CACHE_PARTS[@]}"; do
-    [ -n "$(ls -A "$VLLM_CACHE_ROOT/$part" 2>/dev/null)" ] && parts+=("$VLLM_CACHE_ROOT/$part")
+    if [ -n "$(ls -A "$VLLM_CACHE_ROOT/$part" 2>/dev/null)" ]; then parts+=("$VLLM_CACHE_ROOT/$part"); fi
   done
   [ "${#parts[@]}" -gt 0 ] || return 0
   stage="$COMPILE_CACHE/.warming.$GAMUT_ENGINE_KEY.$TASK_NAME.$$"

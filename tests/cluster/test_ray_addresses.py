@@ -49,6 +49,8 @@ with open(os.environ["FAKE_RAY_LOG"], "a") as f:
 def two_node_job(fake_site, tmp_path, **slurm) -> str:
     (tmp_path / "jr").mkdir()
     (tmp_path / "jr" / "config.json").write_text("{}")
+    # The site's nodes, for the request check (not this machine's own SLURM, if it runs one).
+    fake_site.partitions(*(f"gpu-0{i}|gpu*|64|512000|gpu:h100:4(S:0-1)|2-00:00:00" for i in (1, 2)))
     launcher = fake_site.add("judge-recorder", RECORDER)
     config = {"name": "t", "dataset": "data.jsonl", "output_dir": "run", "models": [],
               "judges": [{"name": "jr", "path": str(tmp_path / "jr"), "nodes": 2,
