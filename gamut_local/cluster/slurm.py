@@ -203,6 +203,7 @@ def _common_values(spec: RunSpec, config_path: Path) -> dict:
         "launcher": s.launcher,
         "cpus_per_gpu": str(s.cpus_per_gpu),
         "mem_per_gpu": s.mem_per_gpu,
+        "network_interface": _q(s.network_interface or ""),
     }
 
 
