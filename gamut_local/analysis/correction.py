@@ -131,24 +131,28 @@ class Labels:
     eligible: np.ndarray | None = None  # (len(gold), S, Q) bool: the gold's verdicts there count; None: all
 
 
-def labels_for(scores, design, gold: list[int], outside: dict | None = None) -> Labels:
-    """The labels a recorded sample design (`analysis.design.SampleFile`) gives: a response is
-    labeled when the design drew it and the gold judges graded it in full (`fully_graded`).
-    Responses outside the design's population (added to the run after the draw, or, for a
-    shared sample, to a question not every system answered) had no chance to be drawn and are
-    left out of the corrected scores' population. `outside`: {judge: {(model, variant,
-    question)}} where that gold judge's verdicts were not all made for this sample
-    (`analysis.design.sample_verdicts`): its grades of those responses are not used."""
+def labels_for(scores, sample, gold: list[int]) -> Labels:
+    """The labels a checked sample (`analysis.design.check_sample`) gives: a response is
+    labeled when the design drew it and the gold judges graded it in full (`fully_graded`),
+    a human gold judge only with verdicts all made in the sample's queue (`in_queue`: any
+    other human verdict, wherever it was read from, is not a random label). Responses outside
+    the design's population (added to the run after the draw, or, for a shared sample, to a
+    question not every system answered) had no chance to be drawn and are left out of the
+    corrected scores' population."""
     from gamut_local.analysis.design import inclusion
 
+    design = sample.design
     population, sampled, prob = inclusion(design, scores.systems, scores.questions)
     eligible = np.ones((len(gold), *scores.score.shape[1:]), dtype=bool)
     s_of = {tuple(h): i for i, h in enumerate(scores.systems)}
     q_of = {q: i for i, q in enumerate(scores.questions)}
     for g, j in enumerate(gold):
-        for model, variant, qid in (outside or {}).get(scores.judges[j], ()):
+        if not is_human(scores.judges[j]):
+            continue
+        eligible[g] = False
+        for model, variant, qid in sample.in_queue.get(scores.judges[j], ()):
             if (model, variant) in s_of and qid in q_of:
-                eligible[g, s_of[(model, variant)], q_of[qid]] = False
+                eligible[g, s_of[(model, variant)], q_of[qid]] = True
     full = (fully_graded(scores, gold) & eligible).any(axis=0)
     weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
     return Labels(gold, sampled & full & population, weights, design.per == "shared", design.sample_id,
@@ -253,22 +257,31 @@ def _unpaired(ra: dict, rb: dict, z: float) -> dict:
     return d
 
 
-def correct(scores, design, gold: str, sample_file: str, level: float = LEVEL, outside: dict | None = None,
-            notes: list[str] | None = None) -> tuple[dict, dict]:
+def correct(scores, sample, gold: str, sample_file: str, level: float = LEVEL) -> tuple[dict, dict]:
     """({(judge index, system index): corrected row}, the `correction` block of scores.json)
     for every model judge (neither gold nor human) against the judges `gold` names (an
-    `fnmatch` pattern, e.g. `human-*`), over the recorded sample `design`; `outside` and
-    `notes` as `analysis.design.sample_verdicts` gives them (the block keeps the notes)."""
+    `fnmatch` pattern, e.g. `human-*`), over `sample`: the design and the gold verdicts as
+    `analysis.design.check_sample` passed them (the block keeps its notes)."""
+    design = sample.design
     gold_idx = gold_judges(scores.judges, gold, "--correct-with")
-    labels = labels_for(scores, design, gold_idx, outside)
+    labels = labels_for(scores, sample, gold_idx)
+    notes = list(sample.notes) + _unscored(design, scores.systems)
     rows = corrected_rows(scores, labels, level)
     differences = corrected_differences(scores, labels, rows, level)
     flat = [{"judge": r["judge"], "model": scores.systems[s][0], "variant": scores.systems[s][1], "score": r["score"]}
             for (_, s), r in rows.items()]
     block = {"gold": gold, "gold_judges": [scores.judges[j] for j in gold_idx], "sample_file": sample_file,
              "sample_id": design.sample_id, "per": design.per, "level": level, "differences": differences,
-             "ranking": rank_list(flat, differences), "notes": list(notes or [])}
+             "ranking": rank_list(flat, differences), "notes": notes}
     return rows, block
+
+
+def _unscored(design, systems) -> list[str]:
+    """A note on the design's systems the verdicts have no scores of (a design drawn from more
+    systems than these inputs hold): they get no corrected score."""
+    gone = [f"{st.model} ({st.variant})" for st in design.strata if (st.model, st.variant) not in set(map(tuple, systems))]
+    return [f"the sample {design.sample_id} also drew from {', '.join(gone)}, which these verdicts have no scores "
+            "of: not corrected"] if gone else []
 
 
 def rank_intervals(flat: list[dict], differences: list[dict]) -> dict[tuple[str, str, str], tuple[int, int]]:

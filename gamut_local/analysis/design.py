@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -86,8 +88,14 @@ def draw(population: dict[tuple[str, str], list[str]], n: int, *, per: str, seed
     responses = [r.model_copy(update={"order": k}) for k, r in enumerate(responses)]
     body = {"name": name, "seed": seed, "per": per, "responses_requested": n,
             "strata": [s.model_dump() for s in strata], "responses": [r.model_dump() for r in responses]}
+    return SampleFile(sample_id=content_id(body), **body)
+
+
+def content_id(body: dict) -> str:
+    """A design's `sample_id`: its name and a hash of everything else it says. Human verdicts
+    made in its queue carry it, so a design edited after people graded it no longer matches."""
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
-    return SampleFile(sample_id=f"{name}-{digest}", **body)
+    return f"{body['name']}-{digest}"
 
 
 def inclusion(design: SampleFile, systems: list[tuple[str, str]], questions: list[str]):
@@ -129,11 +137,95 @@ def read_sample(path) -> SampleFile:
 
     path = Path(path)
     try:
-        return SampleFile.model_validate_json(path.read_bytes())
+        design = SampleFile.model_validate_json(path.read_bytes())
     except FileNotFoundError:
         raise InputError([Problem(str(path), None, "", "sample design not found: run `gamut-local sample` first")])
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError([Problem(str(path), None, "", f"cannot read the sample design: {e}")]) from None
     except ValidationError as e:
         raise InputError(pydantic_problems(e, str(path), None)) from None
+    problems = design_problems(design, str(path))
+    if problems:
+        raise InputError(problems)
+    return design
+
+
+def design_problems(design: SampleFile, source: str) -> list:
+    """What makes a design unusable, one Problem per field: a `sample_id` that is not its
+    content's (`content_id`: the file was edited after the draw), and a design that is not
+    the draw it says it is (probabilities, counts, responses against its own population)."""
+    from gamut_local.errors import Problem
+
+    body = design.model_dump(exclude={"schema_version", "kind", "sample_id"})
+    want = content_id(body)
+    if design.sample_id != want:
+        return [Problem(source, None, "sample_id", f"{design.sample_id!r} is not this design's content ({want!r}): "
+                        "the file was changed after it was drawn, and human verdicts carry the id of the design "
+                        "they graded; restore it, or draw a new sample under another --name")]
+    return _strata_problems(design, source) + _response_problems(design, source)
+
+
+def _strata_problems(design: SampleFile, source: str) -> list:
+    """Each stratum once, its population its questions, and its inclusion probability in (0, 1]
+    and the one the draw gives: sampled / population (shared: / the questions all share)."""
+    from gamut_local.errors import Problem
+
+    problems, seen = [], set()
+    common = _common(design)
+    for i, st in enumerate(design.strata):
+        at = f"strata.{i}"
+        if (st.model, st.variant) in seen:
+            problems.append(Problem(source, None, f"{at}.model", f"{st.model} ({st.variant}) has two strata"))
+        seen.add((st.model, st.variant))
+        if st.population != len(set(st.questions)) or len(st.questions) != len(set(st.questions)):
+            problems.append(Problem(source, None, f"{at}.population", f"{st.population}, but the stratum lists "
+                                    f"{len(st.questions)} questions ({len(set(st.questions))} different)"))
+        p = st.inclusion_probability
+        if not (math.isfinite(p) and 0 < p <= 1):
+            problems.append(Problem(source, None, f"{at}.inclusion_probability", f"{p!r}: a drawn response's "
+                                    "probability of being drawn is a number in (0, 1]"))
+            continue
+        frame = len(common) if design.per == "shared" else st.population
+        if not 0 < st.sampled <= frame or not math.isclose(p, st.sampled / frame, rel_tol=1e-9):
+            problems.append(Problem(source, None, f"{at}.inclusion_probability", f"{p!r}, but {st.sampled} drawn of "
+                                    f"{frame} {'questions every system shares' if design.per == 'shared' else 'responses'}"
+                                    " give " + (f"{st.sampled / frame!r}" if frame else "none")))
+    return problems
+
+
+def _response_problems(design: SampleFile, source: str) -> list:
+    """Every drawn response in its stratum's population (shared: the same questions for every
+    system), once, as many per stratum as it says it drew, in an order 0..n-1."""
+    from gamut_local.errors import Problem
+
+    strata = {(st.model, st.variant): st for st in design.strata}
+    common = _common(design)
+    problems, seen, count = [], set(), {}
+    for i, r in enumerate(design.responses):
+        st = strata.get((r.model, r.variant))
+        if st is None:
+            problems.append(Problem(source, None, f"responses.{i}.model", f"{r.model} ({r.variant}) has no stratum "
+                                    "in `strata`: the design cannot say how likely this response was drawn"))
+        elif r.question_id not in st.questions or (design.per == "shared" and r.question_id not in common):
+            problems.append(Problem(source, None, f"responses.{i}.question_id", f"{r.question_id!r} is not in the "
+                                    f"population of {r.model} ({r.variant}) the sample was drawn from"))
+        if (r.model, r.variant, r.question_id) in seen:
+            problems.append(Problem(source, None, f"responses.{i}", f"{r.question_id} of {r.model} ({r.variant}) "
+                                    "is drawn twice"))
+        seen.add((r.model, r.variant, r.question_id))
+        count[(r.model, r.variant)] = count.get((r.model, r.variant), 0) + 1
+    for i, st in enumerate(design.strata):
+        if count.get((st.model, st.variant), 0) != st.sampled:
+            problems.append(Problem(source, None, f"strata.{i}.sampled", f"{st.sampled}, but `responses` lists "
+                                    f"{count.get((st.model, st.variant), 0)} of {st.model} ({st.variant})"))
+    if sorted(r.order for r in design.responses) != list(range(len(design.responses))):
+        problems.append(Problem(source, None, "responses.order", "the grading order must number the responses "
+                                f"0 to {len(design.responses) - 1}, each once"))
+    if design.per == "shared" and len({frozenset(r.question_id for r in design.responses
+                                                 if (r.model, r.variant) == h) for h in strata}) > 1:
+        problems.append(Problem(source, None, "responses", "a shared sample draws the same questions for every "
+                                "system; these differ between systems"))
+    return problems
 
 
 def probability_of(design: SampleFile) -> dict[tuple[str, str, str], float]:
@@ -142,39 +234,81 @@ def probability_of(design: SampleFile) -> dict[tuple[str, str, str], float]:
     return {(r.model, r.variant, r.question_id): prob[(r.model, r.variant)] for r in design.responses}
 
 
-def sample_verdicts(design: SampleFile, records) -> tuple[dict[str, set], list[str], list[tuple[dict, str, str]]]:
-    """Human verdicts held against the design they may have been made for.
+@dataclass(frozen=True)
+class CheckedSample:
+    """A design and the gold human verdicts held against it (`check_sample`): what every
+    corrected score is computed from. `in_queue`: {human judge: {(model, variant, question)}}
+    the drawn responses on which every verdict of that judge was made in this sample's queue;
+    only those can be labeled by a human (gold judges that are not people are taken as they
+    are). `notes`: what was left out, for `scores.json`'s `correction.notes`."""
 
-    `records`: the gold human judges' current verdicts (dicts; the viewer's calibration queue
-    writes `sample_id` and `inclusion_probability` into each). Returns
-    - outside: {judge: {(model, variant, question)}}: drawn responses on which the judge has a
-      verdict NOT made in this sample's queue (another queue, another sample): such a response
-      is not labeled for this design until every check of it is graded in its queue, because
-      the other queues choose what people see (the disagreement queue: the hardest cells);
-    - notes: one line per judge counting its verdicts made outside this sample (not used);
-    - errors: (record, field, message) for a record that says it was made for this sample but
-      is on a response the design did not draw, or carries another inclusion probability: the
-      design file and the verdicts disagree, and no estimate from them can be trusted.
+    design: SampleFile
+    in_queue: dict
+    notes: list
+
+
+def check_sample(design: SampleFile, records, where, gold: str, juries: dict | None = None) -> CheckedSample:
+    """The one check every corrected score passes through (`score`, `score-run`, `report`,
+    `plan-sample`, the viewer's live leaderboard), raising InputError with every problem.
+
+    `records`: human verdicts as dicts (the viewer's calibration queue writes `sample_id` and
+    `inclusion_probability` into each); those of judges `gold` does not name are ignored.
+    `where[i]`: (file, line) record i was read from. A record that says it was made for this
+    sample must be on a response the design drew, with the design's inclusion probability (a
+    finite number): otherwise the design and the verdicts disagree, and no estimate from them
+    can be trusted. A verdict made anywhere else (the disagreement queue chooses the hardest
+    cells; another sample's queue) is not a random label: a drawn response with one is left
+    out until every check of it is graded again in this queue. `juries`: {jury: members}
+    (`RUN/juries/`); a jury with a gold judge among its members would be corrected against
+    itself, and is refused.
     """
+    from gamut_local.errors import InputError, Problem
+    from gamut_local.rundir.human import is_gold, is_human
+
     drawn = probability_of(design)
-    outside: dict[str, set] = {}
+    mine: dict[str, dict] = {}  # judge -> response -> all its verdicts there made in this queue
     elsewhere: dict[str, int] = {}
-    errors = []
-    for r in records:
-        key = (r["model"], r["variant"], r["question_id"])
-        if r.get("sample_id") != design.sample_id:
-            elsewhere[r["judge"]] = elsewhere.get(r["judge"], 0) + 1
-            if key in drawn:
-                outside.setdefault(r["judge"], set()).add(key)
+    problems = []
+    for r, (file, line) in zip(records, where):
+        judge = r.get("judge", "")
+        if not (is_human(judge) and is_gold(judge, gold)):
             continue
-        if key not in drawn:
-            errors.append((r, "sample_id", f"made for sample {design.sample_id}, which did not draw this response"))
-        elif r.get("inclusion_probability") is not None and r["inclusion_probability"] != drawn[key]:
-            errors.append((r, "inclusion_probability", f"{r['inclusion_probability']!r}, but the design gives "
-                           f"{drawn[key]!r}"))
+        key = (r["model"], r["variant"], r["question_id"])
+        ok = r.get("sample_id") == design.sample_id
+        if not ok:
+            elsewhere[judge] = elsewhere.get(judge, 0) + 1
+        elif key not in drawn:
+            problems.append(Problem(file, line, "sample_id", f"{r['question_id']} / {r['check_id']}: made for sample "
+                                    f"{design.sample_id}, which did not draw this response ({r['model']}, "
+                                    f"{r['variant']})"))
+        elif not _same_probability(r.get("inclusion_probability"), drawn[key]):
+            problems.append(Problem(file, line, "inclusion_probability", f"{r['question_id']} / {r['check_id']}: "
+                                    f"{r.get('inclusion_probability', 'missing')!r}, but the design gives "
+                                    f"{drawn[key]!r}"))
+        if key in drawn:
+            mine.setdefault(judge, {})[key] = mine.get(judge, {}).get(key, True) and ok
+    problems += _jury_problems(juries or {}, gold)
+    if problems:
+        raise InputError(problems)
+    in_queue = {judge: {k for k, ok in got.items() if ok} for judge, got in mine.items()}
     notes = [f"{judge}: {n} verdicts made outside the calibration sample {design.sample_id} (another queue or "
              f"sample) are not used for its correction"
-             + (f"; {len(outside[judge])} drawn responses count as labeled only once every check of them is "
-                "graded in the sample's queue" if outside.get(judge) else "")
+             + (f"; {left} drawn responses count as labeled only once every check of them is graded in the "
+                "sample's queue" if (left := len(mine.get(judge, {})) - len(in_queue.get(judge, ()))) else "")
              for judge, n in sorted(elsewhere.items())]
-    return outside, notes, errors
+    return CheckedSample(design, in_queue, notes)
+
+
+def _same_probability(value, want: float) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value == want)
+
+
+def _jury_problems(juries: dict, gold: str) -> list:
+    from gamut_local.errors import Problem
+    from gamut_local.rundir.human import is_gold
+
+    return [Problem(source, None, "members", f"the jury {name!r} has the gold judge(s) "
+                    f"{', '.join(m for m in members if is_gold(m, gold))} among its members: correcting it against "
+                    "them would use the gold labels twice; correct another judge, or make the jury without them")
+            for name, (source, members) in sorted(juries.items()) if any(is_gold(m, gold) for m in members)]

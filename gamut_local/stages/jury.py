@@ -20,7 +20,7 @@ from gamut_local.analysis.jury import RULES, aggregate
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.layout import check_name, store_path, verdict_files
+from gamut_local.rundir.layout import check_name, name_problem, store_path, verdict_files
 from gamut_local.rundir.store import write_json
 from gamut_local.rundir.verdict_store import replace_unit
 from gamut_local.vocab import JUDGE_LABELS, VERDICTS
@@ -42,14 +42,25 @@ def _check(run_dir: Path, members: list[str], rule: str, name: str) -> list[Path
     if name in members or is_human(name):
         problems.append(Problem("--name", None, "", f"{name!r} must be a new judge name, not a member or human"))
     files = []
-    for m in members:
-        found = verdict_files(Path(run_dir), m) if not problems else []
-        if not found and not problems:
-            problems.append(Problem(str(Path(run_dir) / "verdicts" / m), None, "", "no verdict files of this judge"))
+    for m in members:  # model judges of the run, named exactly: a name becomes a path (and a glob)
+        bad = name_problem(m, "judge", "--judges")
+        if bad is not None or is_human(m):
+            problems.append(bad or Problem("--judges", None, "", f"{m!r} is a human judge: a jury is made of model "
+                                           "judges (humans are the gold its scores are checked or corrected against)"))
+            continue
+        found = verdict_files(Path(run_dir), m) if (Path(run_dir) / "verdicts" / m).is_dir() else []
+        if not found:
+            problems.append(Problem(str(Path(run_dir) / "verdicts" / m), None, "", f"no verdict files of the judge "
+                                    f"{m!r} in this run (judges: {', '.join(_judges(Path(run_dir))) or 'none'})"))
         files += found
     if problems:
         raise InputError(problems)
     return files
+
+
+def _judges(run_dir: Path) -> list[str]:
+    root = run_dir / "verdicts"
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not is_human(p.name)) if root.is_dir() else []
 
 
 def _identity(members: list[str], rule: str, records: list[dict]) -> str:
@@ -65,6 +76,9 @@ def _cells(records: list[dict], members: list[str]):
     info: list[dict] = []
     rows = []
     for r in records:
+        if r["judge"] not in members:  # a file in verdicts/<member>/ holds another judge's verdicts
+            raise InputError([Problem(r["judge"], None, "judge", f"verdicts of {r['judge']!r} in a member's folder "
+                                      f"({', '.join(members)}): each judge's verdicts belong in its own folder")])
         key = (r["question_id"], r["model"], r["variant"], r["check_id"])
         if key not in index:
             index[key] = len(info)

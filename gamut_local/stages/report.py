@@ -221,17 +221,14 @@ def pilot_limit(run_dir: Path) -> int | None:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
 
-def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design,
-               files) -> ScoresFile:
-    """With `correct_with`: the scores document with corrected scores, written to scores.json."""
+def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:
+    """With `correct_with`: the scores document with corrected scores, written to scores.json;
+    `design`: (its path, `analysis.design.CheckedSample`)."""
     if correct_with is None:
         return doc
     from gamut_local.analysis.correction import correct
-    from gamut_local.reporting.correction import sample_verdicts_of
 
-    outside, notes = sample_verdicts_of(design[1], files, correct_with)
-    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0]), outside=outside,
-                                               notes=notes))
+    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0])))
     write_model(scores_path(run_dir), doc)
     return doc
 
@@ -261,6 +258,10 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         path = find_sample(run_dir, sample)
         design = (path, read_sample(path))
     files, dataset_path, notes = run_inputs(run_dir, dataset, allow_missing=allow_missing)
+    if design is not None:  # the human verdicts against the design, before anything is written
+        from gamut_local.reporting.correction import checked_sample
+
+        design = (design[0], checked_sample(design[1], files, correct_with))
     current.forget(run_dir)
     # The files outside the run directory, before they are read; those inside were taken first.
     inputs = {**current.inputs_now(run_dir, [*files, *run_answers(run_dir)[0], *_dataset_files(dataset_path)]),
@@ -274,7 +275,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
                                                      computing=workers.start,
                                                      allow_incomplete=allow_incomplete or pilot is not None)
-        doc = _corrected(run_dir, doc, scores, correct_with, design, files)
+        doc = _corrected(run_dir, doc, scores, correct_with, design)
         t = {**report_tables(scores, agreement), "pilot": pilot}
         write_report_tables(run_dir / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))

@@ -11,6 +11,7 @@ people are grading never changes under them.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rich.console import Console
@@ -50,6 +51,9 @@ def draw_sample(run_dir: Path, responses: int, *, per: str = "model", seed: int 
         raise InputError([Problem("--responses", None, "", f"must be a whole number >= 1, got {responses!r}")])
     path = sample_path(Path(run_dir), name)
     design = draw(population(run_dir, console), responses, per=per, seed=seed, name=name)
+    if not design.responses:  # only a shared sample can come out empty: no question is common to all
+        raise InputError([Problem("--shared", None, "", "the systems share no question, so a shared sample "
+                                  "can draw nothing: draw per system (leave out --shared)")])
     if path.exists():
         old = read_sample(path)
         if old == design:
@@ -72,14 +76,17 @@ def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample:
     from gamut_local.analysis.correction import gold_scores, labels_for, plan
     from gamut_local.analysis.scoring import score_table
 
-    if not half_width > 0:
-        raise InputError([Problem("--half-width", None, "", f"must be a number of points > 0, got {half_width!r}")])
-    design = read_sample(find_sample(Path(run_dir), sample))
-    scores = score_table(read_verdicts(verdict_files(Path(run_dir)), probs=False))
-    gold_idx = gold_judges(scores.judges, gold, "--correct-with")
-    from gamut_local.reporting.correction import sample_verdicts_of
+    if not (isinstance(half_width, (int, float)) and math.isfinite(half_width) and half_width > 0):
+        raise InputError([Problem("--half-width", None, "", f"must be a finite number of points > 0, got "
+                                  f"{half_width!r}")])
+    from gamut_local.reporting.correction import checked_sample
 
-    labels = labels_for(scores, design, gold_idx, sample_verdicts_of(design, verdict_files(Path(run_dir)), gold)[0])
+    design = read_sample(find_sample(Path(run_dir), sample))
+    table = read_verdicts(verdict_files(Path(run_dir)), probs=False)
+    checked = checked_sample(design, verdict_files(Path(run_dir)), gold, table)
+    scores = score_table(table)
+    gold_idx = gold_judges(scores.judges, gold, "--correct-with")
+    labels = labels_for(scores, checked, gold_idx)
     y = gold_scores(scores, labels)
     rows = []
     for j, judge in enumerate(scores.judges):

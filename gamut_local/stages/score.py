@@ -57,12 +57,11 @@ def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0
     correction = None
     if design is not None:
         from gamut_local.analysis.correction import correct
-        from gamut_local.reporting.correction import sample_verdicts_of
+        from gamut_local.reporting.correction import checked_sample
 
-        outside, notes = sample_verdicts_of(design, paths, correct_with)
-        for note in notes if console is not None else []:
+        correction = correct(scores, checked_sample(design, paths, correct_with, table), correct_with, str(sample))
+        for note in correction[1]["notes"] if console is not None else []:
             console.print(f"note: {note}", markup=False)
-        correction = correct(scores, design, correct_with, str(sample), outside=outside, notes=notes)
     return write_scores_files(Path(out), table, scores, dataset_input, correction)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from gamut_local.data.reading import expected_checks
 from gamut_local.errors import InputError
 from gamut_local.rundir.human import is_human
+from gamut_local.rundir.layout import verdicts_path
 from gamut_local.viewer.index import RunIndex
 from gamut_local.vocab import TIERS, VARIANTS, VERDICTS
 
@@ -50,27 +51,31 @@ def sample_board(index: RunIndex, name: str) -> dict:
     """Per model judge: each system's judge-only, corrected and human-only scores with CIs, the
     bias and how many responses are labeled, from the human verdicts made so far."""
     from gamut_local.analysis.correction import correct
-    from gamut_local.analysis.design import sample_verdicts
+    from gamut_local.analysis.design import check_sample
     from gamut_local.analysis.scoring import score_table
+    from gamut_local.reporting.correction import jury_records
 
     design = index.samples[name]
     records = [r for judge, cells in index.humans.items() if is_human(judge)
                for r in cells.values() if not index.is_stale(r)]
-    outside, notes, errors = sample_verdicts(design, records)
-    bad = {id(r) for r, _, _ in errors}
-    records = [r for r in records if id(r) not in bad]
-    notes += [f"{r['judge']}: {r['question_id']} / {r['model']} / {r['check_id']}: {field}: {msg}; not used"
-              for r, field, msg in errors]
-    out = {"name": name, "sample_id": design.sample_id, "notes": notes, "judges": {}, "error": None}
+    out = {"name": name, "sample_id": design.sample_id, "notes": [], "judges": {}, "error": None}
+    try:  # the checks `score --correct-with` makes: where they fail, no numbers, the reason instead
+        where = [(str(verdicts_path(index.run_dir, r["judge"], r["model"], r["variant"])), None) for r in records]
+        checked = check_sample(design, records, where, GOLD, jury_records(index.run_dir))
+    except InputError as e:
+        out["error"] = "; ".join(map(str, e.problems))
+        return out
+    out["notes"] = list(checked.notes)
     if not any(r.get("sample_id") == design.sample_id for r in records):
         out["error"] = "no human verdicts in this sample's queue yet"
         return out
     scores = score_table(_table(index, records), expected=expected_checks(index.current_checks))
     try:
-        rows, _ = correct(scores, design, GOLD, name, outside=outside, notes=notes)
+        rows, block = correct(scores, checked, GOLD, name)
     except InputError as e:  # the `correct` extra is not installed
         out["error"] = str(e.problems[0])
         return out
+    out["notes"] = block["notes"]
     for (j, s), row in sorted(rows.items()):
         model, variant = scores.systems[s]
         out["judges"].setdefault(scores.judges[j], []).append(

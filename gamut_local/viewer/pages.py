@@ -271,7 +271,7 @@ def sample_cells(index: RunIndex, design) -> tuple[np.ndarray, np.ndarray, int]:
 def sample_done(index: RunIndex, judge: str | None, design) -> np.ndarray:
     """Cells this human judge has graded for this sample: a current verdict (not stale) made
     in its queue (`sample_id`); a verdict from another queue does not count
-    (`analysis.design.sample_verdicts`)."""
+    (`analysis.design.check_sample`)."""
     cells = [index.cell_of(*k) for k, r in index.humans.get(judge, {}).items()
              if r.get("sample_id") == design.sample_id and not index.is_stale(r)] if judge else []
     return np.array(sorted(x for x in cells if x is not None), dtype=np.int64)
