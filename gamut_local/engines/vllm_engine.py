@@ -230,12 +230,18 @@ def _data_url(image) -> str:
 
 
 def serve_args(spec: ModelSpec, path: str) -> list[str]:
-    """`vllm serve` flags giving a server the settings `engine_kwargs` gives the offline `LLM`
-    (so a served judge reads labels as the offline one does), serving `path` under the name
-    `spec.path`, plus prompt-token details (cached tokens in each reply). Host and port are
-    the caller's."""
+    """`vllm serve` arguments giving a server the settings `engine_kwargs` gives the offline
+    `LLM` (so a served judge reads labels as the offline one does): the weights `path` first
+    (the subcommand's positional model), served under the name `spec.path`, plus prompt-token
+    details (cached tokens in each reply). Host and port are the caller's."""
     kw = engine_kwargs(spec.model_copy(update={"backend": "vllm", "server": None}), path, on_cpu=False)
-    args = ["--served-model-name", spec.path, "--enable-prompt-tokens-details"]
+    kw.pop("model")
+    # `--generation-config` (vllm/engine/arg_utils.py:1015-1017, ModelConfig.generation_config):
+    # "auto", the default, fills every sampling field a request leaves unset from the model's
+    # generation_config.json (repetition penalty, top_k, ...); "vllm" loads none and keeps vLLM's
+    # neutral defaults, as the offline `LLM` with explicit SamplingParams does; a folder path
+    # reads that folder's (vllm/config/model.py:354-360 and 1864).
+    args = [path, "--served-model-name", spec.path, "--enable-prompt-tokens-details", "--generation-config", "vllm"]
     for key, value in kw.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(value, bool):

@@ -32,13 +32,13 @@ def real_slurm():
         stop_local_slurm()
 
 
-# `python` in the server job: `-m vllm.entrypoints.openai.api_server ... --port N` becomes a
+# `python` in the server job: `-m vllm.entrypoints.cli.main serve ... --port N` becomes a
 # server answering /health on that port (after a moment, as a loading model would); anything
 # else is the real Python.
 VLLM_SERVE_STAND_IN = f"""#!{sys.executable}
 import os, sys
 args = sys.argv[1:]
-if args[:2] != ["-m", "vllm.entrypoints.openai.api_server"]:
+if args[:3] != ["-m", "vllm.entrypoints.cli.main", "serve"]:
     os.execv({sys.executable!r}, [{sys.executable!r}, *args])
 with open(os.environ["FAKE_SERVE_LOG"], "w") as f:
     f.write(" ".join(args))

@@ -71,10 +71,10 @@ def test_the_graph_has_a_server_job_and_cpu_client_arrays_that_start_after_it(se
     cmd = serve_command(load_run_config(served).judges[0])
     assert cmd in server.script and "--host 0.0.0.0 --port \"$PORT\"" in server.script
     args = shlex.split(cmd)
-    assert args[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert args[:5] == ["python", "-m", "vllm.entrypoints.cli.main", "serve", str(tmp_path / "models" / "qwen-vl-big")]
     flags = {a: (args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else True)
              for i, a in enumerate(args) if a.startswith("--")}
-    assert flags["--model"] == str(tmp_path / "models" / "qwen-vl-big")
+    assert flags["--generation-config"] == "vllm"  # no sampling defaults from generation_config.json
     assert flags["--served-model-name"] == "Qwen/Qwen3-VL-235B-A22B-Instruct"
     assert flags["--tensor-parallel-size"] == "4" and flags["--max-model-len"] == "16384"
     assert flags["--logprobs-mode"] == "processed_logprobs" and flags["--enable-prompt-tokens-details"] is True
@@ -229,9 +229,10 @@ def test_the_server_command_parses_with_vllms_own_arguments(served):
     from vllm.entrypoints.launchers.cli_args import make_arg_parser
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    args = shlex.split(serve_command(load_run_config(served).judges[0]))[3:]
+    args = shlex.split(serve_command(load_run_config(served).judges[0]))[4:]
     parsed = make_arg_parser(FlexibleArgumentParser()).parse_args([*args, "--host", "0.0.0.0", "--port", "8000"])
     assert parsed.served_model_name == ["Qwen/Qwen3-VL-235B-A22B-Instruct"] and parsed.tensor_parallel_size == 4
     assert parsed.logprobs_mode == "processed_logprobs" and parsed.enable_prefix_caching is True
+    assert parsed.model_tag.endswith("qwen-vl-big") and parsed.generation_config == "vllm"
     assert parsed.limit_mm_per_prompt == {"image": 0, "video": 0}  # the judge does not see the image
     assert parsed.mm_processor_kwargs == {"size": {"shortest_edge": 262144, "longest_edge": 1310720}}

@@ -151,9 +151,11 @@ def test_server_identity_names_host_model_and_version():
     with FaultServer() as server:
         spec = spec_for(server)
         ident = openai_engine.server_identity(spec)
-        # No /tokenize here: no label token is read (structured choice).
+        # No /tokenize here: no label token is read (structured choice), and only the OpenAI
+        # API's sampling fields are pinned (test_openai_sampling.py).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
-                         "owned_by": "tests", "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS})}
+                         "owned_by": "tests", "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS}),
+                         "sampling": json.dumps(openai_engine.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
         # The config-side settings hash holds the endpoint's host and model, so a server at
         # another address never shares verdicts with this one.
         other = spec.model_copy(update={"server": spec.server.model_copy(update={"base_url": "http://10.0.0.1:9/v1"})})
