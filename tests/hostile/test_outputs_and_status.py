@@ -136,3 +136,172 @@ def test_status_counts_extra_answers_with_the_runs_compile_setting(world, expect
     expect(0, "judge", "--config", cfg, "--model", "ref", inputs_change=True)
     out = expect(0, "status", cfg, inputs_change=True)
     assert f"{expected}/{expected} verdicts of the answers of 2 systems" in out
+
+
+# ------------------------------------------------------------------ a back end whose extra is absent
+
+@pytest.mark.parametrize("hidden, backend, extra", [
+    (["httpx"], "openai", "gamut_local[openai]"),
+    (["vllm"], "vllm", "gamut_local[vllm]"),
+    (["torch"], "transformers", "gamut_local[transformers]"),
+    (["accelerate"], "transformers", "gamut_local[transformers]"),
+])
+def test_a_backend_without_its_extra_names_the_extra(world, monkeypatch, hidden, backend, extra):
+    """As on a core install: the module cannot be imported (None in sys.modules makes Python
+    refuse it), and loading the engine, or reading a served judge's identity, says which extra
+    to install, for the config's `backend` field."""
+    from gamut_local.config import JudgeSpec
+    from gamut_local.engines import judge_identity, load_engine
+    from gamut_local.errors import InputError
+
+    for name in hidden:
+        monkeypatch.setitem(sys.modules, name, None)
+    path = str(world.root / "models" / "judge") if backend != "openai" else "served-model"
+    spec = JudgeSpec(name="j", path=path, backend=backend,
+                     **({"server": {"base_url": "http://127.0.0.1:9/v1"}} if backend == "openai" else {}))
+    calls = [load_engine] + ([judge_identity] if backend == "openai" else [])
+    for call in calls:
+        with pytest.raises(InputError) as e:
+            call(spec)
+        (p,) = e.value.problems
+        assert p.field == "backend" and f"pip install '{extra}'" in p.message and hidden[0] in p.message
+
+
+def test_a_served_judge_without_httpx_stops_judge_cleanly(world, expect, monkeypatch):
+    """Through the command: the served judge's identity (its settings hash) is read first."""
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    world.answers(world.root / "ref.jsonl", model="ref")
+    cfg = world.config(judges=[{"name": "judge", "path": "served-model", "backend": "openai",
+                                "server": {"base_url": "http://127.0.0.1:9/v1"}}], extra_answers=["ref.jsonl"])
+    out = expect(1, "judge", "--config", cfg, "--model", "ref", named=["run.yaml", "judges.0.backend",
+                                                                      "pip install 'gamut_local[openai]'"])
+    assert "ModuleNotFoundError" not in out and "internal error" not in out
+
+
+def test_every_optional_import_is_in_an_extra():
+    """Each third-party module the package imports is a core dependency or in an extra of
+    pyproject.toml (by distribution name): `backend: openai` once needed httpx, which only the
+    `test` extra listed."""
+    import ast
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    declared = " ".join([*project["dependencies"], *(d for ds in project["optional-dependencies"].values()
+                                                     for d in ds if ds is not project["optional-dependencies"]["test"])])
+    # module -> distribution, where the names differ
+    dist = {"PIL": "pillow", "yaml": "pyyaml", "skimage": "scikit-image", "ppi_py": "ppi-python",
+            "crowdkit": "crowd-kit", "huggingface_hub": "huggingface_hub", "qwen_vl_utils": "qwen-vl-utils",
+            "pydantic_core": "pydantic", "click": "typer"}
+    optional = {"torchvision"}  # imported only to see whether vLLM's image path works here
+    found = {}
+    for path in (root / "gamut_local").rglob("*.py"):
+        if "testing" in path.parts:  # test helpers: the `test` extra
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "gamut_local":
+                    found.setdefault(top, str(path.relative_to(root)))
+    undeclared = {m: f for m, f in found.items() if m not in optional and dist.get(m, m).replace("_", "-") not in declared.replace("_", "-")}
+    assert not undeclared, undeclared
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("httpx") for d in extras["openai"])
+
+
+# ------------------------------------------------------------------ report: no common question; whole or nothing
+
+def _systems(world, judge: str, systems: dict[tuple[str, str], tuple[str, ...]], drop: str | None = None) -> None:
+    """`judge`'s verdicts in the run directory: each (model, variant) on its own questions;
+    `drop`: a check id left out of every response (none complete)."""
+    for (model, variant), qids in systems.items():
+        rows = [{"question_id": q, "model": model, "variant": variant, "judge": judge, "check_id": c["check_id"],
+                 "tier": c["tier"], "verdict": "meets" if i % 2 else "missing"}
+                for i, q in enumerate(qids) for c in world.checks if c["check_id"] != drop]
+        world.write_jsonl(world.run_dir / "verdicts" / judge / f"{model}.{variant}.jsonl", rows)
+
+
+DISJOINT = {  # a run whose systems share no question with complete verdicts, per shape
+    "two systems, one judge": lambda w: _systems(w, "gold", {("a", "text_only"): ("q1", "q2"),
+                                                             ("b", "text_only"): ("q3", "q4")}),
+    "one system, no response complete": lambda w: _systems(w, "gold", {("a", "text_only"): ("q1", "q2")}, drop="c2"),
+    "two variants of one model": lambda w: _systems(w, "gold", {("a", "multimodal"): ("q1",),
+                                                                ("a", "text_only"): ("q2", "q3")}),
+    "a second judge disjoint, the first complete": lambda w: (
+        _systems(w, "gold", {("a", "text_only"): ("q1", "q2", "q3", "q4"), ("b", "text_only"): ("q1", "q2", "q3", "q4")}),
+        _systems(w, "j2", {("a", "text_only"): ("q1", "q2"), ("b", "text_only"): ("q3", "q4")})),
+    "two judges, both disjoint": lambda w: (
+        _systems(w, "gold", {("a", "text_only"): ("q1",), ("b", "text_only"): ("q2",)}),
+        _systems(w, "j2", {("a", "text_only"): ("q3",), ("b", "text_only"): ("q4",)})),
+}
+
+
+# Without a dataset, coverage is judged from the verdicts: a check no response has, or a
+# variant on questions of its own, is then not a gap; systems of one variant on other questions are.
+@pytest.mark.parametrize("shape, with_dataset", [(s, True) for s in sorted(DISJOINT)] + [
+    (s, False) for s in sorted(DISJOINT) if "one model" not in s and "no response complete" not in s])
+def test_report_allow_incomplete_on_systems_sharing_no_question(world, expect, shape, with_dataset):
+    """The tool's own advice (`--allow-incomplete`) once stopped with an internal error
+    (`min()` of an empty list in the leaderboard figure) after writing scores/ and half of
+    tables/. Now: a whole report whose leaderboard has no rank and no score where nothing is
+    shared, and says why."""
+    DISJOINT[shape](world)
+    args = ["--dataset", world.dataset] if with_dataset else []
+    expect(1, "report", world.run_dir, *args, named=["--allow-incomplete"])
+    assert not (world.run_dir / "report.md").exists() and not (world.run_dir / "scores").exists()
+    out = expect(0, "report", world.run_dir, *args, "--allow-incomplete", inputs_change=True)
+    assert "internal error" not in out
+    md = (world.run_dir / "report.md").read_text()
+    assert "share no question that each has complete" in md
+    board = json.loads((world.run_dir / "tables" / "report.json").read_text())["leaderboard"]
+    empty = [r for r in board if r["n_questions"] == 0]
+    assert empty and all(r["rank"] is None and r["gamut_score"] is None for r in empty)
+    assert [r["rank"] for r in board if r["n_questions"]] in ([], [1, 2])
+    assert not list(world.run_dir.glob(".report-staging-*"))
+    # The figures the report shows are all there, and a second report is the first's files.
+    shown = [line.split("(")[1].rstrip(")") for line in md.splitlines() if line.startswith("![")]
+    assert all((world.run_dir / p).is_file() for p in shown)
+    before = _tree(world.run_dir)
+    expect(0, "report", world.run_dir, *args, "--allow-incomplete", inputs_change=True)
+    after = _tree(world.run_dir)
+    after.pop("report.stamp.json", None)  # written once the inputs are older than a clock tick
+    assert after == {k: v for k, v in before.items() if k != "report.stamp.json"}
+
+
+@pytest.mark.parametrize("broken", ["tiers", "leaderboard", "domains"])
+def test_a_report_that_fails_half_way_changes_nothing(world, expect, monkeypatch, broken):
+    """Every output is whole or absent: a report stopped by a failure after scores/ and
+    tables/ are written (here: a bug planted in one figure) leaves the run directory as it was,
+    the earlier report and its stamp included, and says nothing was written."""
+    from gamut_local.reporting import figures
+
+    _systems(world, "gold", {("a", "text_only"): ("q1", "q2", "q3", "q4"), ("b", "text_only"): ("q1", "q2", "q3", "q4")})
+    expect(0, "report", world.run_dir, "--dataset", world.dataset, inputs_change=True)
+    _systems(world, "gold", {("a", "text_only"): ("q1", "q2", "q3", "q4"), ("b", "text_only"): ("q2", "q3", "q4")})
+    before = _tree(world.run_dir)
+
+    def bug(tables, path):
+        raise ZeroDivisionError("a planted bug")
+
+    monkeypatch.setitem(figures.FIGURES, broken, bug)
+    out = expect(2, "report", world.run_dir, "--dataset", world.dataset, "--allow-incomplete", inputs_change=True)
+    assert "internal error: ZeroDivisionError" in out and "nothing was written" in out
+    assert _tree(world.run_dir) == before
+    assert not list(world.run_dir.glob(".report-staging-*"))
+    monkeypatch.undo()
+    expect(0, "report", world.run_dir, "--dataset", world.dataset, "--allow-incomplete", inputs_change=True)
+    assert "3 of 4 questions" in (world.run_dir / "report.md").read_text()
+
+
+def test_a_staging_folder_a_killed_report_left_is_not_an_input(world, expect):
+    """A report killed mid-way (SIGKILL: no clean-up) leaves its staging folder: the next
+    report is still current on a rerun, as the folder is not one of its inputs."""
+    _systems(world, "gold", {("a", "text_only"): ("q1", "q2", "q3", "q4")})
+    (world.run_dir / ".report-staging-dead" / "tables").mkdir(parents=True)
+    (world.run_dir / ".report-staging-dead" / "tables" / "leaderboard.csv").write_text("half")
+    expect(0, "report", world.run_dir, "--dataset", world.dataset, inputs_change=True)
+    from gamut_local.reporting import current
+
+    assert not any(".report-staging-" in p for p in current.inputs_now(world.run_dir))
