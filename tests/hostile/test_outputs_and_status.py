@@ -305,3 +305,104 @@ def test_a_staging_folder_a_killed_report_left_is_not_an_input(world, expect):
     from gamut_local.reporting import current
 
     assert not any(".report-staging-" in p for p in current.inputs_now(world.run_dir))
+
+
+# ------------------------------------------------------------------ the viewer while it reads a run it refuses
+
+BAD_RUNS = {  # damage the background read finds (run_files, which lists the files, does not)
+    "a verdict line that is not JSON": lambda run: _append(run / "verdicts" / "gold" / "reference-complete.multimodal.jsonl",
+                                                           b"{not json\n{}\n", ["reference-complete.multimodal.jsonl:"]),
+    "a verdict with an unknown label": lambda run: _append(
+        run / "verdicts" / "gold" / "reference-omissive.multimodal.jsonl",
+        json.dumps({"question_id": "food-espresso", "model": "reference-omissive", "variant": "multimodal",
+                    "judge": "gold", "check_id": "identity", "tier": "answer_critical",
+                    "verdict": "great"}).encode() + b"\n", ["reference-omissive.multimodal.jsonl:", "verdict"]),
+    "a dataset cut short": lambda run: _cut(run),
+}
+
+
+def _append(path: Path, data: bytes, words: list[str]) -> list[str]:
+    with open(path, "ab") as f:
+        f.write(data)
+    return words
+
+
+def _cut(run: Path) -> list[str]:
+    dataset = run.parent / "cut.jsonl"
+    dataset.write_bytes(SAMPLE.read_bytes()[:3000])
+    return ["cut.jsonl"]
+
+
+@pytest.fixture
+def gated(tmp_path):
+    """(run, make): the sample run, and make(damage) -> (client, gate): a viewer over it whose
+    background read (the real one) starts only once `gate` is set."""
+    import threading
+
+    from starlette.testclient import TestClient
+
+    from gamut_local.testing.sample_run import build_sample_run
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import read_run
+    from gamut_local.viewer.opening import Opening, run_files
+
+    run = build_sample_run(tmp_path / "run", seed=0)
+
+    def make(dataset: Path | None = None, wait_s: float = 30.0):
+        gate = threading.Event()
+
+        def read(found):
+            gate.wait(30)
+            return read_run(found)
+
+        opening = Opening(run_files(run, dataset), read)
+        app = create_app(opening, wait_s=wait_s)
+        return TestClient(app, base_url="http://127.0.0.1:8765"), gate, opening
+
+    return run, make
+
+
+PAGES = ["/questions", "/api/questions", "/question/food-espresso", "/api/queue?pos=0", "/queue", "/image/food-espresso"]
+
+
+@pytest.mark.parametrize("damage", sorted(BAD_RUNS))
+@pytest.mark.parametrize("page", PAGES)
+def test_a_page_asked_for_while_a_refused_run_is_read_says_why(gated, damage, page, capsys):
+    """The read fails while the request waits for it: the answer is the refusal (503, the file
+    and field named), never a 500 internal error, and no traceback on the console."""
+    import threading
+
+    run, make = gated
+    words = BAD_RUNS[damage](run)
+    client, gate, opening = make(run.parent / "cut.jsonl" if damage == "a dataset cut short" else None)
+    before = _tree(run)
+    threading.Timer(0.3, gate.set).start()  # the read fails while the request is waiting
+    res = client.get(page)
+    assert res.status_code == 503, (res.status_code, res.text[:300])
+    text = res.json()["error"] if page.startswith("/api/") else res.text
+    assert "cannot be opened" in text and "internal error" not in text
+    for w in words:
+        assert w in text, text
+    again = client.get(page)  # and so on, once it is known
+    assert again.status_code == 503 and again.text == res.text
+    assert "Traceback" not in capsys.readouterr().err
+    assert _tree(run) == before
+
+
+@pytest.mark.parametrize("page", PAGES + ["/", "/api/overview"])
+def test_a_page_asked_for_while_reading_takes_long_says_so(gated, page):
+    """A page that needs the verdicts, asked for while they are still being read past the
+    wait: 503 "still reading" with Retry-After, not a request that hangs or a 500; the overview
+    answers at once from the scores file."""
+    run, make = gated
+    client, gate, opening = make(wait_s=0.2)
+    res = client.get(page)
+    if page in ("/", "/api/overview"):
+        assert res.status_code == 200 and (res.json()["opening"] if page.startswith("/api/") else True)
+    else:
+        assert res.status_code == 503 and res.headers["retry-after"] == "2"
+        text = res.json()["error"] if page.startswith("/api/") else res.text
+        assert "still reading" in text
+    gate.set()
+    opening.done.wait(60)
+    assert client.get(page).status_code == 200
