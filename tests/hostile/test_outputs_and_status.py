@@ -406,3 +406,48 @@ def test_a_page_asked_for_while_reading_takes_long_says_so(gated, page):
     gate.set()
     opening.done.wait(60)
     assert client.get(page).status_code == 200
+
+
+# ------------------------------------------------------------------ the manifest describes the records beside it
+
+def _manifest(world) -> dict:
+    return json.loads((world.run_dir / "manifest.json").read_text())
+
+
+def _hashes(world, folder: str) -> set[str]:
+    from gamut_local.rundir.store import read_jsonl
+
+    return {r["settings_hash"] for p in (world.run_dir / folder).rglob("*.jsonl") for _, r in read_jsonl(p)}
+
+
+@pytest.mark.parametrize("stage, change", [
+    ("generate", {"models": [{"name": "cand", "path": "models/cand", "vision": False, "sampling": {"max_tokens": 77}}]}),
+    ("generate", {"models": [{"name": "cand", "path": "models/cand", "vision": False, "system_prompt": "Be brief."}]}),
+    ("judge", {"judges": [{"name": "judge", "path": "models/judge", "chat_template_kwargs": {"enable_thinking": False}}]}),
+    ("generate", {"seed": 7}),
+])
+def test_a_standalone_stage_after_a_settings_change_rewrites_the_manifest(world, expect, stage, change):
+    """`run` rewrote manifest.json; `generate` and `judge` on their own kept the first one, so
+    after a settings change it described settings no record beside it was made with."""
+    expect(0, "run", "--config", world.config(), inputs_change=True)
+    first = _manifest(world)
+    cfg = world.config(**change)
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    expect(0, "judge", "--config", cfg, inputs_change=True) if stage == "judge" else None
+    from gamut_local.config import load_run_config
+
+    spec = load_run_config(cfg)
+    now = _manifest(world)
+    assert now["config"] == spec.model_dump(mode="json") != first["config"]
+    by_role = {(m["role"], m["name"]): m["settings_hash"] for m in now["models"]}
+    if stage == "generate" and "models" in change:
+        assert by_role[("candidate", "cand")] == spec.models[0].settings_hash() in _hashes(world, "answers")
+    assert now["stages"] == first["stages"]  # what `run` recorded of its stages is kept
+
+
+def test_an_unchanged_config_leaves_the_manifest_alone(world, expect):
+    expect(0, "run", "--config", world.config(), inputs_change=True)
+    before = (world.run_dir / "manifest.json").read_bytes()
+    expect(0, "generate", "--config", world.config(), inputs_change=True)
+    expect(0, "judge", "--config", world.config(), inputs_change=True)
+    assert (world.run_dir / "manifest.json").read_bytes() == before
