@@ -127,7 +127,7 @@ def _task_records(run_dir: Path) -> dict[tuple[str, int], dict]:
         for rec in sub["jobs"]:
             tasks = expand_indices(rec["array"]) if rec.get("array") else [0]
             for t in tasks:
-                log = rec.get("log", "").replace("%a", str(t))
+                log = (rec.get("log") or "").replace("%a", str(t))
                 out[(rec["key"], t)] = {"job_id": rec["job_id"], "array": bool(rec.get("array")), "log": log}
     return out
 

@@ -112,6 +112,13 @@ def test_a_good_record_is_read_and_a_resubmission_appends_to_it(world, expect, s
     assert len(subs) == 2 and subs[0]["jobs"][0]["array"] == "0-1,3%2" and subs[1]["jobs"][0]["job_id"] == "4243"
 
 
+@pytest.mark.parametrize("job", [{"log": None}, {"array": None, "key": "score"}, {"array": "0-1:1"}])
+def test_optional_fields_of_a_record_may_be_empty(world, expect, job):
+    cfg = world.config()
+    _damage(world, _jobs(**job))
+    assert "job 4242" in expect(0, "status", cfg, inputs_change=True)
+
+
 # ------------------------------------------------------------------ status: what it counts
 
 def _two_questions(world) -> None:
