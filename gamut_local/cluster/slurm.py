@@ -46,6 +46,7 @@ from pathlib import Path
 
 from gamut_local.cluster.cost import engine_work, judged_systems, questions_to_plan, shard_counts
 from gamut_local.cluster.fit import cluster_nodes, misfits, requests
+from gamut_local.cluster.jobs_file import read_jobs
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
 from gamut_local.data.records import Question, load_answers
 from gamut_local.engines import model_problem, tensor_parallel_problem
@@ -547,8 +548,6 @@ def _clear_dead(queued: dict[str, str], echo) -> dict[str, str]:
 
 def submit(submission: Submission, *, force: bool = False, echo=print) -> list[dict]:
     """Write the scripts, sbatch each job with its dependencies, record the ids; returns the records."""
-    from gamut_local.cluster.status import read_jobs  # status reads the graph from here
-
     jobs_file = submission.run_dir / "slurm" / "jobs.json"
     # Read (and checked) before any sbatch: a damaged record found only when the new ids are
     # added to it would leave jobs in the queue that no file records.
