@@ -71,7 +71,7 @@ def vllm_available() -> bool:
 # What each back end imports beyond the core install, and the pyproject extra that installs it:
 # a core install asked for one names the extra to add, not a ModuleNotFoundError from deep inside.
 BACKEND_NEEDS = {"openai": ("openai", ("httpx",)), "vllm": ("vllm", ("vllm", "torch", "transformers")),
-                 "transformers": ("transformers", ("torch", "transformers", "accelerate"))}
+                 "transformers": ("transformers", ("torch", "transformers"))}
 
 
 def _installed(module: str) -> bool:

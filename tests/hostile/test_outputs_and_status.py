@@ -151,7 +151,8 @@ def test_status_counts_extra_answers_with_the_runs_compile_setting(world, expect
     (["httpx"], "openai", "gamut_local[openai]"),
     (["vllm"], "vllm", "gamut_local[vllm]"),
     (["torch"], "transformers", "gamut_local[transformers]"),
-    (["accelerate"], "transformers", "gamut_local[transformers]"),
+    (["transformers"], "transformers", "gamut_local[transformers]"),
+    (["transformers", "vllm"], "auto", "gamut_local[vllm]"),
 ])
 def test_a_backend_without_its_extra_names_the_extra(world, monkeypatch, hidden, backend, extra):
     """As on a core install: the module cannot be imported (None in sys.modules makes Python
