@@ -60,12 +60,17 @@ def _judge_tables(scores: Scores, labels: list[str], gamut: np.ndarray, boot: np
             points, draws = common_scores(scores, j, common)
             points = np.where(np.isfinite(gamut[j]), points, np.nan)
         n_common = int(common.sum())
+        if n_common == 0 and not as_written:
+            missing.append(f"Leaderboard, judge `{judge}`: its systems share no question that each has "
+                           "complete, so no score compares them (no rank, no score); judge the missing "
+                           "verdicts, or report each system's questions on their own.")
         order = [i for i in np.lexsort((np.arange(len(points)), -np.nan_to_num(points, nan=-np.inf)))
                  if np.isfinite(gamut[j][i])]
         for rank, i in enumerate(order, start=1):
             m = by_key[(judge, *scores.systems[i])]
             lo, hi = m["ci95"] if as_written else _ci(draws[:, i])
             base = {"judge": judge, "model": m["model"], "variant": m["variant"], "label": labels[i]}
+            rank = rank if np.isfinite(points[i]) else None  # no score on common questions: no place in the order
             out["leaderboard"].append({**base, "rank": rank, "gamut_score": _value(points[i]),
                                        "ci95_low": lo, "ci95_high": hi, "n_responses": m["n_responses"],
                                        "n_questions": n_common, "complete": m["complete"],

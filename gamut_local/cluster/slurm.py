@@ -36,7 +36,6 @@ without loading.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
@@ -47,6 +46,7 @@ from pathlib import Path
 
 from gamut_local.cluster.cost import engine_work, judged_systems, questions_to_plan, shard_counts
 from gamut_local.cluster.fit import cluster_nodes, misfits, requests
+from gamut_local.cluster.jobs_file import read_jobs
 from gamut_local.config import PROJECT_ROOT, ModelSpec, RunSpec, load_run_config, resolve_model_path
 from gamut_local.data.records import Question, load_answers
 from gamut_local.engines import model_problem, tensor_parallel_problem
@@ -522,12 +522,11 @@ def dry_run_text(submission: Submission) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _queued(jobs_file: Path) -> dict[str, str]:
+def _queued(jobs_file: Path, submissions: list[dict]) -> dict[str, str]:
     """Job ids of earlier submissions that squeue still lists -> why they wait (empty without squeue)."""
-    if not jobs_file.is_file() or shutil.which("squeue") is None:
+    if not submissions or shutil.which("squeue") is None:
         return {}
-    recorded = {j["job_id"] for sub in json.loads(jobs_file.read_text()).get("submissions", [])
-                for j in sub["jobs"]}
+    recorded = {j["job_id"] for sub in submissions for j in sub["jobs"]}
     res = subprocess.run(["squeue", "--noheader", "--me", "--format=%F|%r"], capture_output=True, text=True)
     if res.returncode != 0:
         return {}
@@ -554,7 +553,10 @@ def _clear_dead(queued: dict[str, str], echo) -> dict[str, str]:
 def submit(submission: Submission, *, force: bool = False, echo=print) -> list[dict]:
     """Write the scripts, sbatch each job with its dependencies, record the ids; returns the records."""
     jobs_file = submission.run_dir / "slurm" / "jobs.json"
-    live = [] if force else list(_clear_dead(_queued(jobs_file), echo))
+    # Read (and checked) before any sbatch: a damaged record found only when the new ids are
+    # added to it would leave jobs in the queue that no file records.
+    earlier = read_jobs(jobs_file)
+    live = [] if force else list(_clear_dead(_queued(jobs_file, earlier), echo))
     if live:
         raise InputError([Problem(str(jobs_file), None, "", "jobs of an earlier submission are still queued "
                                   f"or running ({', '.join(live)}); wait, scancel them, or pass --force")])
@@ -573,7 +575,7 @@ def submit(submission: Submission, *, force: bool = False, echo=print) -> list[d
         res = subprocess.run(argv, capture_output=True, text=True)
         m = _JOB_ID.match(res.stdout.strip())
         if res.returncode != 0 or not m:
-            _record(jobs_file, records, submission.config)
+            _record(jobs_file, earlier, records, submission.config)
             done = f" (submitted before it: {', '.join(r['key'] for r in records)}; recorded in {jobs_file})" \
                 if records else ""
             raise InputError([Problem(str(path), None, "", f"sbatch failed (exit {res.returncode}): "
@@ -585,7 +587,7 @@ def submit(submission: Submission, *, force: bool = False, echo=print) -> list[d
                "log": _log_path(job, m.group(1))}
         records.append(rec)
         echo(f"{m.group(1)}  {job.key}" + (f"  [{job.array_spec}]" if job.array else ""))
-    _record(jobs_file, records, submission.config)
+    _record(jobs_file, earlier, records, submission.config)
     return records
 
 
@@ -595,9 +597,8 @@ def _log_path(job: Job, job_id: str) -> str:
     return f"{job.values['log_dir']}/{name}.out"
 
 
-def _record(jobs_file: Path, records: list[dict], config: str = "") -> None:
+def _record(jobs_file: Path, earlier: list[dict], records: list[dict], config: str = "") -> None:
     if not records:
         return
-    data = json.loads(jobs_file.read_text()) if jobs_file.is_file() else {"submissions": []}
-    data["submissions"].append({"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config, "jobs": records})
-    write_json(jobs_file, data)
+    new = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "config": config, "jobs": records}
+    write_json(jobs_file, {"submissions": [*earlier, new]})

@@ -6,13 +6,13 @@ the files only. `gamut-local status` prints it; the result is plain data.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import shutil
 import subprocess
 from pathlib import Path
 
+from gamut_local.cluster.jobs_file import expand_indices, read_jobs
 from gamut_local.cluster.slurm import Job, mark_pending, run_graph
 from gamut_local.config import load_run_config
 from gamut_local.data.dataset import load_questions
@@ -28,23 +28,13 @@ ENDED = {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMP
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD"}
 
 
-def expand_indices(spec: str | None) -> list[int]:
-    """'0-2,5%4' -> [0, 1, 2, 5] (SLURM's --array syntax; compress_indices' inverse)."""
-    out: list[int] = []
-    for part in (spec or "").split("%")[0].split(","):
-        if part:
-            lo, _, hi = part.partition("-")
-            out += range(int(lo), int(hi or lo) + 1)
-    return out
-
-
 def resolve_config(target: Path) -> Path:
     """A run config as given, or the one a run directory's last submission recorded."""
     if target.is_file():
         return target
     jobs = target / "slurm" / "jobs.json"
     if target.is_dir() and jobs.is_file():
-        subs = json.loads(jobs.read_text()).get("submissions", [])
+        subs = read_jobs(jobs)
         config = next((s["config"] for s in reversed(subs) if s.get("config")), None)
         if config:
             return Path(config)
@@ -64,13 +54,11 @@ def _task_records(run_dir: Path) -> dict[tuple[str, int], dict]:
     """(job key, task index) -> the latest submission's record of that task, with its log path."""
     jobs = run_dir / "slurm" / "jobs.json"
     out = {}
-    if not jobs.is_file():
-        return out
-    for sub in json.loads(jobs.read_text()).get("submissions", []):
+    for sub in read_jobs(jobs):
         for rec in sub["jobs"]:
             tasks = expand_indices(rec["array"]) if rec.get("array") else [0]
             for t in tasks:
-                log = rec.get("log", "").replace("%a", str(t))
+                log = (rec.get("log") or "").replace("%a", str(t))
                 out[(rec["key"], t)] = {"job_id": rec["job_id"], "array": bool(rec.get("array")), "log": log}
     return out
 
@@ -95,11 +83,20 @@ def slurm_states(tasks: dict[tuple[str, int], dict]) -> dict[tuple[str, int], di
         infos = _scontrol(job_id)
         for key, t in keys:
             for info in infos:
-                ids = expand_indices(info.get("ArrayTaskId")) if info.get("ArrayTaskId") else [0]
+                ids = _task_ids(info)
                 if t in ids:
                     out[(key, t)] = {"state": info.get("JobState", "?"), "reason": info.get("Reason", ""),
                                      "exit": info.get("ExitCode", "")}
     return out
+
+
+def _task_ids(info: dict) -> list[int]:
+    """The array tasks one `scontrol` line stands for ([0] for a plain job; none for a form
+    this reader does not know, so that task's state is unknown rather than an error)."""
+    try:
+        return expand_indices(info["ArrayTaskId"]) if info.get("ArrayTaskId") else [0]
+    except ValueError:
+        return []
 
 
 def _last_line(log: str) -> str:

@@ -68,6 +68,32 @@ def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 
 
+# What each back end imports beyond the core install, and the pyproject extra that installs it:
+# a core install asked for one names the extra to add, not a ModuleNotFoundError from deep inside.
+BACKEND_NEEDS = {"openai": ("openai", ("httpx",)), "vllm": ("vllm", ("vllm", "torch", "transformers")),
+                 "transformers": ("transformers", ("torch", "transformers"))}
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package that fails to import, or a stub in sys.modules
+        return False
+
+
+def backend_problem(spec: ModelSpec, backend: str) -> Problem | None:
+    """The extra to install when the back end this model uses is not installed, else None."""
+    extra, modules = BACKEND_NEEDS.get(backend, (None, ()))
+    missing = [m for m in modules if not _installed(m)]
+    if not missing:
+        return None
+    if spec.backend == "auto":  # neither engine: pick_backend fell back to transformers
+        return spec.problem("backend", f"auto needs an engine and this install has none ({', '.join(missing)} "
+                            "missing): pip install 'gamut_local[vllm]' (GPU) or 'gamut_local[transformers]'")
+    return spec.problem("backend", f"{backend} needs the `{extra}` extra ({', '.join(missing)} missing): "
+                        f"pip install 'gamut_local[{extra}]'")
+
+
 def is_multimodal(path: str) -> bool:
     """Whether a model folder holds a vision-language model: its config has a vision tower
     (`vision_config` in a Hugging Face config.json, `vision_encoder` in the params.json of a
@@ -139,6 +165,7 @@ def load_engine(spec: ModelSpec) -> Engine:
     folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
     loader."""
     if spec.backend == "openai":  # served elsewhere: nothing to load, the server is checked
+        _require(spec, "openai")
         from gamut_local.engines.openai_engine import OpenAIEngine
 
         return OpenAIEngine(spec)
@@ -151,6 +178,7 @@ def load_engine(spec: ModelSpec) -> Engine:
     backend = pick_backend(spec, path)
     if isinstance(spec, JudgeSpec):
         judge_identity(spec)  # refuses, before any weights load, a label read inside <think>
+    _require(spec, backend)
     started = time.monotonic()
     if backend == "vllm":
         from gamut_local.engines.vllm_engine import VllmEngine
@@ -165,6 +193,12 @@ def load_engine(spec: ModelSpec) -> Engine:
     print(f"gamut-local: {spec.name} loaded ({backend}, {path}) in {time.monotonic() - started:.1f} s",
           file=sys.stderr, flush=True)
     return engine
+
+
+def _require(spec: ModelSpec, backend: str) -> None:
+    problem = backend_problem(spec, backend)
+    if problem is not None:
+        raise InputError([problem])
 
 
 def image_capacity(spec: ModelSpec) -> dict[str, int]:
@@ -214,6 +248,7 @@ def judge_identity(spec: JudgeSpec) -> dict[str, str]:
     read inside its reasoning block. Without the model folder (checked, and reported, before
     any engine loads) only the back end and its build are known."""
     if spec.backend == "openai":  # what the server says it is: host, served model, version
+        _require(spec, "openai")
         from gamut_local.engines.openai_engine import server_identity
 
         return {"backend": "openai", "engine": engine_build("openai"), **server_identity(spec)}
@@ -271,7 +306,7 @@ def load_and_close(spec):
         engine.close()
 
 
-__all__ = ["Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
-           "STRUCTURED_CHOICE", "engine_build", "image_capacity", "is_multimodal", "judge_identity",
+__all__ = ["BACKEND_NEEDS", "Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
+           "STRUCTURED_CHOICE", "backend_problem", "engine_build", "image_capacity", "is_multimodal", "judge_identity",
            "load_and_close", "load_engine", "model_problem", "pick_backend", "reasoning_problem",
            "tensor_parallel_problem", "vllm_available"]

@@ -97,15 +97,17 @@ def beside(out: Path) -> tuple[Path, Path]:
     return out.with_name(f"{out.stem}.calibration.json"), out.with_name(f"{out.stem}.reliability.png")
 
 
-def report_section(run_dir: Path, files: list[Path], gold: str = "human-*", console=None) -> str:
+def report_section(run_dir: Path, files: list[Path], gold: str = "human-*", console=None,
+                   out_dir: Path | None = None) -> str:
     """The report's calibration section for a run with human verdicts (`verdicts/human-*/`),
-    writing tables/calibration.json and figures/reliability.png; "" for a run without any."""
+    writing tables/calibration.json and figures/reliability.png under `out_dir` (default: the
+    run directory); "" for a run without any."""
     if not any(is_human(f.parent.name) for f in map(Path, files)):
         return ""
     from gamut_local.data.verdict_table import read_verdicts
 
-    run_dir = Path(run_dir)
-    figure = run_dir / "figures" / "reliability.png"
-    cal = write_calibration(read_verdicts(files), gold, run_dir / "tables" / "calibration.json", figure)
+    out_dir = Path(out_dir or run_dir)
+    figure = out_dir / "figures" / "reliability.png"
+    cal = write_calibration(read_verdicts(files), gold, out_dir / "tables" / "calibration.json", figure)
     drawn = figure.is_file() and any(b.get("calibration") for b in cal["judges"].values())
     return "\n" + "\n".join(markdown(cal, "figures/reliability.png" if drawn else None))

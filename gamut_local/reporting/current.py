@@ -26,6 +26,7 @@ STAMP = "report.stamp.json"
 STAMP_VERSION = 1
 OUTPUTS = ("report.md", "figures", "tables", "scores")  # written by `report` (scores/ also by `score-run`)
 RACY_NS = 2_000_000_000
+STAGING_PREFIX = ".report-staging-"  # where `report` writes its outputs before moving them in
 
 
 def code_identity() -> str:
@@ -69,9 +70,14 @@ def _walk(folder: Path, skip: set[str]) -> list[Path]:
 
 
 def inputs_now(run_dir: Path, outside: list[Path] = ()) -> dict[str, list[int] | None]:
-    """{path: stat} of every file of the run directory but the report's outputs, and `outside`."""
+    """{path: stat} of every file of the run directory but the report's outputs (its staging
+    folders too: a report's, or one a killed report left), and `outside`."""
     run_dir = Path(run_dir).resolve()
-    paths = _walk(run_dir, {*OUTPUTS, STAMP}) + [Path(p).resolve() for p in outside]
+    try:
+        staging = {e.name for e in os.scandir(run_dir) if e.name.startswith(STAGING_PREFIX)}
+    except OSError:
+        staging = set()
+    paths = _walk(run_dir, {*OUTPUTS, STAMP, *staging}) + [Path(p).resolve() for p in outside]
     return {str(p): _stat(p) for p in sorted(set(paths))}
 
 

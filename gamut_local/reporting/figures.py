@@ -116,12 +116,13 @@ def _row_height(n: int) -> float:
 
 
 def leaderboard(tables: dict, path: Path) -> Path | None:
-    groups = _by_judge(tables["leaderboard"], tables["judges"])
+    # A system without a score on its judge's common questions (none shared) has no bar.
+    scored = [r for r in tables["leaderboard"] if r["gamut_score"] is not None]
+    groups = _by_judge(scored, tables["judges"])
     if not groups:
         return None
     n_max = max(len(g) for g in groups.values())
-    ends = [v for r in tables["leaderboard"] for v in (r["gamut_score"], r["ci95_low"], r["ci95_high"])
-            if v is not None]
+    ends = [v for r in scored for v in (r["gamut_score"], r["ci95_low"], r["ci95_high"]) if v is not None]
     xlim = (min(0.0, min(ends)) - 5, max(0.0, max(ends)) + 5)
     fig, axes = _grid(len(groups), 5.5, _row_height(n_max))
     for ax, (judge, rows) in zip(axes, groups.items()):

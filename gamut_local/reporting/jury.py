@@ -30,8 +30,9 @@ def read_juries(run_dir: Path) -> tuple[list[dict], list[str]]:
     return out, notes
 
 
-def section(run_dir: Path) -> str:
-    """The Markdown section (empty without juries); draws each Dawid-Skene jury's figure."""
+def section(run_dir: Path, out_dir: Path | None = None) -> str:
+    """The Markdown section (empty without juries); draws each Dawid-Skene jury's figure into
+    `out_dir`'s figures/ (default: the run directory's)."""
     juries, notes = read_juries(run_dir)
     if not juries and not notes:
         return ""
@@ -55,7 +56,7 @@ def section(run_dir: Path) -> str:
             lines += [f"`{member}`:", "", md_table(["true \\ member"] + labels, [
                 [labels[i]] + [fmt(x, 2) for x in row] for i, row in enumerate(matrix)]), ""]
         name = f"jury-{info['name']}.png"
-        if draw(info, Path(run_dir) / "figures" / name) is not None:
+        if draw(info, Path(out_dir or run_dir) / "figures" / name) is not None:
             lines += [f"![jury {info['name']}: members' confusion matrices](figures/{name})", ""]
     return "\n".join(lines) + "\n"
 

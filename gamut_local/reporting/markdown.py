@@ -63,7 +63,7 @@ def leaderboard(tables: dict, figures: dict[str, str]) -> list[str]:
     out = ["## Leaderboard", ""]
     nb = {(r["judge"], r["higher"]): r for r in tables["neighbours"]}
     for judge in tables["judges"]:
-        rows = [[r["rank"], r["label"] + ("" if r.get("complete", True) else " *"), fmt(r["gamut_score"]),
+        rows = [[r["rank"] or "—", r["label"] + ("" if r.get("complete", True) else " *"), fmt(r["gamut_score"]),
                  f"[{fmt(r['ci95_low'])}, {fmt(r['ci95_high'])}]", r["n_responses"], r.get("n_questions", "—"),
                  _gap(nb.get((judge, r["label"])))]
                 for r in tables["leaderboard"] if r["judge"] == judge]

@@ -126,7 +126,25 @@ def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None,
     return path
 
 
+def describes(manifest, spec: RunSpec) -> bool:
+    """Whether a manifest records what a stage run now makes its records with: this very
+    config, these package and engine builds, and every judge's settings hash (a served judge
+    whose server was not up yet has none)."""
+    if not isinstance(manifest, dict):
+        return False
+    judges = [m for m in manifest.get("models") or [] if isinstance(m, dict) and m.get("role") == "judge"]
+    return (manifest.get("config") == spec.model_dump(mode="json") and manifest.get("packages") == _versions()
+            and manifest.get("engine_build") == engine_build() and all(m.get("settings_hash") for m in judges))
+
+
 def ensure_manifest(spec: RunSpec, config_path: Path) -> None:
-    """For stages run on their own (SLURM): write the manifest unless the run already has one."""
-    if not (Path(spec.output_dir) / "manifest.json").exists():
+    """For stages run on their own (`generate`, `judge`; SLURM's tasks): write the manifest
+    unless the run's already describes these settings (`describes`), keeping its stage records.
+    After a settings change the manifest is rewritten: it describes the records beside it."""
+    path = Path(spec.output_dir) / "manifest.json"
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if not describes(old, spec):
         write_manifest(spec, config_path)

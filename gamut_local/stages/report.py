@@ -24,7 +24,11 @@ and the report says so first and marks the systems. A `--limit` pilot (`pilot`, 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -37,6 +41,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.analysis.design import read_sample
 from gamut_local.reporting.correction import section as correction_section
 from gamut_local.reporting import current
+from gamut_local.reporting.current import STAGING_PREFIX
 from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
@@ -56,7 +61,7 @@ from gamut_local.data.consistency import describe_stale
 from gamut_local.data.dataset import TEXT_ONLY_SUFFIX
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.vocab import SMALL_POOL_MAX
-from gamut_local.rundir.store import write_text_atomic
+from gamut_local.rundir.store import JOURNAL, fsync_path, write_text_atomic
 
 # ---------------------------------------------------------------- reading the run directory
 
@@ -175,11 +180,13 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
 
 def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, *, seed: int,
                         console: Console | None = None, computing=lambda: None,
-                        allow_incomplete: bool = False) -> tuple[ScoresFile, Scores, dict | None]:
-    """The run's scores and agreement: read where current, else computed and written
-    (`computing()` is called once the verdicts are read: the figures will change). Stale
-    verdicts are left out; an incomplete system stops it, before anything is written, unless
-    `allow_incomplete`."""
+                        allow_incomplete: bool = False, out: Path | None = None) -> tuple[ScoresFile, Scores, dict | None]:
+    """The run's scores and agreement: read where current, else computed and written under
+    `out` (default: the run directory; `write_report` gives its staging folder) as the run
+    directory lays them out (`computing()` is called once the verdicts are read: the figures
+    will change). Stale verdicts are left out; an incomplete system stops it, before anything
+    is written, unless `allow_incomplete`."""
+    out = run_dir if out is None else out
     table = None
     answers, small_pool_max = run_answers(run_dir)
     current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT,
@@ -194,7 +201,7 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
         computing()
         scores = score_table(table, domains, expected=expected_checks(checks), seed=seed)
         require_complete(scores, str(run_dir), allow_incomplete)
-        doc = write_scores_files(scores_path(run_dir), table, scores, dataset_input)
+        doc = write_scores_files(scores_path(out), table, scores, dataset_input)
     else:
         doc, scores = current
         require_complete(scores, str(run_dir), allow_incomplete)
@@ -207,7 +214,7 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
         computing()
         # The panel's full-coverage scores are the very response scores above.
         agreement = AgreementFile(inputs=table.inputs, **agree_panel(panel_from_table(table), scores))
-        write_model(agreement_path(run_dir), agreement)
+        write_model(agreement_path(out), agreement)
     return doc, scores, agreement.model_dump(mode="json", exclude={"schema_version", "kind", "inputs"})
 
 
@@ -221,15 +228,15 @@ def pilot_limit(run_dir: Path) -> int | None:
     return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
 
 
-def _corrected(run_dir: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:
-    """With `correct_with`: the scores document with corrected scores, written to scores.json;
-    `design`: (its path, `analysis.design.CheckedSample`)."""
+def _corrected(out: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:
+    """With `correct_with`: the scores document with corrected scores, written to scores.json
+    under `out`; `design`: (its path, `analysis.design.CheckedSample`)."""
     if correct_with is None:
         return doc
     from gamut_local.analysis.correction import correct
 
     doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0])))
-    write_model(scores_path(run_dir), doc)
+    write_model(scores_path(out), doc)
     return doc
 
 
@@ -262,7 +269,7 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         from gamut_local.reporting.correction import checked_sample
 
         design = (design[0], checked_sample(design[1], files, correct_with))
-    current.forget(run_dir)
+    _needs_matplotlib()
     # The files outside the run directory, before they are read; those inside were taken first.
     inputs = {**current.inputs_now(run_dir, [*files, *run_answers(run_dir)[0], *_dataset_files(dataset_path)]),
               **inputs}
@@ -270,32 +277,80 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
     for note in missing if warn else []:
         warn(note)
+    with staged(run_dir) as out:
+        _write_outputs(run_dir, out, files, dataset_path, notes, missing, seed=seed, console=console, pilot=pilot,
+                       allow_incomplete=allow_incomplete, correct_with=correct_with, design=design)
+        commit(out, run_dir)
+    current.record(run_dir, options, inputs, started, missing)
+    return run_dir / "report.md"
+
+
+def _write_outputs(run_dir: Path, out: Path, files: list[Path], dataset_path: Path | None, notes: list[str],
+                   missing: list[str], *, seed: int, console, pilot, allow_incomplete: bool, correct_with, design) -> None:
+    """Every output of the report (scores/, tables/, figures/, report.md) under `out`, laid out
+    as in the run directory; what is current there (scores, agreement, figures) is kept, not
+    written again."""
     # The drawing workers start before anything is computed: they load matplotlib meanwhile.
     with drawing_pool() as workers:
         doc, scores, agreement = current_or_computed(run_dir, files, dataset_path, seed=seed, console=console,
-                                                     computing=workers.start,
+                                                     computing=workers.start, out=out,
                                                      allow_incomplete=allow_incomplete or pilot is not None)
-        doc = _corrected(run_dir, doc, scores, correct_with, design)
+        doc = _corrected(out, doc, scores, correct_with, design)
         t = {**report_tables(scores, agreement), "pilot": pilot}
-        write_report_tables(run_dir / "tables", ReportTablesFile(
+        write_report_tables(out / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
         digest = tables_digest(t)
         figures = current_figures(run_dir / "figures", digest)
         if figures is None:
-            figures = draw_all(t, run_dir / "figures", workers)
-            record_figures(run_dir / "figures", digest, figures)
-    report = run_dir / "report.md"
+            figures = draw_all(t, out / "figures", workers)
+            record_figures(out / "figures", digest, figures)
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
     # Gaps and stale verdicts come first: a reader must see them before any number.
     warnings = missing + describe_stale(doc.stale_verdicts)
     top = "".join(f"> **Warning:** {n}\n" for n in warnings) + ("\n" if warnings else "")
-    shown = {k: str(p.relative_to(run_dir)) for k, p in figures.items()}
-    write_text_atomic(report, top + render(run_name(run_dir), t, shown, notes, N_BOOT)
-                      + correction_section(doc.model_dump(mode="json"), run_dir) + jury_section(run_dir)
-                      + report_section(run_dir, files, console=console))
-    current.record(run_dir, options, inputs, started, missing)
-    return report
+    shown = {k: f"figures/{p.name}" for k, p in figures.items()}
+    write_text_atomic(out / "report.md", top + render(run_name(run_dir), t, shown, notes, N_BOOT)
+                      + correction_section(doc.model_dump(mode="json"), out) + jury_section(run_dir, out)
+                      + report_section(run_dir, files, console=console, out_dir=out))
+
+
+def _needs_matplotlib() -> None:
+    """The figures need matplotlib (the `analysis` extra): said before anything is read or written."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise InputError([Problem("gamut-local report", None, "", "draws its figures with matplotlib, which this "
+                                  "install lacks: pip install 'gamut_local[analysis]'")])
+
+
+@contextmanager
+def staged(run_dir: Path):
+    """A fresh folder inside the run directory (so the moves are renames on one file system)
+    where the report writes every output; removed on leaving, with whatever a failure left in
+    it, so a report stopped half-way changes nothing in the run directory."""
+    out = Path(tempfile.mkdtemp(dir=run_dir, prefix=STAGING_PREFIX))
+    try:
+        yield out
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        # What the failure message lists as written: only what reached the run directory.
+        JOURNAL.replaced[:] = [p for p in JOURNAL.replaced if not Path(p).is_relative_to(out)]
+
+
+def commit(out: Path, run_dir: Path) -> None:
+    """Move every file written under `out` to its place in the run directory: renames, after
+    every output was written. The stamp goes first: outputs part-moved are never current."""
+    current.forget(run_dir)
+    moved = []
+    for src in sorted(p for p in out.rglob("*") if p.is_file()):
+        dst = run_dir / src.relative_to(out)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        moved.append(str(dst))
+    for folder in {Path(p).parent for p in moved}:
+        fsync_path(folder)
+    JOURNAL.replaced.extend(moved)
 
 
 def _dataset_files(dataset: Path | None) -> list[Path]:

@@ -14,6 +14,7 @@ name in a fixed list.
 
 from __future__ import annotations
 
+import html
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -29,12 +30,15 @@ from starlette.routing import Route
 from gamut_local.errors import InputError
 from gamut_local.rundir.human import check_annotator, human_judge
 from gamut_local.viewer.body import BodyError, read_json_body
-from gamut_local.viewer.opening import Opening, overview_opening, run_files
+from gamut_local.viewer.opening import NotOpen, Opening, overview_opening, run_files
 
 if TYPE_CHECKING:
     from gamut_local.viewer.index import RunIndex
 
 HERE = Path(__file__).parent
+# How long a page that needs the verdicts waits for the background read before it answers
+# 503 "still reading" (and reloads itself): a small run is read well within it.
+WAIT_S = 20.0
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
@@ -144,16 +148,30 @@ class View:
     writable: bool
     read_only: bool
     env: object
+    wait_s: float = WAIT_S
 
     @property
     def index(self) -> RunIndex:
-        """The opened run (waits while it is being read)."""
-        return self.opening.result()
+        """The opened run (waits while it is being read, at most `wait_s`; then NotOpen)."""
+        return self.opening.result(self.wait_s)
 
     def render(self, name: str, **ctx) -> HTMLResponse:
         base = {"run": self.opening.run_dir.name, "annotator": self.annotator, "judge": self.judge,
                 "writable": self.writable, "read_only": self.read_only}
         return HTMLResponse(self.env.get_template(name).render(**base, **ctx))
+
+
+def not_open(request: Request, e: NotOpen) -> Response:
+    """503 for a page that needs the run before it can be given: still being read (with
+    Retry-After, and a page that reloads itself), or refused (the problems, one per line)."""
+    headers = {"Retry-After": str(e.retry_s)} if e.retry_s else {}
+    if _api(request):
+        return JSONResponse({"error": e.message}, 503, headers=headers)
+    if e.retry_s:
+        page = (f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="{e.retry_s}">'
+                f"<title>reading the run</title><p>{html.escape(e.message)}</p>")
+        return HTMLResponse(page, 503, headers=headers)
+    return PlainTextResponse("\n".join(e.lines) + "\n", 503)
 
 
 def _view(request: Request) -> View:
@@ -284,7 +302,7 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
 
 
 def create_app(index: RunIndex | Opening, *, annotator: str | None = None, read_only: bool = False,
-               debug: bool = False) -> Starlette:
+               debug: bool = False, wait_s: float = WAIT_S) -> Starlette:
     """The app over an opened run (or one being opened: `opening.Opening`). Without an annotator
     (or with read_only) nothing is written. `debug`: an internal error shows its traceback
     (`gamut-local --debug view`)."""
@@ -293,9 +311,9 @@ def create_app(index: RunIndex | Opening, *, annotator: str | None = None, read_
     for name in ("overview.html", "questions.html", "question.html", "queue.html"):
         env.get_template(name)  # compiled now, not on a user's first request
     app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly), Middleware(NoTraceback, debug=debug)],
-                    debug=debug)
+                    exception_handlers={NotOpen: not_open}, debug=debug)
     opening = index if isinstance(index, Opening) else Opening.of(index)
-    app.state.view = View(opening, annotator, judge, judge is not None and not read_only, read_only, env)
+    app.state.view = View(opening, annotator, judge, judge is not None and not read_only, read_only, env, wait_s)
     return app
 
 

@@ -132,6 +132,18 @@ def overview_opening(run_dir: Path) -> dict:
             "human_agreement": None, "corrected": []}
 
 
+class NotOpen(Exception):
+    """A page that needs the run, asked for before it could be given: the run is still being
+    read (`retry_s` set), or it was read and refused. The app answers 503 with `message`."""
+
+    def __init__(self, lines: list[str], retry_s: int | None = None):
+        super().__init__("; ".join(lines))
+        self.lines, self.message, self.retry_s = lines, "; ".join(lines), retry_s
+
+
+STILL_READING = "still reading the run's verdicts; this page answers once they are read"
+
+
 class Opening:
     """A run read in a background thread (`read(found)`: `index.read_run`), so that
     `gamut-local view` answers at once: the overview shows the scores file's leaderboard
@@ -161,9 +173,16 @@ class Opening:
         if on_done is not None:
             on_done(self)
 
-    def result(self):
-        """The `index.RunIndex` once read (waits for it); its problem, if it could not be read."""
-        self.done.wait()
+    def result(self, wait_s: float | None = None):
+        """The `index.RunIndex` once read (waits for it, at most `wait_s`: NotOpen after that);
+        its problem, if it could not be read: bad input (InputError, a file unreadable) as
+        NotOpen with the problems, anything else (a bug) as it was raised."""
+        if not self.done.wait(wait_s):
+            raise NotOpen([STILL_READING], retry_s=2)
+        if isinstance(self.error, (InputError, OSError)):
+            what = [str(p) for p in self.error.problems] if isinstance(self.error, InputError) \
+                else [f"{self.error.filename or ''}: {self.error.strerror or self.error}"]
+            raise NotOpen(["this run cannot be opened:", *what, "the viewer stops (fix the run, then start it again)"])
         if self.error is not None:
             raise self.error
         return self.index
