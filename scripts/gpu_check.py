@@ -126,7 +126,7 @@ def summarise(work: Path, wall: float, dev: dict) -> dict:
 LOADED = re.compile(r"^gamut-local: \S+ loaded \(.*\) in ([0-9.]+) s$", re.M)
 
 
-def judge_throughput(work: Path, cfg_path: Path, max_num_seqs: int) -> dict:
+def judge_throughput(work: Path, cfg_path: Path, max_num_seqs: int, limit: int | None) -> dict:
     """The run's judge alone over the run's answers, with `engine.max_num_seqs` set: checks per
     second once its engine is up (wall time less the load its log line reports), and the
     prefix cache's hit rate, in the judge stage's order."""
@@ -138,7 +138,8 @@ def judge_throughput(work: Path, cfg_path: Path, max_num_seqs: int) -> dict:
     path = work / f"judge-max-num-seqs-{max_num_seqs}.yaml"
     path.write_text(yaml.safe_dump({**cfg, "judges": [judge], "output_dir": str(out)}, sort_keys=False))
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "gamut_local.cli", "judge", "--config", str(path)], cwd=ROOT,
+    cmd = [sys.executable, "-m", "gamut_local.cli", "judge", "--config", str(path)]
+    proc = subprocess.run(cmd + (["--limit", str(limit)] if limit else []), cwd=ROOT,
                           env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=sys.stderr, stderr=subprocess.PIPE,
                           text=True, check=False)
     wall = time.perf_counter() - t0
@@ -227,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"work": str(work), "deviations": [f"`gamut-local run` exited {proc.returncode}"]}))
         return 1
     summary = summarise(work, wall, device())
-    summary["judge_throughput"] = [judge_throughput(work, cfg, int(n)) for n in args.max_num_seqs.split(",") if n]
+    summary["judge_throughput"] = [judge_throughput(work, cfg, int(n), args.limit)
+                                   for n in args.max_num_seqs.split(",") if n]
     summary["seconds"]["wall"] = round(time.perf_counter() - t0, 1)
     summary["deviations"] = deviations(summary, args.backend, args.tiny, n_questions, args.budget_s)
     summary["work"] = str(work)
