@@ -50,6 +50,13 @@ def lock_path(path: str | Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 
 
+def _real(path: str | Path) -> Path:
+    """One spelling per path (its folder's links followed), so a hold of this process is
+    found however a caller spelled the path, and not refused as another holder's."""
+    path = Path(path)
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
 def _start_time(pid: int) -> int | None:
     """The process's start time (clock ticks since boot), which a reused pid does not share;
     None where /proc does not say."""
@@ -119,6 +126,7 @@ def is_stale(holder: dict) -> bool:
 
 def held_by_other(lock: Path) -> dict | None:
     """The live holder of a lock other than this process (None: free, stale, or ours)."""
+    lock = _real(lock)
     with _MUTEX:
         if _HELD.get(str(lock)):
             return None
@@ -231,11 +239,11 @@ def hold(paths, *, wait: float = 0.0, beside=lambda path: ()):
     same verdicts): a live lock of one refuses this hold too. Looked at after taking ours, so of
     two such takers at once at least one sees the other."""
     with ExitStack() as stack:
-        for path in sorted({Path(p) for p in paths}):
+        for path in sorted({_real(p) for p in paths}):
             stack.enter_context(_one(path, wait))
-        mine = {Path(p) for p in paths}
+        mine = {_real(p) for p in paths}
         problems = [refusal(other, lock_path(other), holder)
-                    for path in sorted(mine) for other in beside(path) if other not in mine
+                    for path in sorted(mine) for other in beside(path) if _real(other) not in mine
                     if (holder := held_by_other(lock_path(other))) is not None]
         if problems:
             raise InputError(list(dict.fromkeys(problems)))

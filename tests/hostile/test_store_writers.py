@@ -348,3 +348,25 @@ except InputError as e:
     holder = takers[[o.startswith("held") for o in outs].index(True)].pid
     assert all(f"pid {holder}" in o for o in outs if o.startswith("refused")), outs
     assert not task_lock.lock_path(unit).exists()
+
+
+def test_an_old_runs_own_shard_file_moves_into_its_own_shard_unit_however_spelled(world, expect):
+    """An old run's JSONL of shard 0 (named by an absolute path, the run by a relative one):
+    its verdicts move into that shard's unit, not beside it, and none is taken as held by
+    the very file they come from."""
+    cfg = world.config(judges=JUDGES[:1])
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    for shard in ("0/2", "1/2"):
+        expect(0, "judge", "--config", cfg, "--shard", shard, inputs_change=True)
+    unit = world.root / "run/verdicts/j1/cand.text_only.shard-0-of-2.parquet"
+    old = unit.with_suffix(".jsonl")
+    expect(0, "verdicts", "export", unit, "--out", world.root / "old.jsonl", inputs_change=True)
+    os.replace(world.root / "old.jsonl", old)
+    want = sorted(keys([unit]))
+    unit.unlink()
+    expect(0, "verdicts", "import", old.resolve(), "--into", "run", named=[f"{len(want)} verdicts imported"],
+           inputs_change=True)
+    assert sorted(keys([unit])) == want and not old.exists() and old.with_name(old.name + ".imported").exists()
+    assert sorted(p.name for p in unit.parent.iterdir()) == [
+        "cand.text_only.shard-0-of-2.jsonl.imported", unit.name, "cand.text_only.shard-1-of-2.parquet"]
+    expect(0, "score-run", "--config", cfg, inputs_change=True)
