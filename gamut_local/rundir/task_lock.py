@@ -228,7 +228,18 @@ def _one(path: Path, wait: float):
             if last:
                 del _HELD[key]
         if last:
-            lock.unlink(missing_ok=True)
+            _release(lock)
+
+
+def _release(lock: Path) -> None:
+    """Remove the lock if it is still this process's (not a lock someone removed by hand and
+    another writer then took; not the parent's, in a forked child that ends here)."""
+    try:
+        holder = read_holder(lock)
+    except InputError:
+        return
+    if holder is not None and holder["pid"] == os.getpid() and holder["host"] == socket.gethostname():
+        lock.unlink(missing_ok=True)
 
 
 @contextmanager
