@@ -773,7 +773,8 @@ app.add_typer(verdicts_app, name="verdicts")
 def verdicts_export(
     inputs: List[Path] = typer.Argument(..., help="Run directories, verdict folders, store units (.parquet) "
                                         "or JSONL files."),
-    out_path: Path = typer.Option(..., "--out", help="FILE.jsonl, or FILE.parquet (the store's schema)."),
+    out_path: Path = typer.Option(..., "--out", help="FILE.jsonl, or FILE.parquet (the store's schema); "
+                                  "never inside a run's answers/, verdicts/ or superseded/."),
 ):
     """Write every verdict of the inputs to one file (a human's newest verdict per cell)."""
     from gamut_local.data.verdict_io import export
@@ -794,7 +795,8 @@ def verdicts_import(
     into: Path = typer.Option(..., "--into", help="The run directory whose store receives them."),
 ):
     """Bring verdicts from elsewhere (or an old run's JSONL) into a run's verdict store; a verdict
-    the store holds already is skipped, so importing twice adds nothing."""
+    the store holds already (in any shard's unit) is skipped, so importing twice adds nothing; a
+    person's verdicts by (annotator, key, revision), never reverting a later one."""
     from gamut_local.data.verdict_io import import_files
     from gamut_local.rundir.paths import check_outputs
 

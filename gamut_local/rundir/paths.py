@@ -1,6 +1,8 @@
 """Output paths checked before anything is read or written: an `--out` that is an input, or
-a folder holding one, would destroy the input; a parent that is a file, or an output that is
-a folder, would fail only after the work is done.
+a folder holding one, would destroy the input; a path inside a run's store (its `answers/`,
+`verdicts/`, `superseded/`: however spelled, a symbolic link included) would be read by every
+stage as the run's own results, beside or over them; a parent that is a file, or an output
+that is a folder, would fail only after the work is done.
 
 Every command that writes a path the user named calls `check_outputs` first.
 """
@@ -44,6 +46,11 @@ def output_problems(out: str | Path, inputs, *, field: str = "--out", folder: bo
         elif ri in real.parents and i.is_dir():  # `import DIR --out DIR/0001-x.yaml`
             problems.append(Problem(where, None, field, f"is inside the input folder {i}, which the "
                                     "command reads whole; choose an output path outside it"))
+    store = run_store(out)
+    if store is not None:
+        problems.append(Problem(where, None, field, f"is inside {store}, a run's store, which only the run's own "
+                                "stages and `verdicts import` write (every reader would take the file as the "
+                                "run's results); choose an output path outside it"))
     if not folder and out.is_dir():
         problems.append(Problem(where, None, field, "is a directory; give a file path"))
     if folder and out.exists() and not out.is_dir():
@@ -54,6 +61,33 @@ def output_problems(out: str | Path, inputs, *, field: str = "--out", folder: bo
                 problems.append(Problem(where, None, field, f"{parent} is not a directory"))
             break
     return problems
+
+
+# A run's stores: what its stages write and read back as its results.
+STORE_FOLDERS = ("answers", "verdicts", "superseded")
+
+
+def run_store(path: str | Path) -> Path | None:
+    """The store folder of a run that `path` resolves into (None: none)."""
+    real = _resolved(Path(path))
+    for folder in (real, *real.parents):
+        if folder.name in STORE_FOLDERS and _is_run(folder.parent):
+            return folder
+    return None
+
+
+def _is_run(folder: Path) -> bool:
+    """A run directory, by what its stages leave: a manifest, answers, superseded results, or
+    a verdicts folder holding a judge's store unit (not any folder that has a `verdicts/`: a
+    folder of exported JSONL may be called so)."""
+    if (folder / "manifest.json").is_file() or (folder / "answers").is_dir() or (folder / "superseded").is_dir():
+        return True
+    try:
+        return (folder / "verdicts").is_dir() and any(
+            p.suffix in (".parquet", ".parts") for judge in (folder / "verdicts").iterdir()
+            if judge.is_dir() for p in judge.iterdir())
+    except OSError:  # unreadable: not known to be a run
+        return False
 
 
 def check_outputs(outs: dict[str, str | Path | None], inputs, *, folders: tuple[str, ...] = ()) -> None:

@@ -13,8 +13,11 @@ never shares its unit with another (array tasks differ by their shard suffix).
   deleted. A kill before the rename leaves the old file and the parts; after it, the parts
   it holds are ignored by every reader and deleted by the next compaction. Nothing is lost
   and nothing is counted twice.
-- Writers of one unit take turns (`_one_writer`: a `flock` on `.<unit name>.lock` beside it),
-  for the one case where a unit has two: `verdicts import` while the unit's task runs.
+- A unit has one writer at a time, holding its task lock (`rundir.task_lock`: the file
+  `.<unit name>.lock` beside it, naming the holder). The judge stage holds its units from
+  start to end (`writing`), so a second judge of the task is refused; `verdicts import` holds
+  every unit of the verdicts it adds to; one write outside a task (`jury`'s replacement)
+  takes the lock for that write (`_one_writer`), waiting for another's turn.
 - Every file carries `SCHEMA_VERSION` in its Parquet metadata; a reader refuses another.
 
 The writer validates every record (`validate`): our own stages write the store, so a bad
@@ -39,6 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.rundir import task_lock
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import JOURNAL, fsync_path
 from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
@@ -307,23 +311,41 @@ def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path 
 
 @contextmanager
 def _one_writer(unit: Path):
-    """Writers of a unit take turns. A task owns its unit, but `verdicts import` may write into
-    one while its judge task runs; unsynchronised, two writers could take one part number,
-    clear each other's temporary file, or fold an older set of parts over a newer one. An
-    advisory lock on a hidden file beside the unit (`flock`: released when its process ends,
-    however it ends); where the file system has no locks, writers go on as before."""
-    import fcntl
-
-    unit.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(unit.with_name(f".{unit.name}.lock"), os.O_CREAT | os.O_RDWR, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except OSError:  # ENOLCK, ENOSYS: no locks on this file system
-            pass
+    """One write of a unit (a part, a compaction, a replacement) holds the unit's task lock
+    (`rundir.task_lock`): found held already inside its task (the judge stage holds its units
+    from start to end), or taken for the write, waiting up to `task_lock.WAIT` seconds for
+    another short writer's turn, and refused if the unit's task holds it longer. Two writers
+    at once could take one part number, clear each other's temporary file, or fold an older
+    set of parts over a newer one."""
+    with task_lock.hold([unit], wait=task_lock.WAIT):
         yield
-    finally:
-        os.close(fd)  # releases the lock
+
+
+_UNIT_NAME = re.compile(r"(?P<stem>.+?)(?:\.shard-\d+-of-(?P<count>\d+))?" + re.escape(SUFFIX))
+
+
+def _layout(unit: Path) -> tuple[str, int]:
+    """(`<model>.<variant>`, shard count) of a unit's name (count 1: unsharded)."""
+    m = _UNIT_NAME.fullmatch(unit.name)
+    return (m.group("stem"), int(m.group("count") or 1)) if m else (unit.name, 1)
+
+
+def _layouts_beside(unit: Path, any_count: bool) -> list[Path]:
+    """The units of the same (judge, model, variant) whose task holds a lock now, of another
+    shard count (or, `any_count`, of any): tasks of another layout judge the same keys."""
+    stem, count = _layout(unit)
+    locks = [*unit.parent.glob(f".{stem}{SUFFIX}.lock"), *unit.parent.glob(f".{stem}.shard-*-of-*{SUFFIX}.lock")]
+    units = [lock.with_name(lock.name[1:-len(".lock")]) for lock in locks]
+    return [u for u in units if _layout(u)[0] == stem and (any_count or _layout(u)[1] != count)]
+
+
+def writing(units, *, wait: float = 0.0, any_layout: bool = False):
+    """Hold the task locks of these units for a whole task (a context manager): the judge
+    stage from reading what is done to the last compaction (`wait` 0: a second judge of the
+    task is refused at once, naming the first), `verdicts import` while it reads what the run
+    holds and adds the rest. A task of another shard layout of the same verdicts holding its
+    lock refuses it too (`any_layout`: of any layout, the same count included)."""
+    return task_lock.hold(units, wait=wait, beside=lambda u: _layouts_beside(u, any_layout))
 
 
 def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
@@ -338,6 +360,13 @@ def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> Non
         _write_atomic(table.replace_schema_metadata(schema({"through_part": last}).metadata), unit)
         _remove_parts(unit, numbers)
     JOURNAL.replaced.append(str(unit))
+
+
+def write_table_file(path: Path, records: list[dict]) -> None:
+    """Verdicts as one file of the store's schema outside any run's store (`verdicts export`
+    FILE.parquet): validated as the store's writer does, written atomically; not a unit."""
+    _write_atomic(to_table(records, str(path), loose=True), path)
+    JOURNAL.replaced.append(str(path))
 
 
 def read_file(path: Path, columns: list[str] | None = None):

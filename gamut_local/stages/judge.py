@@ -50,7 +50,7 @@ from gamut_local.rundir.layout import (
 from gamut_local.rundir.identity import answer_hash, check_hash, judge_settings_hash
 from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.rundir.resume import retire_stale, scan_done, stale_summary
-from gamut_local.rundir.verdict_store import compact, write_part
+from gamut_local.rundir.verdict_store import compact, write_part, writing
 from gamut_local.vocab import JUDGE_LABELS, VARIANTS
 
 
@@ -290,9 +290,13 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     answers = answers_to_judge(spec, questions, shard, model=model, variant=variant)
     checks = {qid: checks_for(q, spec.compile.small_pool_max) for qid, q in questions.items()}
     summary = []
-    if on_ready is not None:
-        on_ready()
-    with progress_bars(console, progress) as bars:
+    # The task's units are this process's until it ends: a second judge of the task (a double
+    # submit, a requeued task beside its predecessor) is refused here, before it writes anything.
+    units = [store_path(out_dir, j.name, m, v, shard) for j in judges
+             for m, v in sorted({(a["model"], a["variant"]) for a in answers})]
+    with writing(units), progress_bars(console, progress) as bars:
+        if on_ready is not None:
+            on_ready()
         for j in judges:
             h = resolved_settings_hash(j)
             items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard,

@@ -323,8 +323,8 @@ def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_jso
     judge_with(_spec(), items, SAMPLE, tmp_path, Shard(), 7, open_engine=fake)
     files = sorted(p for p in (tmp_path / "verdicts" / "j").iterdir() if not p.name.startswith("."))
     assert [p.name for p in files] == ["a.text_only.parquet", "b.text_only.parquet"]
-    # Beside them only the writers' lock files (verdict_store._one_writer), which no reader lists.
-    assert sorted(p.name for p in (tmp_path / "verdicts" / "j").glob(".*")) == [f".{p.name}.lock" for p in files]
+    # Nothing beside them: each write's task lock (rundir.task_lock) is removed when it is done.
+    assert sorted(p.name for p in (tmp_path / "verdicts" / "j").glob(".*")) == []
     with monkeypatch.context() as m:
         m.setattr(store, "parse_line", lambda *_: pytest.fail("parsed JSON"))
         m.setattr(verdict_table, "strict_tables", lambda *_: pytest.fail("read record by record"))
