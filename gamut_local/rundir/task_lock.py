@@ -14,8 +14,11 @@ holder is done, however it ends short of a kill.
 
 A lock left by a kill is stale, and recognised where that can be known: its host is this one
 and its pid no longer runs (or runs another process: the start time differs). It is removed,
-with a note, and taken. A lock from another host is never presumed dead (its node may be
-running it now): the message says how to remove it by hand once that job is gone.
+with a note, and taken. A whole task's hold (the judge stage's: `heartbeat`) touches its lock
+every HEARTBEAT seconds while it lives, so its lock on another host is stale once untouched for
+STALE_AFTER: a SLURM task requeued onto another node after its node failed takes over without
+a hand. Another host's lock without a heartbeat (a short write) is never presumed dead (its
+node may be running it now): the message says how to remove it by hand once that job is gone.
 
 Holding is per process and re-entrant: the judge stage holds its units for the whole task, and
 the store's writers it calls (`verdict_store.write_part`, `compact`) find them held.
@@ -39,9 +42,39 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.store import JOURNAL
 
 WAIT = 30.0  # seconds a short writer (one part, one compaction) waits for another one's turn
+HEARTBEAT = 60.0  # seconds between touches of a whole task's lock while its holder lives
+STALE_AFTER = 10 * HEARTBEAT  # another host's beating lock untouched this long: its holder is gone
 _POLL = 0.02
 _HELD: dict[str, int] = {}  # lock file -> how many holds of this process are open
+_BEATING: set[str] = set()  # held lock files whose holds asked for a heartbeat
 _MUTEX = threading.Lock()
+_BEAT: threading.Thread | None = None
+
+
+def _beat() -> None:
+    """Touch every beating lock of this process, every HEARTBEAT seconds, for good (looking each
+    second, so a changed HEARTBEAT takes effect within one)."""
+    last = time.monotonic()
+    while True:
+        time.sleep(min(HEARTBEAT, 1.0))
+        if time.monotonic() - last < HEARTBEAT:
+            continue
+        last = time.monotonic()
+        with _MUTEX:
+            locks = list(_BEATING)
+        for lock in locks:
+            try:
+                os.utime(lock)
+            except OSError:  # removed by hand meanwhile: its holder learns at release
+                pass
+
+
+def _start_heartbeat() -> None:
+    global _BEAT
+    with _MUTEX:
+        if _BEAT is None or not _BEAT.is_alive():  # none yet, or a forked child's copy of none
+            _BEAT = threading.Thread(target=_beat, name="gamut-local task lock heartbeat", daemon=True)
+            _BEAT.start()
 
 
 def lock_path(path: str | Path) -> Path:
@@ -67,11 +100,12 @@ def _start_time(pid: int) -> int | None:
         return None
 
 
-def me() -> dict:
-    """What this process writes into a lock it takes."""
+def me(heartbeat: bool = False) -> dict:
+    """What this process writes into a lock it takes (`heartbeat`: it touches the lock while it
+    holds it)."""
     return {"host": socket.gethostname(), "pid": os.getpid(), "started": _start_time(os.getpid()),
             "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["gamut-local", *sys.argv[1:]])[:300]}
+            "command": " ".join(["gamut-local", *sys.argv[1:]])[:300], "heartbeat": heartbeat}
 
 
 def describe(holder: dict) -> str:
@@ -106,11 +140,17 @@ def _damaged(lock: Path, why: str) -> Problem:
                    "and run the command again")
 
 
-def is_stale(holder: dict) -> bool:
+def is_stale(holder: dict, lock: Path) -> bool:
     """Whether a lock's holder is known to be gone: on this host, its pid no longer runs, or
-    runs a process started at another time (the pid was reused)."""
+    runs a process started at another time (the pid was reused); on another, its heartbeat
+    stopped STALE_AFTER seconds ago."""
     if holder["host"] != socket.gethostname():
-        return False  # its node may be running it now
+        if not holder.get("heartbeat"):
+            return False  # its node may be running it now
+        try:
+            return time.time() - lock.stat().st_mtime > STALE_AFTER
+        except OSError:  # removed meanwhile: not ours to judge
+            return False
     pid = holder["pid"]
     if pid == os.getpid() and holder.get("started") in (None, _start_time(pid)):
         return False  # this process: a hold of ours (`hold` counts those before looking)
@@ -131,7 +171,7 @@ def held_by_other(lock: Path) -> dict | None:
         if _HELD.get(str(lock)):
             return None
     holder = read_holder(lock)
-    return None if holder is None or is_stale(holder) else holder
+    return None if holder is None or is_stale(holder, lock) else holder
 
 
 @contextmanager
@@ -152,12 +192,12 @@ def _guard(folder: Path):
         os.close(fd)
 
 
-def _create(lock: Path) -> bool:
+def _create(lock: Path, heartbeat: bool) -> bool:
     """Make the lock, whole, if there is none; whether this process made it."""
     fd, tmp = tempfile.mkstemp(dir=lock.parent, prefix=f"{lock.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(me(), f)
+            json.dump(me(heartbeat), f)
             f.flush()
             os.fsync(f.fileno())
         try:
@@ -178,18 +218,19 @@ def _create(lock: Path) -> bool:
         Path(tmp).unlink(missing_ok=True)
 
 
-def _try_take(lock: Path) -> dict | None:
+def _try_take(lock: Path, heartbeat: bool) -> dict | None:
     """Take the lock now if it is free or stale; else its live holder."""
     with _guard(lock.parent):
-        while not _create(lock):
+        while not _create(lock, heartbeat):
             holder = read_holder(lock)
             if holder is None:  # released between the two looks: try again
                 continue
-            if not is_stale(holder):
+            if not is_stale(holder, lock):
                 return holder
             lock.unlink(missing_ok=True)
-            JOURNAL.notices.append(f"{lock}: removed a stale lock of {describe(holder)}: that process no "
-                                   "longer runs on this host")
+            gone = ("that process no longer runs on this host" if holder["host"] == socket.gethostname()
+                    else f"its heartbeat stopped over {STALE_AFTER:.0f} s ago")
+            JOURNAL.notices.append(f"{lock}: removed a stale lock of {describe(holder)}: {gone}")
         return None
 
 
@@ -197,13 +238,14 @@ def refusal(path: Path, lock: Path, holder: dict) -> Problem:
     """The message for a task another process holds: who, and what to do."""
     here = holder["host"] == socket.gethostname()
     gone = ("it runs on this host: wait for it to finish" if here else
+            f"it is taken over once its heartbeat has stopped for {STALE_AFTER:.0f} s" if holder.get("heartbeat") else
             f"if that process is gone (its job cancelled, its node down), delete {lock} and run again")
     return Problem(str(path), None, "lock", f"another process is writing this task: {lock.name} is held "
                    f"by {describe(holder)}; {gone}. Two writers of one task would write its verdicts twice")
 
 
 @contextmanager
-def _one(path: Path, wait: float):
+def _one(path: Path, wait: float, heartbeat: bool):
     lock = lock_path(path)
     key = str(lock)
     with _MUTEX:
@@ -213,12 +255,16 @@ def _one(path: Path, wait: float):
     if not mine:
         lock.parent.mkdir(parents=True, exist_ok=True)
         end = time.monotonic() + wait
-        while (holder := _try_take(lock)) is not None:
+        while (holder := _try_take(lock, heartbeat)) is not None:
             if time.monotonic() >= end:
                 raise InputError([refusal(path, lock, holder)])
             time.sleep(_POLL)
         with _MUTEX:
             _HELD[key] = 1
+            if heartbeat:
+                _BEATING.add(key)
+        if heartbeat:
+            _start_heartbeat()
     try:
         yield
     finally:
@@ -227,6 +273,7 @@ def _one(path: Path, wait: float):
             last = not _HELD[key]
             if last:
                 del _HELD[key]
+                _BEATING.discard(key)
         if last:
             _release(lock)
 
@@ -243,15 +290,17 @@ def _release(lock: Path) -> None:
 
 
 @contextmanager
-def hold(paths, *, wait: float = 0.0, beside=lambda path: ()):
+def hold(paths, *, wait: float = 0.0, beside=lambda path: (), heartbeat: bool = False):
     """Hold the locks of `paths` (sorted: two takers never wait on each other in a circle)
     for the block; refused with an InputError naming a holder after `wait` seconds. `beside(path)`
     gives other tasks' outputs that must not be written meanwhile (another shard layout of the
     same verdicts): a live lock of one refuses this hold too. Looked at after taking ours, so of
-    two such takers at once at least one sees the other."""
+    two such takers at once at least one sees the other. `heartbeat`: a whole task's hold, its
+    locks touched every HEARTBEAT seconds while held (another host takes over a lock left
+    untouched for STALE_AFTER)."""
     with ExitStack() as stack:
         for path in sorted({_real(p) for p in paths}):
-            stack.enter_context(_one(path, wait))
+            stack.enter_context(_one(path, wait, heartbeat))
         mine = {_real(p) for p in paths}
         problems = [refusal(other, lock_path(other), holder)
                     for path in sorted(mine) for other in beside(path) if _real(other) not in mine

@@ -339,13 +339,14 @@ def _layouts_beside(unit: Path, any_count: bool) -> list[Path]:
     return [u for u in units if _layout(u)[0] == stem and (any_count or _layout(u)[1] != count)]
 
 
-def writing(units, *, wait: float = 0.0, any_layout: bool = False):
+def writing(units, *, wait: float = 0.0, any_layout: bool = False, heartbeat: bool = False):
     """Hold the task locks of these units for a whole task (a context manager): the judge
     stage from reading what is done to the last compaction (`wait` 0: a second judge of the
     task is refused at once, naming the first), `verdicts import` while it reads what the run
     holds and adds the rest. A task of another shard layout of the same verdicts holding its
-    lock refuses it too (`any_layout`: of any layout, the same count included)."""
-    return task_lock.hold(units, wait=wait, beside=lambda u: _layouts_beside(u, any_layout))
+    lock refuses it too (`any_layout`: of any layout, the same count included). `heartbeat`: a
+    whole task's hold, its locks kept alive (`task_lock.hold`)."""
+    return task_lock.hold(units, wait=wait, beside=lambda u: _layouts_beside(u, any_layout), heartbeat=heartbeat)
 
 
 def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:

@@ -294,7 +294,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     # submit, a requeued task beside its predecessor) is refused here, before it writes anything.
     units = [store_path(out_dir, j.name, m, v, shard) for j in judges
              for m, v in sorted({(a["model"], a["variant"]) for a in answers})]
-    with writing(units), progress_bars(console, progress) as bars:
+    with writing(units, heartbeat=True), progress_bars(console, progress) as bars:
         if on_ready is not None:
             on_ready()
         for j in judges:

@@ -175,6 +175,40 @@ def test_a_lock_from_another_host_is_refused_and_says_how_to_clear_it(world, exp
     assert "delete" in out
 
 
+def test_a_beating_lock_from_another_host_is_refused_while_it_beats_and_taken_once_it_stops(world, expect):
+    """A judge task requeued onto another node after its node died: the dead task's lock beat
+    (a whole task's hold touches it every task_lock.HEARTBEAT s); untouched for STALE_AFTER, it
+    is taken over with a note, with no hand needed. Still beating, it refuses."""
+    cfg = world.config(judges=JUDGES[:1])
+    expect(0, "generate", "--config", cfg, inputs_change=True)
+    lock = _lock(world, UNIT, host="node-17.cluster", pid=4242, heartbeat=True)
+    out = refused(world, expect, "judge", "--config", cfg, named=["node-17.cluster", "pid 4242", lock.name])
+    assert "taken over once its heartbeat has stopped" in out
+    old = time.time() - task_lock.STALE_AFTER - 5
+    os.utime(lock, (old, old))
+    out = expect(0, "judge", "--config", cfg, inputs_change=True)
+    assert "stale lock" in out and "heartbeat stopped" in out, out
+    assert not lock.exists() and len(keys([world.root / UNIT])) == 12
+
+
+def test_a_whole_task_hold_touches_its_lock_while_it_lives(tmp_path, monkeypatch):
+    """The heartbeat itself: a hold with `heartbeat` touches its lock file every HEARTBEAT
+    seconds and marks it as beating; a short write's hold does neither."""
+    monkeypatch.setattr(task_lock, "HEARTBEAT", 0.05)
+    unit, short = tmp_path / "j" / "m.multimodal.parquet", tmp_path / "j" / "m.text_only.parquet"
+    with task_lock.hold([unit], heartbeat=True), task_lock.hold([short], wait=1):
+        lock = task_lock.lock_path(unit)
+        os.utime(lock, (1, 1))
+        os.utime(task_lock.lock_path(short), (1, 1))
+        deadline = time.monotonic() + 30
+        while lock.stat().st_mtime == 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lock.stat().st_mtime > 1 and task_lock.read_holder(lock)["heartbeat"] is True
+        assert task_lock.lock_path(short).stat().st_mtime == 1
+        assert task_lock.read_holder(task_lock.lock_path(short))["heartbeat"] is False
+    assert not lock.exists()
+
+
 @pytest.mark.parametrize("holder", [
     {"pid": "dead"},  # the holder was killed (SIGKILL, OOM, a node's reboot) on this host
     {"pid": "self-other-start"},  # the pid is alive, but it is another process (pid reused)
