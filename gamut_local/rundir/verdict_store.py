@@ -30,7 +30,6 @@ elsewhere may have them) go into `extra`, a JSON object, so an export gives them
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
@@ -93,9 +92,9 @@ def validate(rec: dict, where: str, no: int) -> list[Problem]:
     if probs is not None:
         if not isinstance(probs, dict) or set(probs) - set(JUDGE_LABELS):
             out.append(Problem(where, no, "probs", f"must be an object with keys from {', '.join(JUDGE_LABELS)}"))
-        elif not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p)
-                     for p in probs.values()):
-            out.append(Problem(where, no, "probs", "must hold finite numbers"))
+        elif not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1
+                     for p in probs.values()):  # NaN is not between them either
+            out.append(Problem(where, no, "probs", "must hold finite numbers from 0 to 1"))
     return out
 
 
@@ -413,13 +412,15 @@ def _bad_rows(array, name: str) -> list[tuple[int, str]]:
 
 
 def _not_finite(array) -> list[tuple[int, str]]:
-    """(row from 1, why) of the first probability that is not a finite number (nulls aside)."""
+    """(row from 1, why) of the first probability that is not a number from 0 to 1 (nulls aside)."""
     import numpy as np
 
     from gamut_local import arrow
 
-    bad = ~np.isfinite(arrow.floats(array)) & arrow.valid(array)
-    return [(int(np.argmax(bad)) + 1, "must be a finite number or null")] if bad.any() else []
+    values = arrow.floats(array)
+    with np.errstate(invalid="ignore"):
+        bad = ~((values >= 0) & (values <= 1)) & arrow.valid(array)  # NaN is neither
+    return [(int(np.argmax(bad)) + 1, "must be a finite number from 0 to 1, or null")] if bad.any() else []
 
 
 def went_stale(files: list[Path], tables: list) -> bool:
