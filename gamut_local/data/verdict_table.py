@@ -282,14 +282,14 @@ def jsonl_table(path: Path, columns: list[str] | None = None):
     what is wrong (or reads right what pyarrow reads otherwise). Its rows are its lines."""
     import pyarrow as pa
 
+    names = verdict_store.schema().names if columns is None else columns
     try:
-        tables = [_piece_table(piece, path) for piece in _pieces(path)]
+        tables = [_piece_table(piece, path, names) for piece in _pieces(path)]
     except (OSError, pa.ArrowException):  # not there, not JSON, a type pyarrow refuses: the strict reader says
         return None
     if not tables or any(t is None for t in tables):
         return None
-    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    return table if columns is None else table.select(columns)
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def _pieces(path: Path):
@@ -308,8 +308,8 @@ def _pieces(path: Path):
             yield b"".join(held)
 
 
-def _piece_table(data: bytes, path: Path):
-    """One piece's table of the store's schema, or None (see `jsonl_table`)."""
+def _piece_table(data: bytes, path: Path, names: list[str]):
+    """One piece's table of the store's columns `names`, or None (see `jsonl_table`)."""
     import pyarrow as pa
 
     from gamut_local import arrow
@@ -322,24 +322,25 @@ def _piece_table(data: bytes, path: Path):
     # A label absent and a label null look alike in a column; the strict reader refuses the second.
     if any(label.null_count != probs.null_count for label in labels):
         return None
-    schema = verdict_store.schema()
     arrays = {name: labels[JUDGE_LABELS.index(name[2:])] for name in verdict_store.PROB_COLUMNS}
     arrays["extra"] = pa.nulls(read.num_rows, pa.string())
-    for f in schema:
-        if f.name not in arrays:
-            column = arrow.whole(read.column(f.name))
-            arrays[f.name] = column.dictionary_encode() if pa.types.is_dictionary(f.type) else column
+    checked = [*verdict_store.REQUIRED, *verdict_store.PROB_COLUMNS]
+    schema = verdict_store.schema()
+    for name in dict.fromkeys([*checked, *names]):
+        if name not in arrays:  # only the columns asked for: making a dictionary costs
+            column = arrow.whole(read.column(name))
+            arrays[name] = column.dictionary_encode() if pa.types.is_dictionary(schema.field(name).type) else column
     if any(arrays[name].null_count for name in verdict_store.REQUIRED):  # absent, or null: the strict reader tells
         return None
-    table = pa.Table.from_arrays([arrays[f.name] for f in schema], schema=schema)
+    table = pa.Table.from_arrays([arrays[name] for name in checked], schema=pa.schema([schema.field(n) for n in checked]))
     try:
-        verdict_store.check_columns(table, path, [*verdict_store.REQUIRED, *verdict_store.PROB_COLUMNS])
+        verdict_store.check_columns(table, path, checked)
     except InputError:
         return None
     # A person's verdicts may revise each other (`rundir.human`): the strict reader keeps the latest.
-    if any(is_human(judge) for judge in table.column("judge").chunk(0).dictionary.to_pylist()):
+    if any(is_human(judge) for judge in arrays["judge"].dictionary.to_pylist()):
         return None
-    return table
+    return pa.Table.from_arrays([arrays[name] for name in names], schema=pa.schema([schema.field(n) for n in names]))
 
 
 def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
