@@ -537,9 +537,9 @@ def records(unit: Path):
 
 def note_old_jsonl(files: list[Path], verdicts_dir: Path) -> None:
     """Say, once, that a model judge's JSONL in a run's verdicts folder is an old run's (the
-    judge stage writes the store now): read record by record, and how to convert it."""
+    judge stage writes the store now): parsed again on every read, and how to convert it."""
     old = [p for p in files if p.suffix == ".jsonl" and not is_human(p.parent.name)]
-    note = (f"{verdicts_dir}: {len(old)} verdict file(s) of an old run, JSON Lines read record by record; convert "
+    note = (f"{verdicts_dir}: {len(old)} verdict file(s) of an old run, JSON Lines parsed again on every read; convert "
             f"them once: gamut-local verdicts import {verdicts_dir}/*/*.jsonl --into {verdicts_dir.parent}")
     if old and note not in JOURNAL.notices:
         JOURNAL.notices.append(note)
