@@ -285,7 +285,7 @@ def jsonl_table(path: Path, columns: list[str] | None = None):
     names = verdict_store.schema().names if columns is None else columns
     try:
         tables = [_piece_table(piece, path, names) for piece in _pieces(path)]
-    except (OSError, pa.ArrowException):  # not there, not JSON, a type pyarrow refuses: the strict reader says
+    except (OSError, ValueError, pa.ArrowException):  # not there, not JSON, a type pyarrow refuses: the strict reader says
         return None
     if not tables or any(t is None for t in tables):
         return None
