@@ -169,7 +169,7 @@ def jsonl_table(data, schema, *, threads: bool = True):
         return None
     parse = pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
     try:  # blocks of 1 MB, parsed side by side
-        table = pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(use_threads=threads), parse_options=parse)
+        table = pj.read_json(pa.BufferReader(data), parse_options=parse, read_options=pj.ReadOptions(use_threads=threads))
     except pa.ArrowInvalid as e:
         if "straddl" not in str(e):
             raise

@@ -285,7 +285,7 @@ def jsonl_table(path: Path, columns: list[str] | None = None):
     names = verdict_store.schema().names if columns is None else columns
     try:
         tables = [_piece_table(piece, path, names) for piece in _pieces(path)]
-    except (OSError, ValueError, pa.ArrowException):  # not there, not JSON, a type pyarrow refuses: the strict reader says
+    except (OSError, ValueError, pa.ArrowException):  # not there, not JSON, a type it refuses: the strict reader says
         return None
     if not tables or any(t is None for t in tables):
         return None
@@ -329,18 +329,22 @@ def _piece_table(data: bytes, path: Path, names: list[str]):
     for name in dict.fromkeys([*checked, *names]):
         if name not in arrays:  # only the columns asked for: making a dictionary costs
             column = arrow.whole(read.column(name))
-            arrays[name] = column.dictionary_encode() if pa.types.is_dictionary(schema.field(name).type) else column
-    if any(arrays[name].null_count for name in verdict_store.REQUIRED):  # absent, or null: the strict reader tells
+            coded = pa.types.is_dictionary(schema.field(name).type)
+            arrays[name] = column.dictionary_encode() if coded else column
+    if any(arrays[name].null_count for name in verdict_store.REQUIRED):  # absent or null: the strict reader tells
         return None
-    table = pa.Table.from_arrays([arrays[name] for name in checked], schema=pa.schema([schema.field(n) for n in checked]))
+
+    def table(columns: list[str]):
+        return pa.Table.from_arrays([arrays[n] for n in columns], schema=pa.schema([schema.field(n) for n in columns]))
+
     try:
-        verdict_store.check_columns(table, path, checked)
+        verdict_store.check_columns(table(checked), path, checked)
     except InputError:
         return None
     # A person's verdicts may revise each other (`rundir.human`): the strict reader keeps the latest.
     if any(is_human(judge) for judge in arrays["judge"].dictionary.to_pylist()):
         return None
-    return pa.Table.from_arrays([arrays[name] for name in names], schema=pa.schema([schema.field(n) for n in names]))
+    return table(names)
 
 
 def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
