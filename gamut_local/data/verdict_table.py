@@ -284,7 +284,10 @@ def jsonl_table(path: Path, columns: list[str] | None = None):
 
     names = verdict_store.schema().names if columns is None else columns
     try:
-        tables = [_piece_table(piece, path, names) for piece in _pieces(path)]
+        # A file of one piece is parsed in this thread (the caller reads files side by side);
+        # a bigger one, its blocks side by side.
+        threads = path.stat().st_size > PIECE_BYTES
+        tables = [_piece_table(piece, path, names, threads) for piece in _pieces(path)]
     except (OSError, ValueError, pa.ArrowException):  # not there, not JSON, a type it refuses: the strict reader says
         return None
     if not tables or any(t is None for t in tables):
@@ -308,13 +311,13 @@ def _pieces(path: Path):
             yield b"".join(held)
 
 
-def _piece_table(data: bytes, path: Path, names: list[str]):
+def _piece_table(data: bytes, path: Path, names: list[str], threads: bool):
     """One piece's table of the store's columns `names`, or None (see `jsonl_table`)."""
     import pyarrow as pa
 
     from gamut_local import arrow
 
-    read = arrow.jsonl_table(data, jsonl_schema())
+    read = arrow.jsonl_table(data, jsonl_schema(), threads=threads)
     if read is None:
         return None
     probs = arrow.whole(read.column("probs"))
@@ -358,7 +361,10 @@ def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
         # A person's file (`verdicts/human-<annotator>/`, small) goes to the strict reader as it is.
         return None if is_human(path.parent.name) else jsonl_table(path, wanted)
 
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
+    # pyarrow and hashlib let go of the GIL; with JSONL files, one thread more than the cores,
+    # so that one's Python between its parses (the line checks, the column checks) idles no core.
+    workers = min(4, (os.cpu_count() or 1) + any(not verdict_store.is_store(p) for p in paths))
+    with ThreadPoolExecutor(workers) as pool:
         inputs = pool.map(file_record, paths)
         tables = list(pool.map(read, paths))
         strict = [k for k, p in enumerate(paths) if tables[k] is None]
