@@ -36,10 +36,18 @@ read_json_auto over the JSONL, `score` with and without its inputs alike, and `s
 them against DuckDB doing that work too; a fresh report within 1.5x of DuckDB
 over the JSONL, a current one under 1 s; the first page of `view` under 3 s; peak RSS under
 1 GB each), and the store's size on disk against the JSONL's. Needs `duckdb` (the `test` extra).
+
+`--jsonl` times the same verdicts given as JSON Lines instead (an old run's files, verdicts
+from elsewhere: `jsonl/`), each beside DuckDB's `read_json_auto` over those files:
+`gamut-local score RUN/jsonl`, `gamut-local agree RUN/jsonl`, `gamut-local verdicts import
+RUN/jsonl/*/*.jsonl --into` a new run, and a fresh `gamut-local report` of a copy of the run
+whose `verdicts/` holds the JSONL (an old run, answers and dataset as before); the target:
+within 2x of DuckDB over the JSONL and under 1 GB each.
 Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
         [--variants 2] [--judges 3] [--rounds 3] [--prime-mb 1024] [--dir /tmp/gamut-bench-run] [--keep]
+        [--jsonl]
 """
 
 from __future__ import annotations
@@ -389,6 +397,60 @@ def time_commands(root: Path) -> dict:
     return out
 
 
+def old_run(root: Path) -> Path:
+    """A copy of the run as an old one left it: its verdicts JSON Lines in `verdicts/` (hard
+    links to `jsonl/`), its answers, dataset and manifest as they are."""
+    old = Path(f"{root}-old")
+    shutil.rmtree(old, ignore_errors=True)
+    for path in [*root.glob("jsonl/*/*.jsonl"), *root.glob("answers/*.jsonl"), root / "dataset.jsonl",
+                 root / "manifest.json"]:
+        rel = path.relative_to(root)
+        target = old / ("verdicts" / rel.relative_to("jsonl") if rel.parts[0] == "jsonl" else rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, target)
+    return old
+
+
+def time_jsonl_commands(root: Path, old: Path) -> dict:
+    """score, agree and verdicts import over the run's JSONL, and a fresh report of the old run
+    (`old_run`), each a process."""
+    gamut, jsonl = str(GAMUT), str(root / "jsonl")
+    beside = Path(f"{root}-outputs")
+    shutil.rmtree(beside, ignore_errors=True)
+    beside.mkdir()
+    out = {"score_jsonl": timed_process([gamut, "score", jsonl, "--out", str(beside / "scores.json")]),
+           "agree_jsonl": timed_process([gamut, "agree", jsonl, "--out", str(beside / "agreement.json")]),
+           "import_jsonl": timed_process([gamut, "verdicts", "import", *map(str, sorted((root / "jsonl").glob("*/*.jsonl"))),
+                                          "--into", str(beside / "run")])}
+    shutil.rmtree(beside)
+    for made in ("scores", "figures", "tables", "report.md"):
+        target = old / made
+        shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+    out["report_jsonl_fresh"] = timed_process([gamut, "report", str(old)])
+    return out
+
+
+def jsonl_rounds(root: Path, rounds: int) -> list[dict]:
+    """`--jsonl`'s rounds: DuckDB's read_json_auto and our commands over the JSONL in turn,
+    round after round (a load spike hits one round, not one side)."""
+    old, out = old_run(root), []
+    jsonl = sorted(str(p) for p in root.glob("jsonl/*/*.jsonl"))
+    for _ in range(rounds):
+        r = {"duckdb_json_auto": timed_process([sys.executable, "-c", DUCKDB_SCRIPT, "read_json_auto(?)", *jsonl])}
+        r["gamut_local"] = time_jsonl_commands(root, old)
+        out.append(r)
+    shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+def jsonl_targets(results: dict) -> None:
+    """Each JSONL command's ratios to DuckDB's read_json_auto over the same files, and whether
+    it is within 2x of it and under 1 GB."""
+    for r in results["gamut_local"].values():
+        _ratios(r, results["duckdb_json_auto"], "duckdb_json_auto")
+        r["meets_target"] = r["ratio_to_duckdb_json_auto"] <= 2.0 and r["peak_rss_mb"] < 1024
+
+
 def median_of(runs: list[dict]) -> dict:
     """Each figure's median over the rounds (peak RSS: the largest)."""
     return {"seconds": float(np.median([r["seconds"] for r in runs])),
@@ -437,6 +499,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the run directory afterwards")
     ap.add_argument("--prime-mb", type=int, default=PRIME_MB,
                     help="memory touched and freed before each timed process (0: none; see PRIME_MB)")
+    ap.add_argument("--jsonl", action="store_true",
+                    help="time score, agree, verdicts import and report over the verdicts as JSON Lines instead")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, not {args.rounds}")
@@ -466,16 +530,16 @@ def main() -> None:
     answers = json.dumps(sorted(str(p) for p in root.glob("answers/*.jsonl")))
     dataset_sql = {reader: [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"), given, *store]
                    for reader, given in ((DATASET_READER, "[]"), (RUN_READER, answers))}
-    rounds = []  # DuckDB and ours in turn, round after round: a load spike hits one round, not one side
-    for _ in range(args.rounds):
+    rounds = jsonl_rounds(root, args.rounds) if args.jsonl else []
+    for _ in range(0 if args.jsonl else args.rounds):  # DuckDB and ours in turn (see jsonl_rounds)
         r = {name: timed_process([sys.executable, "-c", DUCKDB_SCRIPT, reader, *sorted(str(p) for p in root.glob(pattern))])
              for name, (reader, pattern) in DUCKDB_READERS.items()}
         r |= {reader: timed_process(argv) for reader, argv in dataset_sql.items()}
         r["gamut_local"] = time_commands(root)
         rounds.append(r)
-    results = {name: median_of([r[name] for r in rounds]) for name in (*DUCKDB_READERS, *dataset_sql)}
+    results = {name: median_of([r[name] for r in rounds]) for name in rounds[0] if name != "gamut_local"}
     results["gamut_local"] = {name: median_of([r["gamut_local"][name] for r in rounds]) for name in rounds[0]["gamut_local"]}
-    targets(results)
+    jsonl_targets(results) if args.jsonl else targets(results)
     print(json.dumps({
         "shape": {"questions": args.questions, "checks": args.checks, "models": args.models,
                   "variants": args.variants, "judges": args.judges},

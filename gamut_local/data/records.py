@@ -25,6 +25,8 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 PKG_PREFIX = "pkg:"
 # Model and judge names in records become result file names (rundir.layout): same rule as configs.
 SafeName = Annotated[str, Field(min_length=1, pattern=f"^{NAME_PATTERN}$")]
+# A label's probability, as the verdict store holds it: a finite number from 0 to 1.
+Probability = Annotated[FiniteFloat, Field(ge=0, le=1)]
 
 
 class _Record(BaseModel):
@@ -130,7 +132,7 @@ class Verdict(_Record):
     tier: Tier
     verdict: VerdictLabel
     raw: str | None = None
-    probs: dict[JudgeLabel, FiniteFloat] | None = None  # as the store holds them (`rundir.verdict_store`)
+    probs: dict[JudgeLabel, Probability] | None = None  # as the store holds them (`rundir.verdict_store`)
     # Identity (rundir.identity); absent on verdicts made before it or written by hand.
     settings_hash: str | None = None
     check_hash: str | None = None

@@ -3,13 +3,16 @@
 `read_verdicts` reads the verdict store's files (`rundir.verdict_store`: typed Parquet,
 validated when written, checked column-wise when read) as Arrow tables, with no JSON parse
 and no cache, and JSONL files (human verdicts, an old run's, a file named on the command line)
-record by record with the strict reader (`data.records.load_records`, every problem as
-`FILE:LINE: field: message`) into tables of the store's schema. The tables become one
-VerdictTable in the order of the files (`table_of`), and the checks that span files are made:
-no duplicate (question, model, variant, judge, check) key (a human annotator's later verdict
-replaced the earlier as the JSONL was read: `rundir.human`), one settings hash per judge
-(`check_settings`); where a key repeats, the strict reader reads every file, the store's
-too, to name each duplicate and where it first was.
+column-wise too (`jsonl_table`: pyarrow's JSON reader into the store's schema, then the store
+reader's own checks), into tables of the store's schema. Only a file the columns cannot vouch
+for (a problem, a form pyarrow reads otherwise than `json.loads`, a field outside the store's
+schema, a person's verdicts, which may revise each other) is read record by record by the
+strict reader (`data.records.load_records`, every problem as `FILE:LINE: field: message`), so
+every message is the strict reader's. The tables become one VerdictTable in the order of the
+files (`table_of`), and the checks that span files are made: no duplicate (question, model,
+variant, judge, check) key (a human annotator's later verdict replaced the earlier as the
+JSONL was read: `rundir.human`), each named with where it first was (`repeats`), one settings
+hash per judge (`check_settings`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import verdict_store
+from gamut_local.rundir.human import is_human
 from gamut_local.rundir.identity import VERDICT_IDENTITY, file_record
 from gamut_local.vocab import JUDGE_LABELS, VARIANTS
 
@@ -115,12 +119,42 @@ def _first_rows(table: VerdictTable) -> list[int]:
 
 def has_repeats(table: VerdictTable) -> bool:
     """Does a (question, model, variant, judge, check) key occur twice?"""
-    columns = ((table.question, len(table.questions)), (table.model, len(table.models)),
-               (table.variant, len(VARIANTS)), (table.judge, len(table.judges)), (table.check, len(table.checks)))
-    sizes = [max(n, 1) for _, n in columns]
-    if math.prod(sizes) >= 2**62:  # too many combinations for one int64
-        return len(np.unique(np.stack([codes for codes, _ in columns], axis=1), axis=0)) < len(table)
-    return len(distinct(row_key([codes for codes, _ in columns], sizes), math.prod(sizes))) < len(table)
+    key, total = _verdict_keys(table)
+    if key is None:  # too many combinations for one int64
+        return len(np.unique(np.stack(_key_columns(table), axis=1), axis=0)) < len(table)
+    return len(distinct(key, total)) < len(table)
+
+
+def _key_columns(table: VerdictTable) -> list[np.ndarray]:
+    return [table.question, table.model, table.variant, table.judge, table.check]
+
+
+def _verdict_keys(table: VerdictTable) -> tuple[np.ndarray | None, int]:
+    """One int per row for its (question, model, variant, judge, check) key, and how many keys
+    there can be; None where they do not fit one int64."""
+    sizes = [max(n, 1) for n in (len(table.questions), len(table.models), len(VARIANTS), len(table.judges),
+                                 len(table.checks))]
+    total = math.prod(sizes)
+    return (row_key(_key_columns(table), sizes), total) if total < 2**62 else (None, total)
+
+
+def repeats(table: VerdictTable) -> list[Problem]:
+    """Each row whose key an earlier row of the table holds, named as the strict reader names
+    it (`load_records`: the file order, then the line order), with where that key first was."""
+    key, _ = _verdict_keys(table)
+    if key is None:
+        key = np.unique(np.stack(_key_columns(table), axis=1), axis=0, return_inverse=True)[1].ravel()
+    order = np.argsort(key, kind="stable")  # each key's rows together, in table order
+    again = np.flatnonzero(key[order][1:] == key[order][:-1]) + 1
+    starts = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1]])
+    first = order[starts[np.searchsorted(starts, again, side="right") - 1]]
+    problems = []
+    for row, at in sorted(zip(order[again].tolist(), first.tolist())):
+        k = (table.questions[table.question[row]], table.models[table.model[row]], VARIANTS[table.variant[row]],
+             table.judges[table.judge[row]], table.checks[table.check[row]])
+        problems.append(Problem(table.files[table.file[row]], int(table.line[row]), "",
+                                f"duplicate record {k} (first at {table.files[table.file[at]]}:{table.line[at]})"))
+    return problems
 
 
 def row_key(parts: list[np.ndarray], sizes: list[int]) -> np.ndarray:
@@ -219,28 +253,135 @@ def store_files(paths) -> list[Path]:
     return out
 
 
+# ---------------------------------------------------------------- JSON Lines as columns
+
+# A bigger JSONL file is read in pieces of about this size, each cut after a newline and read
+# as a file of its own: memory stays bounded whatever the file (an export of a whole run is
+# one file of a gigabyte). The judge stage's files are ~13 MB at paper scale: one piece.
+PIECE_BYTES = 16 << 20
+
+
+def jsonl_schema():
+    """What pyarrow's JSON reader reads a verdict line into: every field of the store's schema
+    as the store types it (strings undictionaried: the reader makes no dictionaries), `probs`
+    an object of the four labels. A line with any other field is an error there, so a file
+    whose columns pass holds nothing for the store's `extra`."""
+    import pyarrow as pa
+
+    store = verdict_store.schema()
+    probs = pa.struct([pa.field(label, pa.float64()) for label in JUDGE_LABELS])
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_dictionary(f.type) else f
+              for f in store if f.name not in (*verdict_store.PROB_COLUMNS, "extra")]
+    return pa.schema([*fields, pa.field("probs", probs)])
+
+
+def jsonl_table(path: Path, columns: list[str] | None = None):
+    """A JSONL verdict file's table of the store's schema (or of its `columns`), read
+    column-wise and checked as the store's reader checks a file (`verdict_store.check_columns`);
+    None where the columns cannot vouch for it: the strict reader then reads it, and names
+    what is wrong (or reads right what pyarrow reads otherwise). Its rows are its lines."""
+    import pyarrow as pa
+
+    names = verdict_store.schema().names if columns is None else columns
+    try:
+        # A file of one piece is parsed in this thread (the caller reads files side by side);
+        # a bigger one, its blocks side by side.
+        threads = path.stat().st_size > PIECE_BYTES
+        tables = [_piece_table(piece, path, names, threads) for piece in _pieces(path)]
+    except (OSError, ValueError, pa.ArrowException):  # not there, not JSON, a type it refuses: the strict reader says
+        return None
+    if not tables or any(t is None for t in tables):
+        return None
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _pieces(path: Path):
+    """The file's bytes in pieces of about PIECE_BYTES, each but the last ending with a newline
+    (a line longer than a piece makes a longer piece)."""
+    with open(path, "rb") as f:
+        held: list[bytes] = []
+        while chunk := f.read(PIECE_BYTES):
+            cut = chunk.rfind(b"\n") + 1
+            if not cut:
+                held.append(chunk)
+                continue
+            yield b"".join([*held, chunk[:cut]]) if held else chunk[:cut]
+            held = [chunk[cut:]]
+        if any(held):
+            yield b"".join(held)
+
+
+def _piece_table(data: bytes, path: Path, names: list[str], threads: bool):
+    """One piece's table of the store's columns `names`, or None (see `jsonl_table`)."""
+    import pyarrow as pa
+
+    from gamut_local import arrow
+
+    read = arrow.jsonl_table(data, jsonl_schema(), threads=threads)
+    if read is None:
+        return None
+    probs = arrow.whole(read.column("probs"))
+    labels = probs.flatten()  # each label null where probs is null
+    # A label absent and a label null look alike in a column; the strict reader refuses the second.
+    if any(label.null_count != probs.null_count for label in labels):
+        return None
+    arrays = {name: labels[JUDGE_LABELS.index(name[2:])] for name in verdict_store.PROB_COLUMNS}
+    arrays["extra"] = pa.nulls(read.num_rows, pa.string())
+    checked = [*verdict_store.REQUIRED, *verdict_store.PROB_COLUMNS]
+    schema = verdict_store.schema()
+    for name in dict.fromkeys([*checked, *names]):
+        if name not in arrays:  # only the columns asked for: making a dictionary costs
+            column = arrow.whole(read.column(name))
+            coded = pa.types.is_dictionary(schema.field(name).type)
+            arrays[name] = column.dictionary_encode() if coded else column
+    if any(arrays[name].null_count for name in verdict_store.REQUIRED):  # absent or null: the strict reader tells
+        return None
+
+    def table(columns: list[str]):
+        return pa.Table.from_arrays([arrays[n] for n in columns], schema=pa.schema([schema.field(n) for n in columns]))
+
+    try:
+        verdict_store.check_columns(table(checked), path, checked)
+    except InputError:
+        return None
+    # A person's verdicts may revise each other (`rundir.human`): the strict reader keeps the latest.
+    if any(is_human(judge) for judge in arrays["judge"].dictionary.to_pylist()):
+        return None
+    return table(names)
+
+
 def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
-    """Each file's table (a store file's as read, a JSONL file's through the strict reader),
-    and (where each table's rows were read: `table_of`'s lines; every file's input record):
-    read side by side, as `verdict_store.read_consistently` asks."""
-    jsonl = [k for k, p in enumerate(paths) if not verdict_store.is_store(p)]
-    with ThreadPoolExecutor(min(4, os.cpu_count() or 1)) as pool:  # pyarrow and hashlib let go of the GIL
-        tables = pool.map(lambda p: verdict_store.read_file(p, wanted) if verdict_store.is_store(p) else None, paths)
+    """Each file's table (a store file's as read, a JSONL file's column-wise where its columns
+    vouch for it, else through the strict reader, all such files together), and (where each
+    table's rows were read: `table_of`'s lines; every file's input record): read side by side,
+    as `verdict_store.read_consistently` asks."""
+    def read(path: Path):
+        if verdict_store.is_store(path):
+            return verdict_store.read_file(path, wanted)
+        # A person's file (`verdicts/human-<annotator>/`, small) goes to the strict reader as it is.
+        return None if is_human(path.parent.name) else jsonl_table(path, wanted)
+
+    # pyarrow and hashlib let go of the GIL; with JSONL files, one thread more than the cores,
+    # so that one's Python between its parses (the line checks, the column checks) idles no core.
+    workers = min(4, (os.cpu_count() or 1) + any(not verdict_store.is_store(p) for p in paths))
+    with ThreadPoolExecutor(workers) as pool:
         inputs = pool.map(file_record, paths)
-        strict, at = strict_tables([paths[k] for k in jsonl], wanted) if jsonl else ([], [])
-        tables, lines = list(tables), [None] * len(paths)
-    for k, table, line in zip(jsonl, strict, at):
+        tables = list(pool.map(read, paths))
+        strict = [k for k, p in enumerate(paths) if tables[k] is None]
+        got, at = strict_tables([paths[k] for k in strict], wanted) if strict else ([], [])
+        inputs, lines = list(inputs), [None] * len(paths)
+    for k, table, line in zip(strict, got, at):
         tables[k], lines[k] = table, line
-    return tables, (lines, list(inputs))
+    return tables, (lines, inputs)
 
 
 def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes: bool = True,
                   check_hashes: bool = True) -> VerdictTable:
     """Read verdict store units and JSONL files (and folders of them) into one VerdictTable
-    (see the module docstring); `probs=False`: the store's probability columns are not read
-    (NaN), for readers that never look at them; `answer_hashes=False`, `check_hashes=False`:
-    nor its answer or check hashes (None), for readers given no answers or dataset to compare
-    them with. Raises InputError with the strict reader's own FILE:LINE messages."""
+    (see the module docstring); `probs=False`: the probability columns are not read (NaN), for
+    readers that never look at them; `answer_hashes=False`, `check_hashes=False`: nor the
+    answer or check hashes (None), for readers given no answers or dataset to compare them
+    with. Raises InputError with the strict reader's own FILE:LINE messages."""
     unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
     wanted = [*(c for c in CODED if c not in unread), *(verdict_store.PROB_COLUMNS if probs else ())]
     files, tables, (lines, inputs) = verdict_store.read_consistently(
@@ -249,6 +390,6 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if has_repeats(table):
-        strict_tables(store_files(paths), [])  # the strict reader names each duplicate and where it first was
+        raise InputError(repeats(table))
     check_settings(table)
     return table

@@ -33,7 +33,6 @@ elsewhere may have them) go into `extra`, a JSON object, so an export gives them
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import tempfile
@@ -97,9 +96,9 @@ def validate(rec: dict, where: str, no: int) -> list[Problem]:
     if probs is not None:
         if not isinstance(probs, dict) or set(probs) - set(JUDGE_LABELS):
             out.append(Problem(where, no, "probs", f"must be an object with keys from {', '.join(JUDGE_LABELS)}"))
-        elif not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p)
-                     for p in probs.values()):
-            out.append(Problem(where, no, "probs", "must hold finite numbers"))
+        elif not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1
+                     for p in probs.values()):  # NaN is not between them either
+            out.append(Problem(where, no, "probs", "must hold finite numbers from 0 to 1"))
     return out
 
 
@@ -443,13 +442,15 @@ def _bad_rows(array, name: str) -> list[tuple[int, str]]:
 
 
 def _not_finite(array) -> list[tuple[int, str]]:
-    """(row from 1, why) of the first probability that is not a finite number (nulls aside)."""
+    """(row from 1, why) of the first probability that is not a number from 0 to 1 (nulls aside)."""
     import numpy as np
 
     from gamut_local import arrow
 
-    bad = ~np.isfinite(arrow.floats(array)) & arrow.valid(array)
-    return [(int(np.argmax(bad)) + 1, "must be a finite number or null")] if bad.any() else []
+    values = arrow.floats(array)
+    with np.errstate(invalid="ignore"):
+        bad = ~((values >= 0) & (values <= 1)) & arrow.valid(array)  # NaN is neither
+    return [(int(np.argmax(bad)) + 1, "must be a finite number from 0 to 1, or null")] if bad.any() else []
 
 
 def went_stale(files: list[Path], tables: list) -> bool:
@@ -566,9 +567,9 @@ def records(unit: Path):
 
 def note_old_jsonl(files: list[Path], verdicts_dir: Path) -> None:
     """Say, once, that a model judge's JSONL in a run's verdicts folder is an old run's (the
-    judge stage writes the store now): read record by record, and how to convert it."""
+    judge stage writes the store now): parsed again on every read, and how to convert it."""
     old = [p for p in files if p.suffix == ".jsonl" and not is_human(p.parent.name)]
-    note = (f"{verdicts_dir}: {len(old)} verdict file(s) of an old run, JSON Lines read record by record; convert "
+    note = (f"{verdicts_dir}: {len(old)} verdict file(s) of an old run, JSON Lines parsed again on every read; convert "
             f"them once: gamut-local verdicts import {verdicts_dir}/*/*.jsonl --into {verdicts_dir.parent}")
     if old and note not in JOURNAL.notices:
         JOURNAL.notices.append(note)

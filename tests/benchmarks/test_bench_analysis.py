@@ -126,6 +126,30 @@ def test_the_timed_commands_run_as_a_user_runs_them_and_cache_nothing(bench, run
     assert not (tmp_path / "xdg" / "gamut-local").exists() and not (tmp_path / "home" / ".cache" / "gamut-local").exists()
 
 
+def test_the_jsonl_commands_read_the_jsonl_column_wise_and_score_as_the_store(bench, run, tmp_path, monkeypatch):
+    """`--jsonl`: the old run's `verdicts/` holds the very JSONL files, whose scores are the
+    store's, read with no file going to the strict reader; each timed command succeeds, and the
+    ratios and targets come out for each."""
+    from gamut_local.data import verdict_table as vt
+
+    root, _ = run
+    old = bench.old_run(root)
+    assert sorted(p.relative_to(old / "verdicts") for p in old.glob("verdicts/*/*.jsonl")) == \
+        sorted(p.relative_to(root / "jsonl") for p in root.glob("jsonl/*/*.jsonl"))
+    monkeypatch.setattr(vt, "strict_tables", lambda *_: pytest.fail("read record by record"))
+    jsonl = write_scores(tmp_path / "jsonl.json", [old / "verdicts"])
+    store = write_scores(tmp_path / "store.json", [root / "verdicts"])
+    assert [(m.judge, m.model, m.variant, m.gamut_score) for m in jsonl.models] == \
+        [(m.judge, m.model, m.variant, m.gamut_score) for m in store.models]
+    monkeypatch.undo()
+    out = bench.time_jsonl_commands(root, old)
+    assert set(out) == {"score_jsonl", "agree_jsonl", "import_jsonl", "report_jsonl_fresh"}
+    assert (old / "report.md").is_file() and not (root.parent / f"{root.name}-outputs").exists()
+    results = {"duckdb_json_auto": {"seconds": 1.0, "cpu_seconds": 1.0}, "gamut_local": out}
+    bench.jsonl_targets(results)
+    assert all({"ratio_to_duckdb_json_auto", "meets_target"} <= set(r) for r in out.values())
+
+
 def test_each_figure_is_the_median_of_its_rounds_and_memory_the_largest(bench):
     runs = [{"seconds": s, "cpu_seconds": c, "system_seconds": c / 2, "peak_rss_mb": m}
             for s, c, m in ((3.0, 1.0, 10.0), (1.0, 5.0, 30.0), (2.0, 2.0, 20.0))]

@@ -64,7 +64,7 @@ def test_the_table_decodes_to_the_records_of_its_files_in_their_order(tmp_path):
     from gamut_local.rundir import verdict_store
 
     records = [{**r, "settings_hash": f"h-{r['judge']}", "answer_hash": None if k % 3 else f"a{k % 7}",
-                "probs": {"meets": k / 100, "missing": 0.5} if k % 2 else None}
+                "probs": {"meets": k % 100 / 100, "missing": 0.5} if k % 2 else None}
                for k, r in enumerate(make_records(seed=9, models=("m2", "m1"), questions=5, checks=4))]
     import_records([r for r in records if r["model"] == "m2"], tmp_path / "run")
     jsonl = tmp_path / "m1.jsonl"
