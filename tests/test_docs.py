@@ -210,6 +210,25 @@ def _python_module(argv: list[str], monkeypatch) -> tuple[int, str]:
     return 0, ""
 
 
+def _vllm_serve(args: list[str]) -> tuple[int, str]:
+    """`vllm serve MODEL --flags`: parsed by the installed vLLM's `serve` subcommand parser, as
+    vllm/entrypoints/cli/main.py builds it (nothing starts)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return 1, "vllm is not installed here: its flags cannot be checked"
+    from vllm.entrypoints.cli.serve import ServeSubcommand
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser(description="vLLM CLI")
+    ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+    try:
+        parser.parse_args(["serve", *args])
+    except SystemExit as e:
+        return 1, f"vllm serve refused its flags (exit {e.code})"
+    return 0, ""
+
+
 def _exists(paths: list[str]) -> tuple[int, str]:
     missing = [p for p in paths if not p.startswith("-") and not Path(p).exists()]
     return (1, f"not found: {missing}") if missing else (0, "")
@@ -248,6 +267,8 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
             return (0, "") if found else (1, f"no module {argv[2]}")
         if argv[1].startswith("scripts/"):
             return _script(argv[1:])
+    if argv[:2] == ["vllm", "serve"]:  # a server on a GPU node: its flags, by vLLM's own parser
+        return _vllm_serve(argv[2:])
     if argv[0] in ("pip", ".venv/bin/pip"):
         return 0, ""  # set-up: installs packages, not checkable offline
     if argv[0] == "bash" and argv[1].startswith("scripts/"):
