@@ -67,7 +67,9 @@ def _echo(console: Console, lines) -> None:
 def _fail(lines: list[str], footer: str, code: int):
     from gamut_local.rundir.store import JOURNAL
 
-    _echo(err, lines)
+    from gamut_local.errors import redact
+
+    _echo(err, [redact(line) for line in lines])  # an internal error's text may quote a URL or a key
     err.print(f"{footer}; {JOURNAL.summary()}.", style="red")
     raise typer.Exit(code)
 

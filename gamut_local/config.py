@@ -28,7 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from gamut_local.errors import InputError, Problem, plain_message, unknown_key_message
+from gamut_local.errors import InputError, Problem, plain_message, redact, unknown_key_message
 from gamut_local.gc_pause import gc_paused
 from gamut_local.vocab import DEFAULT_VARIANT, HUMAN_PREFIX, NAME_PATTERN, SMALL_POOL_MAX, VARIANTS, Variant
 
@@ -137,22 +137,58 @@ class Sampling(_Config):
         "Constrain the output to this JSON schema; set by `draft`, never needed in a model config."))
 
 
+_BASE_URL = re.compile(r"https?://[^\s/?#]+(/\S*)?")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def _looks_like_a_key(name: str) -> bool:
+    """A variable's name is words joined by `_` (OPENAI_API_KEY, HF_TOKEN_2); a long run of
+    letters and digits with no `_` (a hex or base-62 key) is a pasted key."""
+    return len(name) >= 20 and any(c.isdigit() for c in name) and any(len(w) >= 20 for w in name.split("_"))
+
+
 class ServerArgs(_Config):
     """Where a `backend: openai` model is served: any OpenAI-compatible chat endpoint (vLLM,
     SGLang, a provider). The API key is read from the environment only, never from a file."""
 
-    base_url: str = Field(pattern=r"^https?://[^\s/@]+(/\S*)?$", examples=["http://gpu-node-1:8000/v1"],
-                          description="The API root, up to and including `/v1`.")
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-                                    examples=["OPENAI_API_KEY"], description=(
-        "The environment variable holding the API key (sent as a bearer token). Unset: no key."))
+    base_url: str = Field(examples=["http://gpu-node-1:8000/v1"], description=(
+        "The API root, up to and including `/v1`; no credentials in it (no `user:password@`, "
+        "no `?key=`): the key goes in the variable `api_key_env` names."))
+    api_key_env: str | None = Field(default=None, examples=["OPENAI_API_KEY"], description=(
+        "The NAME of the environment variable holding the API key (sent as a bearer token), "
+        "never the key itself. Unset: no key."))
     request_timeout: float = Field(default=300.0, gt=0, description=(
         "Seconds one request may take before it is retried."))
     max_concurrency: int = Field(default=32, ge=1, description=(
         "Most requests in flight at once (the server batches them)."))
     retries: int = Field(default=4, ge=0, description=(
-        "Re-sends after a timeout, a 429 or a 5xx, with growing, jittered waits; then the "
-        "verdict is `invalid` with the reason."))
+        "Re-sends of any request (start-up ones included) after a timeout, a dropped connection, "
+        "a 408, 429 or 5xx, with growing, jittered waits; still failing, the stage stops without "
+        "writing the chunk in flight (never an `invalid` verdict), and a rerun asks it again."))
+    # Neither check quotes what it refuses: a refused value may be the very secret a person
+    # pasted in the wrong place (messages show URLs through `errors.redact`).
+    @field_validator("base_url", mode="before")
+    @classmethod
+    def _an_address_without_secrets(cls, url):
+        if not isinstance(url, str) or not _BASE_URL.fullmatch(url):
+            raise ValueError("must be an http:// or https:// address such as http://gpu-node-1:8000/v1, got "
+                             + (repr(redact(url)) if isinstance(url, str) else "a value that is not text"))
+        if redact(url) != url:
+            raise ValueError(f"must not hold credentials (got {redact(url)!r}): a config file is no place for "
+                             "a secret; put the key in an environment variable and name it in `api_key_env`")
+        return url
+
+    @field_validator("api_key_env", mode="before")
+    @classmethod
+    def _a_variable_name(cls, name):
+        if name is None:
+            return None
+        if not isinstance(name, str) or not _ENV_NAME.fullmatch(name) or _looks_like_a_key(name):
+            raise ValueError("must be the NAME of an environment variable (letters, digits and _, e.g. "
+                             "OPENAI_API_KEY), not the key itself; the value given is not shown, as it may be "
+                             "a key: set the variable to the key and write its name here")
+        return name
+
     serve: str | None = Field(default=None, examples=["/models/Qwen3-VL-235B-A22B-Instruct-FP8"], description=(
         "Weights for `gamut-local slurm` to serve this judge from (a folder or hub id): the job "
         "graph then starts `vllm serve` on them in a job of its own, with this judge's `engine` "

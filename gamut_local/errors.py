@@ -6,7 +6,47 @@ prints them and exits 1. No traceback ever reaches the user for bad input.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+# Secrets seen at run time (an API key read from the environment): `redact` hides them in any text.
+_SECRETS: set[str] = set()
+# A URL's credentials: everything between `scheme://` and `@` (user, password or a bare token).
+_USERINFO = re.compile(r"(?<=://)[^/\s@?#]+@")
+# Query parameters whose value is a credential by its name (`?key=`, `&api-key=`, `sig=`, ...).
+_SECRET_PARAM = re.compile(
+    r"(?i)([?&;](?:[\w.-]*[_.-])?(?:key|apikey|token|sig|signature|secret|password|passwd|pwd|auth|"
+    r"authorization|credentials?|code)=)[^&#\s'\"]*")
+REDACTED = "***"
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a secret (an API key read from the environment) so `redact` hides it everywhere."""
+    if value and len(value) >= 4:  # a 1-3 character "key" would blank out ordinary words
+        _SECRETS.add(value)
+
+
+def redact(text: str) -> str:
+    """`text` with every secret hidden: keys registered at run time, a URL's `user:password@`
+    and the values of query parameters that name a credential. The one place every message,
+    manifest and log line that may show a URL or a config value goes through."""
+    if not isinstance(text, str):
+        return text
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    text = _USERINFO.sub(REDACTED + "@", text)
+    return _SECRET_PARAM.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def redact_values(value):
+    """A JSON-like value with `redact` applied to every string in it (keys included)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_values(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -18,7 +58,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
-        return f"{where}: {self.field or '<record>'}: {self.message}"
+        return redact(f"{where}: {self.field or '<record>'}: {self.message}")
 
 
 class InputError(Exception):

@@ -25,12 +25,16 @@ candidate samples with its config's `sampling`, neutral otherwise, as offline.
 
 Requests go out in the order given (the judge stage's prefix-sharing order), at most
 `max_concurrency` in flight (asyncio + a semaphore, so Ctrl-C cancels every request in flight
-at once). Timeouts, 429 and 5xx are retried with exponential backoff and full jitter, `retries`
-times; then a verdict is unreadable with the reason (the judge records it `invalid`), and an
-answer stops the stage. A server that stops accepting connections stops the stage too: the
-chunk in flight is not written, and the rerun resumes. Any other 4xx is the request's fault
-and stops the stage naming it. The API key comes only from the variable `api_key_env` names
-and is scrubbed from every message this module writes.
+at once). Every request, start-up ones included, is re-sent after a timeout, a dropped
+connection, 408, 429 or 5xx with exponential backoff and full jitter, `retries` times; one
+still failing then stops the stage, a verdict as an answer: the chunk in flight is not written
+(never an `invalid` verdict, which would score as missing and never be asked again), the
+message says how many requests failed, and the rerun asks them again. So is a server that
+stops accepting connections. Any other 4xx is the request's fault and stops the stage naming
+it. The readout resolved at start-up (`server_identity`, the same start-up as the engine's) is
+in the judge's settings identity; an engine that resolves another in the same process stops.
+The API key comes only from the variable `api_key_env` names; it, a URL's credentials and
+key-like query parameters are redacted (`errors.redact`) from every message this module writes.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import json
 import logging
 import os
 import random
+import time
 from typing import Sequence
 
 from gamut_local.config import ModelSpec, Sampling, server_host
@@ -57,10 +62,13 @@ from gamut_local.engines.labels import (
     normalise,
 )
 from gamut_local.engines.vllm_engine import image_parts_as_urls
-from gamut_local.errors import InputError
+from gamut_local.errors import InputError, redact, register_secret
 from gamut_local.vocab import JUDGE_LABELS
 
 log = logging.getLogger(__name__)
+# httpx logs every request's full URL at INFO, query string (which may hold a key) included:
+# this module's own messages say what a person needs, redacted.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 TOP_LOGPROBS = 20  # the most OpenAI's API (and vLLM's default max_logprobs) returns
 BACKOFF_BASE_S = 0.5  # first wait before a re-send; doubles each time, capped, fully jittered
@@ -91,7 +99,9 @@ def sampling_fields(temperature: float, top_p: float = 1.0, vllm_fields: bool = 
 
 
 class _Failed(Exception):
-    """A request that failed after every re-send; `gone`: the server refused connections."""
+    """A request that failed after every re-send (a timeout, 408, 429, 5xx, a dropped
+    connection: transient, retried on rerun), or a start-up request the server answered with
+    another status (e.g. 404: it has no /tokenize); `gone`: the server refused connections."""
 
     def __init__(self, reason: str, attempts: int, gone: bool):
         super().__init__(reason)
@@ -162,6 +172,7 @@ def api_key(spec: ModelSpec) -> str | None:
     if var is None:
         return None
     key = os.environ.get(var, "")
+    register_secret(key)  # hidden from every message, manifest and log from here on
     if not key:
         raise InputError([spec.problem("server.api_key_env", f"environment variable {var} is not set "
                                                              "(it should hold the API key)")])
@@ -218,37 +229,56 @@ class Endpoint:
     def __init__(self, spec: ModelSpec):
         import httpx
 
+        from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
         self.spec, self.model, self.server = spec, spec.path, spec.server
-        self.base = served_url(spec).rstrip("/")
+        # An address's query string (a provider's `?api-version=`, a proxy's token) goes with
+        # every request as parameters, so paths join onto the path, not onto the query.
+        url = urlsplit(served_url(spec))
+        self.params = parse_qsl(url.query, keep_blank_values=True)
+        self.base = urlunsplit(url._replace(query="", fragment="")).rstrip("/")
         self.root = server_root(self.base)
         self._key = api_key(spec)
         self.headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
         self.timeout = httpx.Timeout(self.server.request_timeout, connect=min(10.0, self.server.request_timeout))
-        self.client = httpx.Client(headers=self.headers, timeout=self.timeout)
+        self.client = httpx.Client(headers=self.headers, timeout=self.timeout, params=self.params)
 
-    def scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key else text
+    @staticmethod
+    def scrub(text: str) -> str:
+        return redact(text)
 
     def problem(self, message: str, field: str = "server.base_url") -> InputError:
         return InputError([self.spec.problem(field, self.scrub(message))])
 
     def get_json(self, method: str, url: str, payload: dict | None = None) -> dict:
-        """One start-up request. Unreachable or a refused key: an error naming the endpoint;
-        another non-200: _Failed, for the caller to decide."""
+        """One start-up request, re-sent as every request is (a timeout, a dropped connection,
+        408, 429, 5xx: `retries` times, backing off), so one hiccup never changes how the run
+        reads labels. Still failing, unreachable or a refused key: an error naming the
+        endpoint (the run stops; a rerun starts again); another status: _Failed, for the
+        caller to decide (404: the server has no such route)."""
         import httpx
 
-        try:
-            r = self.client.request(method, url, json=payload)
-        except httpx.HTTPError as err:
-            raise self.problem(f"cannot reach {url}: {type(err).__name__}: {err}") from None
-        if r.status_code in (401, 403):
-            raise self.problem(f"{url} refused the API key (HTTP {r.status_code})", "server.api_key_env")
-        if r.status_code != 200:
-            raise _Failed(self.scrub(f"HTTP {r.status_code}: {_snippet(r.text)}"), 1, False)
-        try:
-            return r.json()
-        except ValueError:
-            raise _Failed(f"not JSON: {_snippet(r.text, 120)}", 1, False) from None
+        for attempt in range(self.server.retries + 1):
+            retry_after = None
+            try:
+                r = self.client.request(method, url, json=payload)
+            except httpx.HTTPError as err:
+                reason = f"cannot reach it: {type(err).__name__}: {err}"
+            else:
+                if r.status_code in (401, 403):
+                    raise self.problem(f"{url} refused the API key (HTTP {r.status_code})", "server.api_key_env")
+                if r.status_code == 200:
+                    try:
+                        return r.json()
+                    except ValueError:
+                        raise _Failed(f"not JSON: {_snippet(r.text, 120)}", 1, False) from None
+                if r.status_code not in (408, 429) and r.status_code < 500:
+                    raise _Failed(self.scrub(f"HTTP {r.status_code}: {_snippet(r.text)}"), 1, False)
+                reason, retry_after = f"HTTP {r.status_code}: {_snippet(r.text, 120)}", r.headers.get("retry-after")
+            if attempt < self.server.retries:
+                time.sleep(backoff_s(attempt, retry_after))
+        raise self.problem(f"{url} failed after {self.server.retries + 1} attempts ({reason}); nothing of this "
+                           f"run was sent yet: rerun when the server answers")
 
     def identify(self) -> dict[str, str]:
         """Host, served model name and server version; the model must be one the server serves."""
@@ -275,23 +305,20 @@ class Endpoint:
         self.client.close()
 
 
+# The readout each served judge resolved in this process, by (judge, address): the settings
+# hash was computed from it, so an engine that resolves another (the server restarted with
+# other flags between the hash and the engine's start-up) stops instead of mixing readouts.
+_RESOLVED: dict[tuple[str, str], dict[str, str]] = {}
+
+
 def server_identity(spec: ModelSpec) -> dict[str, str]:
     """What the endpoint says it is (host, served model name, server version), for the judge's
-    settings identity, with the label tokens it would count: verdicts from another server or
-    version, or read off other tokens, never mix with these."""
-    endpoint = Endpoint(spec)
-    try:
-        tokenizer, prefix = server_tokenizer(endpoint)
-        readout = label_readout_for(tokenizer, JUDGE_LABELS, prefix)
-        # As the offline engines' identity: which tokens a label's probability sums (at most
-        # the API's 20 in all, `read_spellings`), so a change in them never pools verdicts;
-        # and the sampling fields each verdict request pins (verdicts read with a server's
-        # generation_config.json defaults, before they were pinned, never pool with these).
-        pinned = sampling_fields(0.0, vllm_fields=not isinstance(tokenizer, _NoTokenizer))
-        return {**endpoint.identify(), "label_tokens": label_tokens(readout),
-                "sampling": json.dumps(pinned, sort_keys=True)}
-    finally:
-        endpoint.close()
+    settings identity, with the readout the engine resolves on it (the same start-up, probes
+    included) and the label tokens it counts: verdicts from another server or version, read
+    another way or off other tokens, never mix with these."""
+    engine = OpenAIEngine(spec)
+    engine.close()
+    return {**engine.identity, **engine.resolved}
 
 
 class OpenAIEngine:
@@ -315,9 +342,33 @@ class OpenAIEngine:
             # A server that tokenises for us is vLLM's: it takes vLLM's own sampling fields.
             self.vllm_fields = not isinstance(self.tokenizer, _NoTokenizer)
             self._check_readout()
+            self.resolved = self._resolved()
+            self._same_readout_as_before()
         except BaseException:
             self.close()
             raise
+
+    def _resolved(self) -> dict[str, str]:
+        """How verdicts are read, for the settings identity: the method (first-token
+        probabilities or one-hot structured choice), as the offline engines' identity; which
+        tokens a label's probability sums (at most the API's 20 in all, `read_spellings`);
+        and the sampling fields each verdict request pins (verdicts read with a server's
+        generation_config.json defaults, before they were pinned, never pool with these)."""
+        readout = self.label_readout(JUDGE_LABELS)
+        pinned = sampling_fields(0.0, vllm_fields=self.vllm_fields)
+        return {"readout": readout.method, "label_tokens": label_tokens(readout),
+                "sampling": json.dumps(pinned, sort_keys=True)}
+
+    def _same_readout_as_before(self) -> None:
+        key = (self.name, self.base)
+        before = _RESOLVED.setdefault(key, self.resolved)
+        if before != self.resolved:
+            raise self.problem(
+                f"the server now reads labels by {self.resolved['readout']} (tokens {self.resolved['label_tokens']}), "
+                f"not by {before['readout']} (tokens {before['label_tokens']}) as when this run's settings hash was "
+                f"computed (was it restarted with other flags?); verdicts read both ways would share one hash, so "
+                f"the run stops: rerun, and the verdicts made the other way are re-graded")
+
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -441,7 +492,8 @@ class OpenAIEngine:
         limit = asyncio.Semaphore(self.server.max_concurrency)
         pool = httpx.Limits(max_connections=self.server.max_concurrency,
                             max_keepalive_connections=self.server.max_concurrency)
-        async with httpx.AsyncClient(headers=self.endpoint.headers, timeout=self.endpoint.timeout, limits=pool) as client:
+        async with httpx.AsyncClient(headers=self.endpoint.headers, timeout=self.endpoint.timeout, limits=pool,
+                                     params=self.endpoint.params) as client:
 
             async def one(i: int):
                 async with limit:
@@ -528,12 +580,19 @@ class OpenAIEngine:
             if self.structured is None:
                 self.structured = self._structured_kind(readout)
             payloads = [self._choice_payload(c, readout, self.structured) for c in conversations]
-        return [self._read(body, readout) for body in self._send_all(payloads, conversations)]
+        replies = self._send_all(payloads, conversations)
+        failed = [(i, r) for i, r in enumerate(replies) if isinstance(r, _Failed)]
+        if failed:
+            # A transient failure is no verdict: kept as `invalid` it would score as missing and
+            # never be asked again. The chunk is not written; the rerun asks it again.
+            i, first = failed[0]
+            raise self.problem(f"{len(failed)} of the {len(replies)} verdict requests of this chunk failed after "
+                               f"{first.attempts} attempts (request {i + 1}, {_describe(conversations[i])}: "
+                               f"{first.reason}); no verdict of this chunk is written and none is kept as invalid; "
+                               f"what was written before is kept: rerun to retry them")
+        return [self._read(body, readout) for body in replies]
 
     def _read(self, body, readout: LabelReadout) -> Classification:
-        if isinstance(body, _Failed):
-            return Classification(probs={}, label=None, method=readout.method, prompt_tokens=0, num_cached_tokens=None,
-                                  raw=f"request failed after {body.attempts} attempts: {body.reason}")
         usage = body.get("usage") or {}
         common = dict(prompt_tokens=int(usage.get("prompt_tokens") or 0), num_cached_tokens=_cached(usage))
         if readout.method == FIRST_TOKEN:

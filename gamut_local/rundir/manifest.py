@@ -15,7 +15,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from gamut_local.config import RunSpec, is_hub_id, resolve_model_path
-from gamut_local.errors import InputError
+from gamut_local.errors import InputError, redact_values
 from gamut_local.engines import (  # light: they look vLLM up without importing it
     judge_identity,
     pick_backend,
@@ -73,6 +73,11 @@ def _judge_hash(m) -> str | None:
         return None
 
 
+def _stored_config(spec: RunSpec) -> dict:
+    """The resolved config as the manifest stores it (and `describes` compares it): redacted."""
+    return redact_values(spec.model_dump(mode="json"))
+
+
 def build_manifest(spec: RunSpec, config_path: Path) -> dict:
 
     models = []
@@ -93,9 +98,10 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
         "kind": "gamut-local manifest",
         "run": spec.name,
         "config_file": str(Path(config_path).resolve()),
-        "config": spec.model_dump(mode="json"),
+        # Redacted (`errors.redact`): a URL's credentials or a key read at run time never land here.
+        "config": _stored_config(spec),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv,
+        "command": redact_values(sys.argv),
         "git": _git_commit(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -133,7 +139,7 @@ def describes(manifest, spec: RunSpec) -> bool:
     if not isinstance(manifest, dict):
         return False
     judges = [m for m in manifest.get("models") or [] if isinstance(m, dict) and m.get("role") == "judge"]
-    return (manifest.get("config") == spec.model_dump(mode="json") and manifest.get("packages") == _versions()
+    return (manifest.get("config") == _stored_config(spec) and manifest.get("packages") == _versions()
             and manifest.get("engine_build") == engine_build() and all(m.get("settings_hash") for m in judges))
 
 

@@ -1,12 +1,16 @@
 """A small OpenAI-style chat server on 127.0.0.1 that misbehaves on purpose, for the `openai`
 engine's fault tests: 429, 5xx, slow replies, connections closed mid-request, a server that
 dies. It answers like a server with constrained choice (vLLM's `structured_outputs`, or a
-`response_format` enum schema) and no `/tokenize`, so the engine takes structured choice.
+`response_format` enum schema) and no `/tokenize`, so the engine takes structured choice; with
+`tokenize=True` it also tokenises as vLLM does (`/tokenize`, `/detokenize`, word by word) and
+answers a step restricted to `allowed_token_ids` with their log-probabilities, so the engine
+reads first tokens. `path_faults` holds actions for the start-up routes, by path.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -21,8 +25,14 @@ class FaultServer:
     Once empty, requests are answered normally. `choice_support`: False answers free text
     whatever is asked (a server that can neither constrain nor give log-probabilities)."""
 
-    def __init__(self, port: int = 0, choice_support: bool = True, key: str | None = None, die_after: int | None = None):
+    def __init__(self, port: int = 0, choice_support: bool = True, key: str | None = None, die_after: int | None = None,
+                 tokenize: bool = False):
         self.faults: list[tuple] = []
+        # ("status", code), ("close",) or ("ok",) for the next requests to a path ("/tokenize", ...)
+        self.path_faults: dict[str, list[tuple]] = {}
+        self.hits: dict[str, int] = {}  # requests per path, every route
+        self.tokenize = tokenize
+        self.vocab: dict[str, int] = {}  # word (with its leading space) -> token id, as first seen
         self.requests: list[dict] = []  # chat bodies, in arrival order
         self.auth: list[str | None] = []
         self.in_flight = self.max_in_flight = 0
@@ -46,6 +56,14 @@ class FaultServer:
     def __exit__(self, *exc):
         self.hung.set()
         self.stop()
+
+    def encode(self, text: str) -> list[int]:
+        with self.lock:
+            return [self.vocab.setdefault(w, len(self.vocab) + 100) for w in re.findall(r"\s*\S+", text)]
+
+    def decode(self, ids: list[int]) -> str:
+        words = {i: w for w, i in self.vocab.items()}
+        return "".join(words.get(i, "") for i in ids)
 
     def answer(self, body: dict) -> str:
         """What a constrained server would say: the first allowed label (free text otherwise)."""
@@ -87,21 +105,47 @@ def _handler(server: FaultServer):
                 return False
             return True
 
+        def path_fault(self) -> bool:
+            """Act out the next fault planted for this path; True if it answered."""
+            with server.lock:
+                server.hits[self.route] = server.hits.get(self.route, 0) + 1
+                queue = server.path_faults.get(self.route) or []
+                fault = queue.pop(0) if queue else None
+            if fault is None or fault[0] == "ok":
+                return False
+            if fault[0] == "status":
+                self.reply(fault[1], {"error": {"message": f"fault {fault[1]}"}})
+            else:
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+            return True
+
+        @property
+        def route(self) -> str:  # the path without a query string (which may carry a key)
+            return self.path.partition("?")[0]
+
         def do_GET(self):
-            if not self.authorised():
+            if not self.authorised() or self.path_fault():
                 return
-            if self.path == "/v1/models":
+            if self.route == "/v1/models":
                 self.reply(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "tests"}]})
-            elif self.path == "/version":
+            elif self.route == "/version":
                 self.reply(200, {"version": "fault-0.1"})
             else:
                 self.reply(404, {"error": "not found"})
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            if not self.authorised():
+            if not self.authorised() or self.path_fault():
                 return
-            if self.path != "/v1/chat/completions":
+            if server.tokenize and self.route == "/tokenize":
+                text = body.get("prompt") if "prompt" in body else ""  # a chat: its template adds nothing
+                self.reply(200, {"tokens": server.encode(text), "count": 0, "max_model_len": 4096})
+                return
+            if server.tokenize and self.route == "/detokenize":
+                self.reply(200, {"prompt": server.decode(body.get("tokens", []))})
+                return
+            if self.route != "/v1/chat/completions":
                 self.reply(404, {"error": "not found"})
                 return
             with server.lock:
@@ -135,9 +179,18 @@ def _handler(server: FaultServer):
                 return
             if kind == "slow":
                 time.sleep(fault[1])
+            choice = {"index": 0, "message": {"role": "assistant", "content": server.answer(body)},
+                      "finish_reason": "stop"}
+            allowed = body.get("allowed_token_ids")
+            if server.tokenize and allowed and body.get("logprobs"):
+                # A restricted step, processed log-probabilities: the first allowed token likeliest.
+                lps = [-0.1] + [-4.0] * (len(allowed) - 1)
+                top = [{"token": f"token_id:{t}", "logprob": lp} for t, lp in zip(allowed, lps)]
+                choice["message"]["content"] = server.decode(allowed[:1])
+                choice["logprobs"] = {"content": [{"token": f"token_id:{allowed[0]}", "logprob": -0.1,
+                                                   "top_logprobs": top[:body.get("top_logprobs", 20)]}]}
             self.reply(200, {"id": f"c{n}", "object": "chat.completion", "model": MODEL,
-                             "choices": [{"index": 0, "message": {"role": "assistant", "content": server.answer(body)},
-                                          "finish_reason": "stop"}],
+                             "choices": [choice],
                              "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}})
 
     return Handler

@@ -68,15 +68,17 @@ def test_retries_429_500_closed_and_slow_then_succeeds():
         engine.close()
 
 
-def test_persistent_5xx_becomes_invalid_with_the_reason():
+def test_persistent_5xx_stops_the_chunk_and_is_never_an_invalid_verdict():
+    # A transient outage is no verdict: an `invalid` one would score as missing and never be
+    # asked again. The engine says how many requests failed and that a rerun retries them.
     with FaultServer() as server:
-        engine = load_engine(spec_for(server, retries=2))
-        server.faults = [("status", 503)] * 3 + [("status", 502)] * 6
-        out = engine.classify([conv("Check: it is red.")], JUDGE_LABELS)[0]
-        assert out.label is None and out.probs == {}
-        assert "after 3 attempts" in out.raw and "HTTP 503" in out.raw
-        # The retries are the HTTP ones: the judge stage records `invalid` with this raw text.
-        assert out.attempts == 1
+        engine = load_engine(spec_for(server, retries=2, max_concurrency=1))
+        server.faults = [("ok",)] + [("status", 503)] * 3 + [("status", 502)] * 6
+        with pytest.raises(InputError) as err:
+            engine.classify([conv("Check: it is red."), conv("Check: it is blue.")], JUDGE_LABELS)
+        msg = str(err.value)
+        assert "1 of the 2 verdict requests" in msg and "after 3 attempts" in msg and "HTTP 503" in msg
+        assert "'Check: it is blue.'" in msg and "none is kept as invalid" in msg and "rerun to retry them" in msg
         engine.close()
 
 
@@ -154,7 +156,7 @@ def test_server_identity_names_host_model_and_version():
         # No /tokenize here: no label token is read (structured choice), and only the OpenAI
         # API's sampling fields are pinned (test_openai_sampling.py).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
-                         "owned_by": "tests", "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS}),
+                         "owned_by": "tests", "readout": STRUCTURED_CHOICE, "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS}),
                          "sampling": json.dumps(openai_engine.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
         # The config-side settings hash holds the endpoint's host and model, so a server at
         # another address never shares verdicts with this one.
@@ -240,15 +242,16 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
         judge(run_config(first))
     out = Path(run_config(first).output_dir) / "verdicts" / "served"
     lines = [r for unit in verdict_store.units_in(out) for _, r in verdict_store.records(unit)]
-    # 39 verdict requests were answered (the first request was the start-up probe): the whole
+    # 38 verdict requests were answered (the first two were the start-up probes): the whole
     # chunks among them are on disk (parts of the store), the chunk in flight is not, and
     # nothing is `invalid`.
-    assert 0 < len(lines) < 39 and all(r["verdict"] != "invalid" for r in lines)
+    assert 0 < len(lines) < 38 and all(r["verdict"] != "invalid" for r in lines)
     # The same server back on the same address: the rerun judges only what is left.
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]
         assert summary["already_done"] == len(lines) and summary["written"] > 0 and summary["invalid"] == 0
-        assert len(again.requests) == 1 + summary["written"]  # the probe, then each pending check once
+        # the probes (the identity's start-up and the engine's), then each pending check once
+        assert len(again.requests) == 2 + summary["written"]
 
 
 def test_run_reuses_an_engine_only_for_the_same_server():
