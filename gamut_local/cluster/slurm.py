@@ -52,7 +52,7 @@ from gamut_local.data.records import Question, load_answers
 from gamut_local.engines import model_problem, tensor_parallel_problem
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric.compiler import checks_for
-from gamut_local.rundir.identity import done_key, file_record, short_hash
+from gamut_local.rundir.identity import done_key, file_record, short_hash, work_key
 from gamut_local.rundir.layout import check_name
 from gamut_local.rundir.paths import inside, run_dir_problems
 from gamut_local.rundir.store import write_json, write_text_atomic
@@ -209,12 +209,12 @@ def _common_values(spec: RunSpec, config_path: Path) -> dict:
 
 def _generate_jobs(spec: RunSpec, common: dict, prefix: str, shards: dict, questions: list[Question]) -> list[Job]:
     """One array per model; task i answers shard i of the questions in all the model's variants."""
-    s, jobs = spec.slurm, []
+    s, jobs, work = spec.slurm, [], work_key(questions)
     for m in spec.models:
         vs = m.variants(spec.variants)
         if not vs:
             continue
-        G, done = shards["generate", m.name], done_key(m.settings_hash(), questions)
+        G, done = shards["generate", m.name], done_key(m.settings_hash(), work)
         gpus = gpu_layout(m, s.gpus_per_node, m.source, "models")[0]
         jobs.append(Job(f"generate.{m.name}", "generate", "generate.sbatch", {
             **common, "job_name": f"{prefix}.gen.{m.name}", "gpus": str(gpus), "time": s.time_generate,
@@ -236,7 +236,7 @@ def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str], s
     """One array per judge; task i grades every system's answers to shard i of the questions and
     waits for the generation of every model it grades."""
     s, jobs = spec.slurm, []
-    checks = {q.question_id: checks_for(q, spec.compile.small_pool_max) for q in questions}
+    work = work_key(questions, {q.question_id: checks_for(q, spec.compile.small_pool_max) for q in questions})
     # What the answers graded are made by: each candidate's settings, each given file's bytes.
     answers_made_by = [m.settings_hash() for m in spec.models] + [file_record(Path(p))["sha256"]
                                                                   for p in spec.extra_answers]
@@ -245,7 +245,7 @@ def _judge_jobs(spec: RunSpec, common: dict, prefix: str, generated: set[str], s
     for j in spec.judges:
         H = shards["judge", j.name]
         key = f"judge.{j.name}"
-        done = done_key(short_hash(j.settings_hash(), *answers_made_by), questions, checks)
+        done = done_key(short_hash(j.settings_hash(), *answers_made_by), work)
         values = {**common, "job_name": f"{prefix}.{key}", "time": s.time_judge, "judge": _q(j.name),
                   "systems": " ".join(_q(f"{m}.{v}") for m, v in systems), "shards": str(H),
                   "engine_key": _q(engine_key(j)), "done_key": done}

@@ -55,19 +55,25 @@ def check_hash(text: str, tier: str, kind: str) -> str:
     return short_hash(text, tier, kind)
 
 
-def done_key(settings_hash: str, questions: list, checks: dict | None = None) -> str:
-    """What a finished SLURM task's work was made for, written into its done markers:
-    `settings_hash` (the engine's settings; a judge's with what made the answers it grades),
-    every question as sent in each variant (text and image path) and, for judging (`checks`:
-    question id -> its compiled checks), every check as judged. A marker holding another key
-    is not done: the task reruns, and its stage redoes only what is stale."""
-    parts = [settings_hash]
+def work_key(questions: list, checks: dict | None = None) -> str:
+    """What a run's SLURM tasks work on: every question as sent in each variant (text and image
+    path) and, for judging (`checks`: question id -> its compiled checks), every check as
+    judged. Computed once per graph; `done_key` joins it with each engine's settings."""
+    parts = []
     for q in questions:
         parts += [q.question_id, q.text_for("multimodal")[0], q.text_for("text_only")[0], q.image or ""]
         if checks is not None:
             parts += [check_hash(c.text, c.tier, c.kind) for v in ("multimodal", "text_only")
                       for c in q.checks_for_variant(v, checks[q.question_id])]
     return short_hash(*parts)
+
+
+def done_key(settings_hash: str, work: str) -> str:
+    """What a finished SLURM task's work was made for, written into its done markers:
+    `settings_hash` (the engine's settings; a judge's with what made the answers it grades) and
+    `work` (`work_key`). A marker holding another key is not done: the task reruns, and its
+    stage redoes only what is stale."""
+    return short_hash(settings_hash, work)
 
 
 def prompt_hash(question_text: str, image_sha256: str | None) -> str:
