@@ -240,20 +240,21 @@ def _edit_population(cw: Run) -> None:
     cw.sample.write_text(json.dumps(design))
 
 
-def _stratum(**change):
+def _entry(field: str, k: int, **change):
+    """An edit of the design: entry `k` of its `field` list changed."""
     def edit(cw: Run):
-        strata = [dict(st) for st in cw.design["strata"]]
-        strata[0].update(change)
-        cw.set_design(strata=strata)
+        entries = [dict(e) for e in cw.design[field]]
+        entries[k].update(change)
+        cw.set_design(**{field: entries})
     return edit
+
+
+def _stratum(**change):
+    return _entry("strata", 0, **change)
 
 
 def _response(**change):
-    def edit(cw: Run):
-        responses = [dict(r) for r in cw.design["responses"]]
-        responses[2].update(change)
-        cw.set_design(responses=responses)
-    return edit
+    return _entry("responses", 2, **change)
 
 
 def _no_stratum(cw: Run):
