@@ -18,7 +18,7 @@ import re
 
 import yaml
 
-from gamut_local.config import load_yaml_node
+from gamut_local.strict_yaml import load_yaml_node
 from gamut_local.errors import Problem
 from gamut_local.rubric import fast_yaml
 from gamut_local.rubric.compiler import check_dicts_for, item_checks
