@@ -6,10 +6,10 @@ of a served model's endpoint. The only part of the config package that reads mod
 from __future__ import annotations
 
 import functools
-import hashlib
 from pathlib import Path
 from gamut_local.config.paths import is_hub_id
 from gamut_local.errors import Problem
+from gamut_local.hashing import file_sha256
 
 # `spec` below is a `models.ModelSpec`, left unannotated: the models call into this module,
 # and this one imports nothing from them (not even for types), so the two never form a cycle.
@@ -42,7 +42,7 @@ IDENTITY_FILES = (*MODEL_CONFIG_FILES, "generation_config.json", "tokenizer_conf
 def weights_identity(local: str, hub_id: str | None = None) -> dict:
     """A model folder's identity, independent of where it lies (see IDENTITY_FILES)."""
     folder = Path(local)
-    ident: dict = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    ident: dict = {name: file_sha256(folder / name)
                    for name in IDENTITY_FILES if (folder / name).is_file()}
     ident["weights"] = sorted((f.name, f.stat().st_size) for f in folder.iterdir()
                               if f.suffix in (".safetensors", ".bin", ".pt", ".gguf"))

@@ -7,11 +7,12 @@ a program that only reads a manifest needs this module alone. docs/outputs.md li
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from gamut_local.hashing import file_sha256
 
 MANIFEST_SCHEMA_VERSION = 1
 
@@ -54,5 +55,5 @@ def input_records(spec) -> list[dict]:
             path = Path(ref)
             if path.is_file():
                 out.append({"role": role, "path": str(path), "bytes": path.stat().st_size,
-                            "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+                            "sha256": file_sha256(path)})
     return out
