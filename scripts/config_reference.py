@@ -3,7 +3,7 @@
     .venv/bin/python scripts/config_reference.py           # rewrite docs/config.md
     .venv/bin/python scripts/config_reference.py --check   # exit 1 if docs/config.md is stale
 
-Types, defaults, bounds, descriptions and examples all come from gamut_local/config.py (each
+Types, defaults, bounds, descriptions and examples all come from gamut_local/config/ (each
 field's `Field(description=..., examples=...)`), so the page cannot drift from what the loader
 accepts; tests/test_config.py fails when the committed page differs from what this writes.
 """
@@ -107,14 +107,14 @@ def _row(name: str, field) -> str:
     if field.examples:
         example = field.examples[0]
     elif field.default is PydanticUndefined or field.default is None:
-        raise SystemExit(f"{name}: give it examples=[...] in gamut_local/config.py (no default to show)")
+        raise SystemExit(f"{name}: give it examples=[...] in gamut_local/config/ (no default to show)")
     else:
         example = field.default
     shown = "see its section" if isinstance(example, BaseModel) else f"`{name}: {json.dumps(example)}`"
     cells = [f"`{name}`", _type(field.annotation), default, ", ".join(_bounds(field.metadata)) or "",
              field.description, shown]
     if not field.description:
-        raise SystemExit(f"{name}: give it a description in gamut_local/config.py")
+        raise SystemExit(f"{name}: give it a description in gamut_local/config/")
     return "| " + " | ".join(x.replace("\n", " ") for x in cells) + " |"
 
 
@@ -141,7 +141,7 @@ def render() -> str:
     head = [
         "# Config reference",
         "",
-        "<!-- Written by scripts/config_reference.py from gamut_local/config.py; do not edit. -->",
+        "<!-- Written by scripts/config_reference.py from gamut_local/config/; do not edit. -->",
         "",
         "Every key of every config `gamut-local` reads. A run YAML names its models and judges",
         "by file name (`configs/models/<name>.yaml`, `configs/judges/<name>.yaml`, found in the",

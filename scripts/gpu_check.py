@@ -35,6 +35,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from gamut_local.rundir.manifest_schema import read_manifest  # noqa: E402
 SAMPLE_RUN = ROOT / "configs" / "runs" / "sample-gpu.yaml"
 SAMPLE_QUESTIONS = ROOT / "gamut_local" / "data" / "sample" / "questions.jsonl"
 MIN_CACHED_FRACTION = 0.5  # the sample's judge prompts share instructions + answer per response
@@ -97,18 +99,18 @@ def read_verdicts(folder: Path) -> list[dict]:
 def summarise(work: Path, wall: float, dev: dict) -> dict:
     """What the run directory says: backends, methods, counts, throughput, cache use."""
     out = work / "run"
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = read_manifest(out)
     answers = read_jsonl(out / "answers")
-    judge = manifest["config"]["judges"][0]["name"]
+    judge = manifest.config.judges[0]["name"]
     verdicts = read_verdicts(out / "verdicts" / judge)
-    seconds = {k: v["seconds"] for k, v in manifest.get("stages", {}).items()}
+    seconds = {k: v.seconds for k, v in manifest.stages.items()}
     prompt = sum(v["prompt_tokens"] for v in verdicts)
     cached = [v["num_cached_tokens"] for v in verdicts if v["num_cached_tokens"] is not None]
     gen_tokens = sum(a["completion_tokens"] for a in answers)
     return {
         "device": dev,
-        "backend": sorted({m["backend_used"] for m in manifest["models"]}),
-        "engine_build": manifest.get("engine_build"),
+        "backend": sorted({m["backend_used"] for m in manifest.models}),
+        "engine_build": manifest.engine_build,
         "label_method": sorted({v["method"] for v in verdicts}),
         "answers": {v: sum(a["variant"] == v for a in answers) for v in ("multimodal", "text_only")},
         "answers_cut_at_max_tokens": sum(a["finish_reason"] == "length" for a in answers),

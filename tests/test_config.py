@@ -300,3 +300,37 @@ def test_the_example_model_config_loads_and_sets_what_it_explains(tmp_path):
     assert example.name == "my-model-7b" and example.engine.dtype == "bfloat16"
     assert example.sampling.max_tokens == 2048 and example.engine.max_model_len == 16384
     assert "EXAMPLE.yaml" in (REPO / "docs" / "config.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("text, hours", [("90", 1.5), ("90:30", 90.5 / 60), ("12:00:00", 12.0), ("1-00:00:00", 24.0),
+                                          ("2-3", 51.0), ("1-2:30", 26.5), ("banana", None), ("1-", None),
+                                          ("1:2:3:4", None)])
+def test_one_slurm_time_grammar_validates_and_measures(text, hours):
+    """What `slurm.time_*` accepts is exactly what `cluster` can turn into hours."""
+    from pydantic import ValidationError
+
+    from gamut_local.config import SlurmSpec, slurm_hours
+
+    assert slurm_hours(text) == (pytest.approx(hours) if hours is not None else None)
+    try:
+        SlurmSpec(time_judge=text)
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert accepted == (hours is not None)
+
+
+@pytest.mark.parametrize("text, mb", [("64G", 65536), ("500M", 500), ("1024", 1024), ("2T", 2 * 1024 * 1024),
+                                      ("64GB", None), ("G", None)])
+def test_one_slurm_memory_grammar_validates_and_measures(text, mb):
+    from pydantic import ValidationError
+
+    from gamut_local.config import SlurmSpec, mem_mb
+
+    assert mem_mb(text) == (mb or 0)
+    try:
+        SlurmSpec(mem_score=text)
+        accepted = True
+    except ValidationError:
+        accepted = False
+    assert accepted == (mb is not None)

@@ -19,7 +19,6 @@ people have graded is itself a stratified random sample.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+
+from gamut_local.hashing import short_hash
 
 SCHEMA_VERSION = 1
 PER = ("model", "shared")
@@ -94,7 +95,7 @@ def draw(population: dict[tuple[str, str], list[str]], n: int, *, per: str, seed
 def content_id(body: dict) -> str:
     """A design's `sample_id`: its name and a hash of everything else it says. Human verdicts
     made in its queue carry it, so a design edited after people graded it no longer matches."""
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+    digest = short_hash(json.dumps(body, sort_keys=True))
     return f"{body['name']}-{digest}"
 
 

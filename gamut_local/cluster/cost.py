@@ -31,9 +31,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gamut_local.cluster.fit import slurm_hours
 from gamut_local.cluster.image_tokens import image_tokens
-from gamut_local.config import ModelSpec, PlanSpec, RunSpec, resolve_model_path, weights_identity
+from gamut_local.config import ModelSpec, PlanSpec, RunSpec, resolve_model_path, slurm_hours, weights_identity
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.gamut_release import RELEASE_FILE, RELEASE_QUESTIONS
 from gamut_local.data.records import Question, answered_systems, load_answers

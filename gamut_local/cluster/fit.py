@@ -13,21 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-
-_MEM_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
-
-
-def slurm_hours(limit: str) -> float | None:
-    """A SLURM time limit in hours: 'M', 'M:S', 'H:M:S', 'D-H', 'D-H:M' or 'D-H:M:S'."""
-    match = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){0,2})", limit.strip())
-    if not match:
-        return None
-    parts = [int(p) for p in match.group(2).split(":")]
-    if match.group(1) is not None:
-        h, mi, se = (parts + [0, 0])[:3]
-    else:
-        h, mi, se = ([0] * (3 - len(parts)) + parts) if len(parts) == 3 else (0, *(parts + [0])[:2])
-    return int(match.group(1) or 0) * 24 + h + mi / 60 + se / 3600
+from gamut_local.config import mem_mb, slurm_hours
 
 
 @dataclass
@@ -48,12 +34,6 @@ class Request:
     cpus: int  # per node
     mem_mb: int  # per node
     time: str
-
-
-def mem_mb(text: str) -> int:
-    """sbatch memory ('64G', '500M', '1024' = MB) in MB."""
-    m = re.fullmatch(r"(\d+)([KMGT]?)", text.strip())
-    return int(int(m.group(1)) * _MEM_UNITS[m.group(2) or "M"]) if m else 0
 
 
 def _gres_gpus(gres: str) -> int:

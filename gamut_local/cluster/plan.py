@@ -15,9 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gamut_local.cluster.cost import EngineWork, auto_shards, engine_work, questions_to_plan, shard_counts, work_hours
-from gamut_local.cluster.fit import slurm_hours
 from gamut_local.cluster.slurm import Job, build_graph, check_engine_inputs, check_graph_inputs, fit_problems
-from gamut_local.config import RunSpec, load_run_config
+from gamut_local.config import RunSpec, load_run_config, slurm_hours
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError
 from gamut_local.rubric.compiler import checks_for

@@ -24,7 +24,6 @@ neither an image nor a fetchable URL, are listed in the conversion report and ke
 
 from __future__ import annotations
 
-import hashlib
 import io
 import re
 from pathlib import Path
@@ -32,6 +31,7 @@ from typing import Callable, Iterable
 
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
+from gamut_local.hashing import short_hash
 
 BOUND = (960, 1280)  # (short side, long side) in pixels
 IMAGE_DIR = "images"
@@ -126,7 +126,7 @@ def _as_pil(value):
 def image_name(session_id: str) -> str:
     safe = re.sub(r"[^A-Za-z0-9_.-]", "_", session_id)
     if safe != session_id or safe.startswith("."):
-        safe = f"{safe.strip('.')[:40]}-{hashlib.sha1(session_id.encode()).hexdigest()[:10]}"
+        safe = f"{safe.strip('.')[:40]}-{short_hash(session_id, algorithm='sha1', chars=10)}"
     return f"{IMAGE_DIR}/{safe}.jpg"
 
 

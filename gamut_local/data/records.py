@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, model_validator
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.hashing import file_sha256
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rubric.schema import Check, MetaRubric, Snippet, repeated
 from gamut_local.rundir import verdict_store
@@ -161,10 +162,7 @@ def resolve_image(ref: str, dataset_path: Path) -> Path:
 def image_sha256(ref: str, dataset_path: Path) -> str:
     """The image file's content hash: part of a multimodal answer's `prompt_hash`, so a
     replaced image (same file name, other picture) re-does the answers that saw it."""
-    import hashlib
-
-    with open(resolve_image(ref, dataset_path), "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return file_sha256(resolve_image(ref, dataset_path))
 
 
 def load_image(ref: str, dataset_path: Path):

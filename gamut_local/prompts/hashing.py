@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
+from gamut_local.hashing import short_hash
 
 
 def template_hash(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:12]
+    return short_hash(*parts)

@@ -12,16 +12,16 @@ Plain functions of dicts and rubric objects: this module knows nothing of files 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
 import yaml
 
-from gamut_local.config import load_yaml_node
 from gamut_local.errors import Problem
+from gamut_local.hashing import short_hash
 from gamut_local.rubric import fast_yaml
 from gamut_local.rubric.compiler import check_dicts_for, item_checks
+from gamut_local.strict_yaml import load_yaml_node
 
 HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.MULTILINE)
 ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
@@ -59,7 +59,7 @@ def record_hash(record: dict) -> str:
 
 def text_hash(line: str) -> str:
     """`record_hash` of a record already dumped as JSON Lines writes it."""
-    return hashlib.sha256(line.encode("utf-8")).hexdigest()[:12]
+    return short_hash(line)
 
 
 def _dump(value, indent: int) -> str:

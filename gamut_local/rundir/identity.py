@@ -22,24 +22,19 @@ still is (`current_record`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gamut_local.hashing import HASH_CHARS, file_sha256, short_hash  # noqa: F401 (re-exported)
 from gamut_local.prompts.candidate import CANDIDATE_TEMPLATE_HASH
 from gamut_local.prompts.judge import JUDGE_TEMPLATE_HASH
 
 if TYPE_CHECKING:  # the config models cost score and agree 0.05 s to import; a hash needs none
     from gamut_local.config import JudgeSpec
 
-HASH_CHARS = 12  # 48 bits: collisions within one run's records are not a practical concern
 ANSWER_IDENTITY = ("settings_hash", "prompt_hash")
 VERDICT_IDENTITY = ("settings_hash", "check_hash", "answer_hash")
-
-
-def short_hash(*parts: str) -> str:
-    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:HASH_CHARS]
 
 
 def answer_hash(response: str) -> str:
@@ -104,9 +99,7 @@ def stale_fields(record: dict, current: dict[str, str | None]) -> list[str]:
 def file_record(path: Path) -> dict:
     """Path, size, mtime and content hash of an input file: what an output names it by."""
     stat = path.stat()
-    with open(path, "rb") as f:
-        sha256 = hashlib.file_digest(f, "sha256").hexdigest()
-    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
+    return {"path": str(path), "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": file_sha256(path)}
 
 
 def current_record(old: dict) -> dict | None:

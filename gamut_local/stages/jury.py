@@ -10,7 +10,6 @@ estimated confusion matrix (the report shows it).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 from gamut_local.analysis.jury import RULES, aggregate
 from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError, Problem
+from gamut_local.hashing import short_hash
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import check_name, name_problem, store_path, verdict_files
 from gamut_local.rundir.store import write_json
@@ -66,7 +66,7 @@ def _judges(run_dir: Path) -> list[str]:
 def _identity(members: list[str], rule: str, records: list[dict]) -> str:
     hashes = {m: sorted({r.get("settings_hash") or "" for r in records if r["judge"] == m}) for m in members}
     text = json.dumps({"rule": rule, "members": hashes}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    return short_hash(text)
 
 
 def _cells(records: list[dict], members: list[str]):

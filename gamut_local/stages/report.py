@@ -23,7 +23,6 @@ and the report says so first and marks the systems. A `--limit` pilot (`pilot`, 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -60,31 +59,10 @@ from gamut_local.reporting.tables import (
 from gamut_local.data.consistency import describe_stale
 from gamut_local.data.dataset import TEXT_ONLY_SUFFIX
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
-from gamut_local.vocab import SMALL_POOL_MAX
+from gamut_local.rundir.manifest_schema import Manifest, read_manifest
 from gamut_local.rundir.store import JOURNAL, fsync_path, write_text_atomic
 
 # ---------------------------------------------------------------- reading the run directory
-
-def _manifest(run_dir: Path) -> dict | None:
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError([Problem(str(path), None, "", f"not valid JSON: {e}")])
-    if not isinstance(data, dict):
-        raise InputError([Problem(str(path), None, "", "expected a JSON object")])
-    return data
-
-
-def _from_manifest(manifest: dict, key: str):
-    """A field of the run config the manifest records (`config.<key>`), or top-level."""
-    for holder in (manifest.get("config"), manifest):
-        if isinstance(holder, dict) and key in holder:
-            return holder[key]
-    return None
-
 
 def _locate(ref: str, run_dir: Path) -> Path | None:
     # Run configs resolve paths to absolute ones; relative ones are tried from the run
@@ -95,14 +73,14 @@ def _locate(ref: str, run_dir: Path) -> Path | None:
     return None
 
 
-def _dataset_for(run_dir: Path, dataset: Path | None, manifest: dict | None) -> tuple[Path | None, str | None]:
+def _dataset_for(run_dir: Path, dataset: Path | None, manifest: Manifest | None) -> tuple[Path | None, str | None]:
     """The dataset to take domains from, or None and the reason there is none."""
     if dataset is not None:
         return Path(dataset), None
     if manifest is None:
         return None, "no dataset was given and the run directory has no manifest.json naming one"
-    ref = _from_manifest(manifest, "dataset")
-    if not isinstance(ref, str):
+    ref = manifest.config.dataset
+    if ref is None:
         return None, "no dataset was given and manifest.json names none"
     path = _locate(ref, run_dir)
     if path is None:
@@ -114,21 +92,16 @@ def run_answers(run_dir: Path) -> tuple[list[Path], int]:
     """The run's answer files (generated, and the extra ones manifest.json names that are
     readable from here) and the compile setting its checks are judged with: what decides
     which verdicts are stale."""
-    manifest = _manifest(run_dir) or {}
-    extra = _from_manifest(manifest, "extra_answers") if manifest else None
-    located = [_locate(str(ref), run_dir) for ref in (extra if isinstance(extra, list) else [])]
-    compile_settings = _from_manifest(manifest, "compile") if manifest else None
-    small_pool_max = compile_settings.get("small_pool_max") if isinstance(compile_settings, dict) else None
-    return (all_answer_files(run_dir) + [p for p in located if p is not None],
-            small_pool_max if isinstance(small_pool_max, int) else SMALL_POOL_MAX)
+    config = (read_manifest(run_dir) or Manifest()).config
+    located = [_locate(ref, run_dir) for ref in config.extra_answers]
+    return all_answer_files(run_dir) + [p for p in located if p is not None], config.compile.small_pool_max
 
 
 def run_name(run_dir: Path) -> str:
     """The report's title: the run config's `name` as manifest.json records it, else the
     folder's name (a run directory made by hand has no manifest)."""
-    manifest = _manifest(run_dir)
-    name = _from_manifest(manifest, "name") if manifest else None
-    return name if isinstance(name, str) and name else run_dir.name
+    manifest = read_manifest(run_dir)
+    return (manifest.config.name if manifest else None) or run_dir.name
 
 
 def agreement_path(run_dir: Path) -> Path:
@@ -151,12 +124,11 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
     if not run_dir.is_dir():
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
     notes = []
-    manifest = _manifest(run_dir)
+    manifest = read_manifest(run_dir)
     files = verdict_files(run_dir)
-    extra = _from_manifest(manifest, "extra_verdicts") if manifest else None
     gone = []
-    for i, ref in enumerate(extra if isinstance(extra, list) else []):
-        path = _locate(str(ref), run_dir)
+    for i, ref in enumerate(manifest.config.extra_verdicts if manifest else []):
+        path = _locate(ref, run_dir)
         if path is None and not allow_missing:
             gone.append(Problem(str(run_dir / "manifest.json"), None, f"config.extra_verdicts.{i}",
                                 f"{ref} is not readable from here, so its judge would be left out of the "
@@ -221,11 +193,9 @@ def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, 
 def pilot_limit(run_dir: Path) -> int | None:
     """The `--limit` of a pilot run as manifest.json records it (`run --limit` writes it into
     the judge stage's entry: the latest judging decides what the verdicts cover), else None."""
-    manifest = _manifest(Path(run_dir)) if Path(run_dir).is_dir() else None
-    stages = (manifest or {}).get("stages")
-    entry = stages.get("judge") if isinstance(stages, dict) else None
-    limit = entry.get("limit") if isinstance(entry, dict) else None
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+    manifest = read_manifest(Path(run_dir)) if Path(run_dir).is_dir() else None
+    entry = manifest.stages.get("judge") if manifest else None
+    return entry.limit if entry and entry.limit and entry.limit > 0 else None
 
 
 def _corrected(out: Path, doc: ScoresFile, scores: Scores, correct_with: str | None, design) -> ScoresFile:

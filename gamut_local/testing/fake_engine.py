@@ -14,11 +14,12 @@ result types of `gamut_local.engines` field for field (this layer may not import
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from dataclasses import dataclass, field
+
+from gamut_local.hashing import short_hash
 
 LOADS: list[str] = []
 LABELS = ("meets", "partially_meets", "missing", "contradicts")
@@ -48,7 +49,7 @@ class FakeClassification:
 
 def _digest(conversation) -> int:
     text = json.dumps(conversation, default=lambda o: f"<{type(o).__name__}>", sort_keys=True)
-    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+    return int(short_hash(text, chars=8), 16)
 
 
 def _meta_rubric(n: int) -> str:

@@ -7,25 +7,19 @@ store) after, in the background.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.rundir.layout import scores_path, verdict_files
-from gamut_local.vocab import SMALL_POOL_MAX, VERDICTS
+from gamut_local.vocab import VERDICTS
 
-def _manifest_config(run_dir: Path) -> dict:
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError([Problem(str(path), None, "", f"not valid JSON: {e}")])
-    cfg = data.get("config") if isinstance(data, dict) else None
-    return cfg if isinstance(cfg, dict) else {}
+def _manifest_config(run_dir: Path):
+    """The run config manifest.json records (`rundir.manifest_schema`), empty without one."""
+    from gamut_local.rundir.manifest_schema import Manifest, read_manifest  # pydantic: not before serving
+
+    return (read_manifest(run_dir) or Manifest()).config
 
 
 def _locate(ref, run_dir: Path) -> Path | None:
@@ -35,9 +29,9 @@ def _locate(ref, run_dir: Path) -> Path | None:
     return None
 
 
-def _extra(cfg: dict, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
+def _extra(cfg, key: str, run_dir: Path, notes: list[str]) -> list[Path]:
     out = []
-    for ref in cfg.get(key) or []:
+    for ref in getattr(cfg, key):
         path = _locate(ref, run_dir)
         if path is None:
             notes.append(f"manifest.json lists {key} file {ref}, which is not readable from here")
@@ -66,20 +60,14 @@ def run_files(run_dir: Path, dataset: Path | None = None) -> RunFiles:
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
     cfg, notes = _manifest_config(run_dir), []
     if dataset is None:
-        dataset = _locate(cfg["dataset"], run_dir) if isinstance(cfg.get("dataset"), str) else None
+        dataset = _locate(cfg.dataset, run_dir) if cfg.dataset is not None else None
         if dataset is None:
             raise InputError([Problem(str(run_dir / "manifest.json"), None, "config.dataset",
                                       "no readable dataset named; pass --dataset")])
     answer_files = sorted((run_dir / "answers").glob("*.jsonl")) + _extra(cfg, "extra_answers", run_dir, notes)
     files = verdict_files(run_dir)
     files += [p for p in _extra(cfg, "extra_verdicts", run_dir, notes) if p not in set(files)]
-    return RunFiles(run_dir, Path(dataset), answer_files, files, _compile_setting(cfg), notes)
-
-
-def _compile_setting(cfg: dict) -> int:
-    compile_settings = cfg.get("compile")
-    value = compile_settings.get("small_pool_max") if isinstance(compile_settings, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else SMALL_POOL_MAX
+    return RunFiles(run_dir, Path(dataset), answer_files, files, cfg.compile.small_pool_max, notes)
 
 
 def read_scores(path: Path, run_dir: Path, notes: list[str]) -> dict | None:

@@ -158,7 +158,7 @@ BOMB_ROWS = "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip
 def test_every_anchor_is_seen_by_the_alias_bound(text, refused):
     """The bound is skipped for a text with no anchor; an anchor may stand after a space, a tab,
     a flow indicator, a JSON key's colon or at a line's start, and each one is found."""
-    from gamut_local.config import MAX_YAML_NODES, _MAYBE_ANCHOR, load_yaml_node, load_yaml_text
+    from gamut_local.strict_yaml import MAX_YAML_NODES, _MAYBE_ANCHOR, load_yaml_node, load_yaml_text
 
     assert _MAYBE_ANCHOR.search(text)
     if not refused:
