@@ -50,6 +50,17 @@ class Classification:
     prompt_tokens: int
     num_cached_tokens: int | None
     attempts: int = 1  # 2: the first readout was unreadable and the fallback method re-asked
+    # A served request that failed for a transient reason after its re-sends: no verdict at
+    # all (never `invalid`, which scores as missing and is never asked again); the stage keeps
+    # the others, and a rerun asks this one again.
+    failure: "RequestFailure | None" = None
+
+
+@dataclass(frozen=True)
+class RequestFailure:
+    reason: str  # what the last attempt met ("HTTP 503: ...", "no reply within 2 s"), redacted
+    attempts: int
+    gone: bool  # the server refused connections: the stage stops after keeping what came back
 
 
 class Engine(Protocol):
@@ -306,7 +317,7 @@ def load_and_close(spec):
         engine.close()
 
 
-__all__ = ["BACKEND_NEEDS", "Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
+__all__ = ["BACKEND_NEEDS", "Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE", "RequestFailure",
            "STRUCTURED_CHOICE", "backend_problem", "engine_build", "image_capacity", "is_multimodal", "judge_identity",
            "load_and_close", "load_engine", "model_problem", "pick_backend", "reasoning_problem",
            "tensor_parallel_problem", "vllm_available"]

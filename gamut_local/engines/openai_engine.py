@@ -27,12 +27,14 @@ Requests go out in the order given (the judge stage's prefix-sharing order), at 
 `max_concurrency` in flight (asyncio + a semaphore, so Ctrl-C cancels every request in flight
 at once). Every request, start-up ones included, is re-sent after a timeout, a dropped
 connection, 408, 429 or 5xx with exponential backoff and full jitter, `retries` times; one
-still failing then stops the stage, a verdict as an answer: the chunk in flight is not written
-(never an `invalid` verdict, which would score as missing and never be asked again), the
-message says how many requests failed, and the rerun asks them again. So is a server that
-stops accepting connections. Any other 4xx is the request's fault and stops the stage naming
-it. The readout resolved at start-up (`server_identity`, the same start-up as the engine's) is
-in the judge's settings identity; an engine that resolves another in the same process stops.
+still failing is no answer and no verdict: an answer stops the stage (the rerun resumes); a
+verdict comes back marked failed (`Classification.failure`, never an `invalid` verdict, which
+would score as missing and never be asked again), the judge stage keeps the others and says
+how many failed, and the rerun asks only those. A server that stops accepting connections
+stops the stage after what came back is kept. Any other 4xx is the request's fault and stops
+the stage naming it. The start-up runs once per process and server (`_STARTUPS`): the readout
+it resolved is in the judge's settings identity (`server_identity`) and is the one the engine
+uses.
 The API key comes only from the variable `api_key_env` names; it, a URL's credentials and
 key-like query parameters are redacted (`errors.redact`) from every message this module writes.
 """
@@ -49,7 +51,7 @@ import time
 from typing import Sequence
 
 from gamut_local.config import ModelSpec, Sampling, server_host
-from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion
+from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion, RequestFailure
 from gamut_local.engines.labels import (
     PROBE,
     LabelReadout,
@@ -305,10 +307,13 @@ class Endpoint:
         self.client.close()
 
 
-# The readout each served judge resolved in this process, by (judge, address): the settings
-# hash was computed from it, so an engine that resolves another (the server restarted with
-# other flags between the hash and the engine's start-up) stops instead of mixing readouts.
-_RESOLVED: dict[tuple[str, str], dict[str, str]] = {}
+# What each server said at start-up, once per process, by (address, model config, key): the
+# manifest's settings hash, the stage's and the engine's all read it, so the hash always
+# describes the readout the engine uses, and the server is asked once per process.
+_STARTUPS: dict[tuple[str, str, str], dict] = {}
+# The start-up's results an engine keeps (its tokenizer is rebuilt on the engine's own client).
+_STARTUP_FIELDS = ("identity", "chat_prefix", "vllm_fields", "label_names", "processed", "top_logprobs",
+                   "structured", "resolved", "_readouts")
 
 
 def server_identity(spec: ModelSpec) -> dict[str, str]:
@@ -336,6 +341,11 @@ class OpenAIEngine:
         self.top_logprobs = TOP_LOGPROBS  # asked per verdict step (the verdict labels')
         self.processed = False  # whether the server reports the restricted step's log-probabilities
         self.structured = None  # how this server constrains a choice, found when first needed
+        # The key in force is part of it (in memory only): a refused key is refused at start-up.
+        key = (served_url(spec), spec.model_dump_json(), self.endpoint.headers.get("Authorization", ""))
+        if key in _STARTUPS:
+            self._adopt(_STARTUPS[key])
+            return
         try:
             self.identity = self.endpoint.identify()
             self.tokenizer, self.chat_prefix = server_tokenizer(self.endpoint)
@@ -343,10 +353,17 @@ class OpenAIEngine:
             self.vllm_fields = not isinstance(self.tokenizer, _NoTokenizer)
             self._check_readout()
             self.resolved = self._resolved()
-            self._same_readout_as_before()
         except BaseException:
             self.close()
             raise
+        _STARTUPS[key] = {**{f: _copied(getattr(self, f)) for f in _STARTUP_FIELDS},
+                          "tokenizes": isinstance(self.tokenizer, ServerTokenizer)}
+
+    def _adopt(self, startup: dict) -> None:
+        """Take this process's earlier start-up on the same server and config as this one's."""
+        for field in _STARTUP_FIELDS:
+            setattr(self, field, _copied(startup[field]))
+        self.tokenizer = ServerTokenizer(self.endpoint) if startup["tokenizes"] else _NoTokenizer()
 
     def _resolved(self) -> dict[str, str]:
         """How verdicts are read, for the settings identity: the method (first-token
@@ -358,17 +375,6 @@ class OpenAIEngine:
         pinned = sampling_fields(0.0, vllm_fields=self.vllm_fields)
         return {"readout": readout.method, "label_tokens": label_tokens(readout),
                 "sampling": json.dumps(pinned, sort_keys=True)}
-
-    def _same_readout_as_before(self) -> None:
-        key = (self.name, self.base)
-        before = _RESOLVED.setdefault(key, self.resolved)
-        if before != self.resolved:
-            raise self.problem(
-                f"the server now reads labels by {self.resolved['readout']} (tokens {self.resolved['label_tokens']}), "
-                f"not by {before['readout']} (tokens {before['label_tokens']}) as when this run's settings hash was "
-                f"computed (was it restarted with other flags?); verdicts read both ways would share one hash, so "
-                f"the run stops: rerun, and the verdicts made the other way are re-graded")
-
 
     # -- start-up --------------------------------------------------------------------------
 
@@ -508,11 +514,13 @@ class OpenAIEngine:
                 for t in tasks:
                     t.cancel()
                 raise
-        gone = next((r for r in results if isinstance(r, _Failed) and r.gone), None)
+        return results
+
+    def _stop_if_gone(self, replies: list) -> None:
+        gone = next((r for r in replies if isinstance(r, _Failed) and r.gone), None)
         if gone is not None:
             raise self.problem(f"the server stopped accepting connections ({gone.reason}, {gone.attempts} "
                                f"attempts); what was written before this chunk is kept: rerun to resume")
-        return results
 
     async def _send_one(self, client, payload: dict, index: int, conversation: list[dict]):
         import httpx
@@ -556,6 +564,7 @@ class OpenAIEngine:
             base["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "output", "schema": sampling.json_schema}}
         replies = self._send_all([{**base, "messages": c} for c in conversations], conversations)
+        self._stop_if_gone(replies)
         out = []
         for i, body in enumerate(replies):
             if isinstance(body, _Failed):  # an answer has no `invalid`: stop, the rerun resumes
@@ -581,16 +590,16 @@ class OpenAIEngine:
                 self.structured = self._structured_kind(readout)
             payloads = [self._choice_payload(c, readout, self.structured) for c in conversations]
         replies = self._send_all(payloads, conversations)
-        failed = [(i, r) for i, r in enumerate(replies) if isinstance(r, _Failed)]
-        if failed:
-            # A transient failure is no verdict: kept as `invalid` it would score as missing and
-            # never be asked again. The chunk is not written; the rerun asks it again.
-            i, first = failed[0]
-            raise self.problem(f"{len(failed)} of the {len(replies)} verdict requests of this chunk failed after "
-                               f"{first.attempts} attempts (request {i + 1}, {_describe(conversations[i])}: "
-                               f"{first.reason}); no verdict of this chunk is written and none is kept as invalid; "
-                               f"what was written before is kept: rerun to retry them")
-        return [self._read(body, readout) for body in replies]
+        # A transient failure is no verdict: kept as `invalid` it would score as missing and
+        # never be asked again. It comes back marked; the stage keeps the others.
+        return [self._failed(r, readout, c) if isinstance(r, _Failed) else self._read(r, readout)
+                for r, c in zip(replies, conversations)]
+
+    @staticmethod
+    def _failed(failed: _Failed, readout: LabelReadout, conversation: list[dict]) -> Classification:
+        return Classification(probs={}, label=None, raw="", method=readout.method, prompt_tokens=0,
+                              num_cached_tokens=None, failure=RequestFailure(
+                                  f"{_describe(conversation)}: {failed.reason}", failed.attempts, failed.gone))
 
     def _read(self, body, readout: LabelReadout) -> Classification:
         usage = body.get("usage") or {}
@@ -608,6 +617,11 @@ class OpenAIEngine:
 
     def close(self) -> None:
         self.endpoint.close()
+
+
+def _copied(value):
+    """A start-up result as one engine may change it (its caches), apart from every other's."""
+    return dict(value) if isinstance(value, dict) else value
 
 
 def _spelled(readout: LabelReadout) -> LabelReadout:

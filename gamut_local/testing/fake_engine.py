@@ -44,6 +44,7 @@ class FakeClassification:
     prompt_tokens: int
     num_cached_tokens: int | None
     attempts: int = 1
+    failure: None = None  # a fake request never fails transiently
 
 
 def _digest(conversation) -> int:

@@ -68,17 +68,17 @@ def test_retries_429_500_closed_and_slow_then_succeeds():
         engine.close()
 
 
-def test_persistent_5xx_stops_the_chunk_and_is_never_an_invalid_verdict():
+def test_persistent_5xx_is_a_failed_request_never_an_invalid_verdict():
     # A transient outage is no verdict: an `invalid` one would score as missing and never be
-    # asked again. The engine says how many requests failed and that a rerun retries them.
+    # asked again. The request comes back marked failed, beside the verdicts that came back.
     with FaultServer() as server:
         engine = load_engine(spec_for(server, retries=2, max_concurrency=1))
         server.faults = [("ok",)] + [("status", 503)] * 3 + [("status", 502)] * 6
-        with pytest.raises(InputError) as err:
-            engine.classify([conv("Check: it is red."), conv("Check: it is blue.")], JUDGE_LABELS)
-        msg = str(err.value)
-        assert "1 of the 2 verdict requests" in msg and "after 3 attempts" in msg and "HTTP 503" in msg
-        assert "'Check: it is blue.'" in msg and "none is kept as invalid" in msg and "rerun to retry them" in msg
+        ok, failed = engine.classify([conv("Check: it is red."), conv("Check: it is blue.")], JUDGE_LABELS)
+        assert ok.label == "meets" and ok.failure is None
+        assert failed.label is None and failed.probs == {} and failed.failure.attempts == 3
+        assert "HTTP 503" in failed.failure.reason and "'Check: it is blue.'" in failed.failure.reason
+        assert not failed.failure.gone
         engine.close()
 
 
@@ -242,16 +242,16 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
         judge(run_config(first))
     out = Path(run_config(first).output_dir) / "verdicts" / "served"
     lines = [r for unit in verdict_store.units_in(out) for _, r in verdict_store.records(unit)]
-    # 38 verdict requests were answered (the first two were the start-up probes): the whole
-    # chunks among them are on disk (parts of the store), the chunk in flight is not, and
-    # nothing is `invalid`.
-    assert 0 < len(lines) < 38 and all(r["verdict"] != "invalid" for r in lines)
+    # 39 verdict requests were answered (the first request was the start-up's probe): every one
+    # is on disk, in the chunks before the server died and in the chunk in flight, and nothing
+    # is `invalid`.
+    assert len(lines) == 39 and all(r["verdict"] != "invalid" for r in lines)
     # The same server back on the same address: the rerun judges only what is left.
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]
         assert summary["already_done"] == len(lines) and summary["written"] > 0 and summary["invalid"] == 0
-        # the probes (the identity's start-up and the engine's), then each pending check once
-        assert len(again.requests) == 2 + summary["written"]
+        # each pending check once: the start-up is this process's earlier one on the address
+        assert len(again.requests) == summary["written"]
 
 
 def test_run_reuses_an_engine_only_for_the_same_server():

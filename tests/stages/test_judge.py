@@ -237,6 +237,7 @@ class _Cls:
     prompt_tokens: int = 0
     num_cached_tokens: int | None = None
     attempts: int = 1
+    failure: None = None
 
 
 class ScriptedJudge:
@@ -269,7 +270,8 @@ def test_a_verdict_records_the_method_that_read_it_and_the_attempts(tmp_path):
     def open_engine(spec):
         yield engine
 
-    written, invalid = judge_with(_spec(), [item], SAMPLE, tmp_path, Shard(), 64, open_engine=open_engine)
+    done = judge_with(_spec(), [item], SAMPLE, tmp_path, Shard(), 64, open_engine=open_engine)
+    written, invalid = done.written, done.invalid
     recs = [r for p in sorted(tmp_path.rglob("*.parquet")) for r in to_records(read_unit(p))]
     assert (written, invalid, engine.sent) == (3, 1, 3)
     assert [(r["verdict"], r["method"], r["attempts"]) for r in recs] == [
