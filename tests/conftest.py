@@ -30,7 +30,7 @@ def forget_server_start_ups():
     import sys
 
     yield
-    served = sys.modules.get("gamut_local.engines.openai_engine")
+    served = sys.modules.get("gamut_local.engines.served.engine")
     if served is not None:
         served._STARTUPS.clear()
 

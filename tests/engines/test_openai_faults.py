@@ -20,7 +20,7 @@ from PIL import Image
 from gamut_local.config import ModelSpec, Sampling, load_run_config
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.labels import LabelReadout
-from gamut_local.engines import openai_engine
+from gamut_local.engines.served import engine as served_engine, http, readout as served_readout
 from gamut_local.errors import InputError
 from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
@@ -33,7 +33,7 @@ SECRET = "sk-test-7c1e55a0-do-not-print"
 @pytest.fixture(autouse=True)
 def quick_backoff(monkeypatch):
     # The waits' schedule is what is tested in test_backoff_grows_with_jitter; here it only slows.
-    monkeypatch.setattr(openai_engine, "BACKOFF_BASE_S", 0.01)
+    monkeypatch.setattr(http, "BACKOFF_BASE_S", 0.01)
 
 
 def spec_for(server: FaultServer, cls=ModelSpec, **server_args) -> ModelSpec:
@@ -46,14 +46,14 @@ def conv(text: str) -> list[dict]:
 
 
 def test_backoff_grows_with_jitter():
-    openai_engine.BACKOFF_BASE_S = 0.5  # the default (the fixture's patch is undone after the test)
-    waits = [[openai_engine.backoff_s(a, None) for _ in range(200)] for a in range(4)]
+    http.BACKOFF_BASE_S = 0.5  # the default (the fixture's patch is undone after the test)
+    waits = [[http.backoff_s(a, None) for _ in range(200)] for a in range(4)]
     for a, w in enumerate(waits):
         assert 0 <= min(w) and max(w) <= 0.5 * 2 ** a
         assert len(set(w)) > 150  # jittered, not a fixed schedule
     assert sum(waits[3]) > 3 * sum(waits[0])
-    assert openai_engine.backoff_s(0, "2") == 2.0  # the server's Retry-After wins
-    assert openai_engine.backoff_s(0, "9999") == openai_engine.BACKOFF_CAP_S
+    assert http.backoff_s(0, "2") == 2.0  # the server's Retry-After wins
+    assert http.backoff_s(0, "9999") == http.BACKOFF_CAP_S
 
 
 def test_retries_429_500_closed_and_slow_then_succeeds():
@@ -152,12 +152,12 @@ def test_the_model_must_be_served_and_the_server_reachable():
 def test_server_identity_names_host_model_and_version():
     with FaultServer() as server:
         spec = spec_for(server)
-        ident = openai_engine.server_identity(spec)
+        ident = served_engine.server_identity(spec)
         # No /tokenize here: no label token is read (structured choice), and only the OpenAI
         # API's sampling fields are pinned (test_openai_sampling.py).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
                          "owned_by": "tests", "readout": STRUCTURED_CHOICE, "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS}),
-                         "sampling": json.dumps(openai_engine.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
+                         "sampling": json.dumps(served_readout.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
         # The config-side settings hash holds the endpoint's host and model, so a server at
         # another address never shares verdicts with this one.
         other = spec.model_copy(update={"server": spec.server.model_copy(update={"base_url": "http://10.0.0.1:9/v1"})})
@@ -169,16 +169,16 @@ def test_more_counted_spellings_than_the_api_returns_are_cut_to_the_likeliest_20
     # a custom label set may have more); the API returns 20.
     ids = tuple(tuple(range(10 * i, 10 * i + 6)) for i in range(4))
     readout = LabelReadout(JUDGE_LABELS, FIRST_TOKEN, "", tuple(t[0] for t in ids), 20, ids)
-    read = openai_engine.read_spellings(readout)
-    assert len(read.all_token_ids()) == openai_engine.TOP_LOGPROBS
+    read = served_readout.read_spellings(readout)
+    assert len(read.all_token_ids()) == served_readout.TOP_LOGPROBS
     # Rank by rank: every label keeps its first five spellings, only the sixth goes.
     assert read.token_ids == tuple(t[:5] for t in ids)
     # What fits is kept whole; the identity names the tokens read.
-    assert openai_engine.read_spellings(readout, 24) == readout
-    assert json.loads(openai_engine.label_tokens(readout)) == {lab: list(t[:5]) for lab, t in zip(JUDGE_LABELS, ids)}
+    assert served_readout.read_spellings(readout, 24) == readout
+    assert json.loads(served_readout.label_tokens(readout)) == {lab: list(t[:5]) for lab, t in zip(JUDGE_LABELS, ids)}
     # The restricted step asks for exactly the tokens it reads, and the labels' probabilities
     # come from those alone: a reply with the left-out tokens does not count them.
-    engine = object.__new__(openai_engine.OpenAIEngine)
+    engine = object.__new__(served_engine.OpenAIEngine)
     engine.model, engine.processed, engine.structured = MODEL, True, None
     payload = engine._first_token_payload(conv("x"), readout, 20)
     assert payload["allowed_token_ids"] == read.all_token_ids() and payload["top_logprobs"] == 20

@@ -112,9 +112,9 @@ def test_the_readout_method_is_in_the_settings_hash_and_one_process_reads_as_its
         engine = load_engine(spec)
         assert engine.resolved["readout"] == "first_token" and server.hits == hits
         engine.close()
-        from gamut_local.engines import openai_engine
+        from gamut_local.engines.served import engine as served_engine
 
-        openai_engine._STARTUPS.clear()  # ...and a new process reads the other way under another hash
+        served_engine._STARTUPS.clear()  # ...and a new process reads the other way under another hash
         assert resolved_settings_hash(spec) != first_token
 
 

@@ -186,17 +186,18 @@ def test_verdicts_of_another_back_end_are_kept_apart(tmp_path, monkeypatch):
     """`backend: auto` resolved to transformers, then to vLLM: one config, two engines that
     read labels differently; the second pass must not count the first one's verdicts."""
     from gamut_local import engines
+    from gamut_local.engines import choice
 
     questions = {q.question_id: q for q in load_questions(SAMPLE)}
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     answers = [_answer(qid) for qid in sorted(questions)][:2]
-    monkeypatch.setattr(engines, "vllm_available", lambda: False)
+    monkeypatch.setattr(choice, "vllm_available", lambda: False)
     spec = _spec()
     assert engines.judge_identity(spec)["backend"] == "transformers"
     write_part(tmp_path / "verdicts" / "j" / "m.text_only.parquet",
                [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
     assert pending_verdicts(spec, answers, questions, checks, tmp_path)[0] == []
-    monkeypatch.setattr(engines, "vllm_available", lambda: True)
+    monkeypatch.setattr(choice, "vllm_available", lambda: True)
     items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
     assert done == 0 and sum(len(it.checks) for it in items) == sum(len(checks[a["question_id"]]) for a in answers)
 
