@@ -20,6 +20,9 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+from gamut_local.config import ModelSpec
+from gamut_local.errors import Problem
+
 # A probe conversation: only the text the template puts after the last user turn matters.
 PROBE = [{"role": "user", "content": "Answer with one word."}]
 
@@ -189,3 +192,11 @@ def text_only(conversation: list[dict]) -> list[dict]:
             c = "\n".join(p["text"] for p in c)
         out.append({**m, "content": c})
     return out
+
+
+def reasoning_problem(spec: ModelSpec, prefix: str) -> Problem | None:
+    """A Problem when a label read after `prefix` (the rendered assistant prefix) would be
+    read inside the model's reasoning block."""
+    if not in_reasoning(prefix):
+        return None
+    return spec.problem("chat_template_kwargs", reasoning_prefix_message(spec.name))

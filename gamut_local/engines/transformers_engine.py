@@ -14,7 +14,7 @@ import math
 from typing import Sequence
 
 from gamut_local.config import JudgeSpec, ModelSpec, Sampling
-from gamut_local.engines import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion, reasoning_problem
+from gamut_local.engines.base import FIRST_TOKEN, LABEL_SEQUENCE, Classification, Completion
 from gamut_local.engines.labels import (
     LabelReadout,
     argmax,
@@ -24,6 +24,7 @@ from gamut_local.engines.labels import (
     has_image,
     label_logprobs,
     normalise,
+    reasoning_problem,
     text_only,
 )
 from gamut_local.engines.reasoning import separate, thinking_for

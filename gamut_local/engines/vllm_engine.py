@@ -22,15 +22,8 @@ from pathlib import Path
 from typing import Sequence
 
 from gamut_local.config import JudgeSpec, ModelSpec, Sampling
-from gamut_local.engines import (
-    FIRST_TOKEN,
-    STRUCTURED_CHOICE,
-    Classification,
-    Completion,
-    image_capacity,
-    is_multimodal,
-    reasoning_problem,
-)
+from gamut_local.engines.base import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion
+from gamut_local.engines.images import image_capacity, image_parts_as_urls, is_multimodal
 from gamut_local.engines.labels import (
     PROBE,
     LabelReadout,
@@ -41,6 +34,7 @@ from gamut_local.engines.labels import (
     label_logprobs,
     match_label,
     normalise,
+    reasoning_problem,
 )
 from gamut_local.engines.reasoning import separate, thinking_for
 from gamut_local.engines.watchdog import guard_descendants
@@ -220,15 +214,6 @@ def stack_problems(spec: ModelSpec, path: str) -> list[Problem]:
 # -- conversations in the form each tokenizer mode takes ----------------------------------------
 
 
-def _data_url(image) -> str:
-    import base64
-    import io
-
-    buf = io.BytesIO()
-    image.save(buf, format="PNG")  # lossless: the model sees the same pixels as with image_pil
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
 def serve_args(spec: ModelSpec, path: str) -> list[str]:
     """`vllm serve` arguments giving a server the settings `engine_kwargs` gives the offline
     `LLM` (so a served judge reads labels as the offline one does): the weights `path` first
@@ -251,23 +236,6 @@ def serve_args(spec: ModelSpec, path: str) -> list[str]:
         elif value is not None:
             args += [flag, str(value)]
     return args
-
-
-def image_parts_as_urls(conversations: list[list[dict]]) -> list[list[dict]]:
-    """`image_pil` parts as `image_url` data URLs: vLLM's Mistral tokenizer mode (Pixtral)
-    takes only those. Each distinct image is encoded once."""
-    urls: dict[int, str] = {}
-
-    def part(p: dict) -> dict:
-        if p.get("type") != "image_pil":
-            return p
-        key = id(p["image_pil"])
-        if key not in urls:
-            urls[key] = _data_url(p["image_pil"])
-        return {"type": "image_url", "image_url": {"url": urls[key]}}
-
-    return [[{**m, "content": [part(p) for p in m["content"]]} if isinstance(m.get("content"), list) else m
-             for m in conv] for conv in conversations]
 
 
 class VllmEngine:

@@ -21,7 +21,7 @@ ones to `superseded/`, and nothing else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
@@ -220,48 +220,93 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
     return items, n_done
 
 
+@dataclass
+class JudgePass:
+    """What one judge's pass left: verdicts written, how many of them `invalid` (a reply that
+    named no label), and the requests that failed for a transient reason (no verdict kept:
+    a rerun asks exactly these)."""
+
+    written: int = 0
+    invalid: int = 0
+    failed: list = field(default_factory=list)  # engines.RequestFailure, in request order
+    stopped: bool = False  # the server went away: the chunks after it were not asked
+
+
+def chunk_requests(spec: JudgeSpec, chunk: list[ResponseChecks], dataset: Path) -> list[list[dict]]:
+    """The conversations of one chunk, each question's image loaded once."""
+    images: dict[str, object] = {}
+    convs = []
+    for it in chunk:
+        image = None
+        if spec.sees_image and it.question.image:
+            qid = it.question.question_id
+            if qid not in images:
+                images[qid] = load_image(it.question.image, dataset)
+            image = images[qid]
+        convs += build_requests(it, image, spec.system_prompt)
+    return convs
+
+
+def keep_chunk(spec: JudgeSpec, chunk: list[ResponseChecks], results, h: str, out_dir: Path, shard: Shard,
+               done: JudgePass) -> set[Path]:
+    """Write a chunk's verdicts (one immutable part per unit: a kill loses only the chunk in
+    flight); a request that failed transiently is counted, not written. Returns the units."""
+    by_file: dict[tuple, list[dict]] = {}
+    pairs = [(it, c) for it in chunk for c in it.checks]
+    for (it, c), cls in zip(pairs, results, strict=True):
+        if cls.failure is not None:
+            done.failed.append(cls.failure)
+            done.stopped = done.stopped or cls.failure.gone
+            continue
+        rec = verdict_record(it, c, spec, h, cls, cls.attempts)
+        done.invalid += rec["verdict"] == "invalid"
+        by_file.setdefault((rec["model"], rec["variant"]), []).append(rec)
+    files = set()
+    for (m, v), recs in by_file.items():
+        path = store_path(out_dir, spec.name, m, v, shard)
+        write_part(path, recs)
+        done.written += len(recs)
+        files.add(path)
+    return files
+
+
 def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_dir: Path, shard: Shard,
                chunk_size: int, progress=None, open_engine=load_and_close, *, settings_hash: str | None = None
-               ) -> tuple[int, int]:
-    """Load the judge once and grade every pending item; returns (verdicts written, invalid)."""
+               ) -> JudgePass:
+    """Load the judge once and grade every pending item. A request that failed transiently
+    (a served judge's, after its re-sends) is left for the rerun and the other chunks go on,
+    unless the server went away."""
     h = settings_hash or resolved_settings_hash(spec)
     total = sum(len(it.checks) for it in items)
     task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
-    written = invalid = 0
+    done = JudgePass()
     files: set[Path] = set()
     with open_engine(spec) as engine:
         for chunk in chunk_items(items, chunk_size):
-            images: dict[str, object] = {}
-            convs = []
-            for it in chunk:
-                image = None
-                if spec.sees_image and it.question.image:
-                    qid = it.question.question_id
-                    if qid not in images:
-                        images[qid] = load_image(it.question.image, dataset)
-                    image = images[qid]
-                convs += build_requests(it, image, spec.system_prompt)
+            convs = chunk_requests(spec, chunk, dataset)
             results = engine.classify(convs, list(JUDGE_LABELS))  # re-asks the unreadable itself
             if len(results) != len(convs):
                 raise RuntimeError(f"engine returned {len(results)} results for {len(convs)} requests")
-            by_file: dict[tuple, list[dict]] = {}
-            k = 0
-            for it in chunk:
-                for c in it.checks:
-                    rec = verdict_record(it, c, spec, h, results[k], results[k].attempts)
-                    invalid += rec["verdict"] == "invalid"
-                    by_file.setdefault((rec["model"], rec["variant"]), []).append(rec)
-                    k += 1
-            for (m, v), recs in by_file.items():
-                path = store_path(out_dir, spec.name, m, v, shard)
-                write_part(path, recs)  # one immutable part per chunk: a kill loses only the chunk in flight
-                written += len(recs)
-                files.add(path)
+            files |= keep_chunk(spec, chunk, results, h, out_dir, shard, done)
             if progress:
                 progress.advance(task, len(convs))
+            if done.stopped:
+                break
     for path in sorted(files):  # the task is done: its parts become one file
         compact(path)
-    return written, invalid
+    return done
+
+
+def failed_problem(spec: JudgeSpec, done: JudgePass, n_done: int) -> Problem:
+    """Why the stage exits 1 after keeping every verdict that came back."""
+    first, n = done.failed[0], len(done.failed)
+    requests = "1 verdict request" if n == 1 else f"{n} verdict requests"
+    rerun = "rerun to ask only those"
+    if done.stopped:
+        rerun = "the server stopped accepting connections, so the chunks after them were not asked: rerun to resume"
+    return spec.problem("server.base_url", f"{requests} failed after {first.attempts} attempts (the first, "
+                        f"{first.reason}); {done.written} verdicts written ({done.invalid} invalid), "
+                        f"{n_done} already done; none is kept as invalid; {rerun}")
 
 
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
@@ -289,7 +334,7 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
         raise InputError(problems)
     answers = answers_to_judge(spec, questions, shard, model=model, variant=variant)
     checks = {qid: checks_for(q, spec.compile.small_pool_max) for qid, q in questions.items()}
-    summary = []
+    summary, failed = [], []
     # The task's units are this process's until it ends: a second judge of the task (a double
     # submit, a requeued task beside its predecessor) is refused here, before it writes anything.
     units = [store_path(out_dir, j.name, m, v, shard) for j in judges
@@ -301,12 +346,16 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
             h = resolved_settings_hash(j)
             items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard,
                                              settings_hash=h, console=console)
-            written = invalid = 0
+            done = JudgePass()
             if items:
-                written, invalid = judge_with(j, items, dataset, out_dir, shard, chunk_size or spec.chunk_size,
-                                              bars, open_engine, settings_hash=h)
+                done = judge_with(j, items, dataset, out_dir, shard, chunk_size or spec.chunk_size,
+                                  bars, open_engine, settings_hash=h)
             else:
                 console.print(f"{j.name}: all {n_done} verdicts already on disk; nothing to judge")
-            summary.append({"judge": j.name, "answers": len(answers), "written": written,
-                            "invalid": invalid, "already_done": n_done})
+            if done.failed:
+                failed.append(failed_problem(j, done, n_done))
+            summary.append({"judge": j.name, "answers": len(answers), "written": done.written,
+                            "invalid": done.invalid, "already_done": n_done})
+    if failed:  # every verdict that came back is kept, every judge had its turn: now say what is left
+        raise InputError(failed)
     return summary

@@ -45,6 +45,7 @@ class FakeClassification:
     prompt_tokens: int
     num_cached_tokens: int | None
     attempts: int = 1
+    failure: None = None  # a fake request never fails transiently
 
 
 def _digest(conversation) -> int:
@@ -94,8 +95,9 @@ def load_fake(spec) -> FakeEngine:
     return FakeEngine(spec.name)
 
 
-# Where the stages look the loader up: `engines.load_and_close` and the pipeline's keeper.
-TARGETS = ("gamut_local.engines.load_engine", "gamut_local.stages.pipeline.load_engine")
+# Where the loader is looked up: the package's name, `engines.load_and_close`'s and the pipeline's keeper.
+TARGETS = ("gamut_local.engines.load_engine", "gamut_local.engines.loading.load_engine",
+           "gamut_local.stages.pipeline.load_engine")
 
 
 def install(monkeypatch) -> list[str]:

@@ -184,7 +184,7 @@ def test_the_server_job_stops_when_its_clients_left_the_queue_unfinished(served,
 def test_served_weights_not_the_node_are_the_judges_identity(served, tmp_path, monkeypatch):
     """A judge the run serves lands on any node: its settings hash follows the weights it
     serves, not the host; requests go where the server job said (GAMUT_SERVER_URL)."""
-    from gamut_local.engines.openai_engine import SERVER_URL_ENV, served_url
+    from gamut_local.engines.served.http import SERVER_URL_ENV, served_url
 
     judge = load_run_config(served).judges[0]
     elsewhere = judge.model_copy(update={"server": judge.server.model_copy(update={"base_url": "http://n9:1/v1"})})

@@ -178,7 +178,7 @@ def test_mistral_format_folder_is_multimodal_and_gets_image_urls(tmp_path):
     import json
 
     from gamut_local.engines import is_multimodal
-    from gamut_local.engines.vllm_engine import image_parts_as_urls
+    from gamut_local.engines.images import image_parts_as_urls
 
     pixtral = tmp_path / "pixtral"
     pixtral.mkdir()

@@ -20,7 +20,7 @@ from PIL import Image
 from gamut_local.config import ModelSpec, Sampling, load_run_config
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.labels import LabelReadout
-from gamut_local.engines import openai_engine
+from gamut_local.engines.served import engine as served_engine, http, readout as served_readout
 from gamut_local.errors import InputError
 from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
@@ -33,7 +33,7 @@ SECRET = "sk-test-7c1e55a0-do-not-print"
 @pytest.fixture(autouse=True)
 def quick_backoff(monkeypatch):
     # The waits' schedule is what is tested in test_backoff_grows_with_jitter; here it only slows.
-    monkeypatch.setattr(openai_engine, "BACKOFF_BASE_S", 0.01)
+    monkeypatch.setattr(http, "BACKOFF_BASE_S", 0.01)
 
 
 def spec_for(server: FaultServer, cls=ModelSpec, **server_args) -> ModelSpec:
@@ -46,14 +46,14 @@ def conv(text: str) -> list[dict]:
 
 
 def test_backoff_grows_with_jitter():
-    openai_engine.BACKOFF_BASE_S = 0.5  # the default (the fixture's patch is undone after the test)
-    waits = [[openai_engine.backoff_s(a, None) for _ in range(200)] for a in range(4)]
+    http.BACKOFF_BASE_S = 0.5  # the default (the fixture's patch is undone after the test)
+    waits = [[http.backoff_s(a, None) for _ in range(200)] for a in range(4)]
     for a, w in enumerate(waits):
         assert 0 <= min(w) and max(w) <= 0.5 * 2 ** a
         assert len(set(w)) > 150  # jittered, not a fixed schedule
     assert sum(waits[3]) > 3 * sum(waits[0])
-    assert openai_engine.backoff_s(0, "2") == 2.0  # the server's Retry-After wins
-    assert openai_engine.backoff_s(0, "9999") == openai_engine.BACKOFF_CAP_S
+    assert http.backoff_s(0, "2") == 2.0  # the server's Retry-After wins
+    assert http.backoff_s(0, "9999") == http.BACKOFF_CAP_S
 
 
 def test_retries_429_500_closed_and_slow_then_succeeds():
@@ -68,17 +68,17 @@ def test_retries_429_500_closed_and_slow_then_succeeds():
         engine.close()
 
 
-def test_persistent_5xx_stops_the_chunk_and_is_never_an_invalid_verdict():
+def test_persistent_5xx_is_a_failed_request_never_an_invalid_verdict():
     # A transient outage is no verdict: an `invalid` one would score as missing and never be
-    # asked again. The engine says how many requests failed and that a rerun retries them.
+    # asked again. The request comes back marked failed, beside the verdicts that came back.
     with FaultServer() as server:
         engine = load_engine(spec_for(server, retries=2, max_concurrency=1))
         server.faults = [("ok",)] + [("status", 503)] * 3 + [("status", 502)] * 6
-        with pytest.raises(InputError) as err:
-            engine.classify([conv("Check: it is red."), conv("Check: it is blue.")], JUDGE_LABELS)
-        msg = str(err.value)
-        assert "1 of the 2 verdict requests" in msg and "after 3 attempts" in msg and "HTTP 503" in msg
-        assert "'Check: it is blue.'" in msg and "none is kept as invalid" in msg and "rerun to retry them" in msg
+        ok, failed = engine.classify([conv("Check: it is red."), conv("Check: it is blue.")], JUDGE_LABELS)
+        assert ok.label == "meets" and ok.failure is None
+        assert failed.label is None and failed.probs == {} and failed.failure.attempts == 3
+        assert "HTTP 503" in failed.failure.reason and "'Check: it is blue.'" in failed.failure.reason
+        assert not failed.failure.gone
         engine.close()
 
 
@@ -152,12 +152,12 @@ def test_the_model_must_be_served_and_the_server_reachable():
 def test_server_identity_names_host_model_and_version():
     with FaultServer() as server:
         spec = spec_for(server)
-        ident = openai_engine.server_identity(spec)
+        ident = served_engine.server_identity(spec)
         # No /tokenize here: no label token is read (structured choice), and only the OpenAI
         # API's sampling fields are pinned (test_openai_sampling.py).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
                          "owned_by": "tests", "readout": STRUCTURED_CHOICE, "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS}),
-                         "sampling": json.dumps(openai_engine.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
+                         "sampling": json.dumps(served_readout.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
         # The config-side settings hash holds the endpoint's host and model, so a server at
         # another address never shares verdicts with this one.
         other = spec.model_copy(update={"server": spec.server.model_copy(update={"base_url": "http://10.0.0.1:9/v1"})})
@@ -169,16 +169,16 @@ def test_more_counted_spellings_than_the_api_returns_are_cut_to_the_likeliest_20
     # a custom label set may have more); the API returns 20.
     ids = tuple(tuple(range(10 * i, 10 * i + 6)) for i in range(4))
     readout = LabelReadout(JUDGE_LABELS, FIRST_TOKEN, "", tuple(t[0] for t in ids), 20, ids)
-    read = openai_engine.read_spellings(readout)
-    assert len(read.all_token_ids()) == openai_engine.TOP_LOGPROBS
+    read = served_readout.read_spellings(readout)
+    assert len(read.all_token_ids()) == served_readout.TOP_LOGPROBS
     # Rank by rank: every label keeps its first five spellings, only the sixth goes.
     assert read.token_ids == tuple(t[:5] for t in ids)
     # What fits is kept whole; the identity names the tokens read.
-    assert openai_engine.read_spellings(readout, 24) == readout
-    assert json.loads(openai_engine.label_tokens(readout)) == {lab: list(t[:5]) for lab, t in zip(JUDGE_LABELS, ids)}
+    assert served_readout.read_spellings(readout, 24) == readout
+    assert json.loads(served_readout.label_tokens(readout)) == {lab: list(t[:5]) for lab, t in zip(JUDGE_LABELS, ids)}
     # The restricted step asks for exactly the tokens it reads, and the labels' probabilities
     # come from those alone: a reply with the left-out tokens does not count them.
-    engine = object.__new__(openai_engine.OpenAIEngine)
+    engine = object.__new__(served_engine.OpenAIEngine)
     engine.model, engine.processed, engine.structured = MODEL, True, None
     payload = engine._first_token_payload(conv("x"), readout, 20)
     assert payload["allowed_token_ids"] == read.all_token_ids() and payload["top_logprobs"] == 20
@@ -242,16 +242,16 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
         judge(run_config(first))
     out = Path(run_config(first).output_dir) / "verdicts" / "served"
     lines = [r for unit in verdict_store.units_in(out) for _, r in verdict_store.records(unit)]
-    # 38 verdict requests were answered (the first two were the start-up probes): the whole
-    # chunks among them are on disk (parts of the store), the chunk in flight is not, and
-    # nothing is `invalid`.
-    assert 0 < len(lines) < 38 and all(r["verdict"] != "invalid" for r in lines)
+    # 39 verdict requests were answered (the first request was the start-up's probe): every one
+    # is on disk, in the chunks before the server died and in the chunk in flight, and nothing
+    # is `invalid`.
+    assert len(lines) == 39 and all(r["verdict"] != "invalid" for r in lines)
     # The same server back on the same address: the rerun judges only what is left.
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]
         assert summary["already_done"] == len(lines) and summary["written"] > 0 and summary["invalid"] == 0
-        # the probes (the identity's start-up and the engine's), then each pending check once
-        assert len(again.requests) == 2 + summary["written"]
+        # each pending check once: the start-up is this process's earlier one on the address
+        assert len(again.requests) == summary["written"]
 
 
 def test_run_reuses_an_engine_only_for_the_same_server():

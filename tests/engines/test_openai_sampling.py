@@ -1,5 +1,5 @@
 """Every request of the `openai` back end pins the sampling fields a server could otherwise fill
-from the model's generation_config.json (`openai_engine.sampling_fields`). Here against a local
+from the model's generation_config.json (`served.readout.sampling_fields`). Here against a local
 OpenAI-style server without vLLM's /tokenize (no model loads): only the OpenAI API's own
 fields go, as a provider would refuse vLLM's. Against a real `vllm serve` whose model folder
 sets a repetition penalty, vLLM's fields too, and the probabilities then equal the offline
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import load_engine
-from gamut_local.engines.openai_engine import OPENAI_NEUTRAL, VLLM_NEUTRAL, sampling_fields
+from gamut_local.engines.served.readout import OPENAI_NEUTRAL, VLLM_NEUTRAL, sampling_fields
 from gamut_local.testing.openai_fault_server import MODEL, FaultServer
 from gamut_local.vocab import JUDGE_LABELS
 

@@ -85,14 +85,14 @@ def unpinned(engine) -> dict:
     """The first-token verdicts on CONVS and the greedy LIST text, asked as before the sampling
     fields were pinned (a verdict: temperature alone; a candidate: temperature, top_p and
     seed): the server fills the rest from its defaults."""
-    from gamut_local.engines.openai_engine import _content, sampling_fields
+    from gamut_local.engines.served.readout import content_of, sampling_fields
 
     readout, pinned = engine.label_readout(JUDGE_LABELS), set(sampling_fields(0.0)) - {"temperature"}
     payloads = [{k: v for k, v in engine._first_token_payload(c, readout, engine.top_logprobs).items()
                  if k not in pinned} for c in CONVS]
     chat = {"model": "smollm2", "messages": LIST[0], "max_tokens": 48, "temperature": 0.0, "top_p": 1.0, "seed": 0}
     *verdicts, text = engine._send_all([*payloads, chat], [*CONVS, *LIST])
-    return {"verdicts": [engine._read(body, readout) for body in verdicts], "text": _content(text)}
+    return {"verdicts": [engine._read(body, readout) for body in verdicts], "text": content_of(text)}
 
 
 def read_served(url: str, name: str) -> dict:
@@ -145,10 +145,10 @@ def test_label_probabilities_match_the_offline_engine(served, offline_smollm2, c
         assert engine.identity["model"] == "smollm2" and engine.identity["version"] not in ("", "unknown")
         # The server reports processed log-probabilities: every counted spelling (SmolLM2: 16,
         # within the API's 20, so none is left out and no warning is given).
-        from gamut_local.engines.openai_engine import _spelled, read_spellings
+        from gamut_local.engines.served.readout import every_spelling, read_spellings
 
         readout = engine.label_readout(JUDGE_LABELS)
-        counted = _spelled(readout).all_token_ids()
+        counted = every_spelling(readout).all_token_ids()
         assert len(counted) == 16 and engine.processed
         assert engine.top_logprobs == len(read_spellings(readout).all_token_ids()) == len(counted)
         assert "are left out" not in caplog.text

@@ -58,19 +58,23 @@ def clean_failure(res, *named) -> str:
 
 # -- faults never change the numbers ----------------------------------------------------------
 
-STARTS = 3  # start-ups per `judge`: the manifest's settings hash, the stage's, the engine's
+def test_a_judge_command_asks_the_server_what_it_is_once(world):
+    """The manifest's settings hash, the stage's and the engine's each ran the whole start-up
+    (models, version, tokenizer, a probe verdict): three times per `judge`. One process asks once."""
+    with FaultServer(tokenize=True) as server:
+        hits = _hits(world, server, config(world, served(server)))
+        assert hits["/v1/models"] == 1 and hits["/version"] == 1, hits
+        assert hits["chat"] == 1, hits  # the one readout probe before the first verdict
 
 
-@pytest.mark.parametrize("start", range(STARTS))
 @pytest.mark.parametrize("path", ["/tokenize", "/detokenize", "/v1/models", "/version"])
-def test_a_5xx_on_a_start_up_request_is_retried_and_the_readout_kept(world, path, start):
+def test_a_5xx_on_a_start_up_request_is_retried_and_the_readout_kept(world, path):
     """One 503 on the engine's first /tokenize once made the whole run fall back to structured
     choice (one-hot probabilities) under the first-token settings hash; on /v1/models it stopped
-    `judge` with an internal error. Planted on each start-up's first request to the path."""
+    `judge` with an internal error. Planted on the start-up's first request to the path."""
     with FaultServer(tokenize=True) as server:
         cfg = config(world, served(server))
-        per_start = _hits(world, server, cfg)[path] // STARTS
-        server.path_faults = {path: [("ok",)] * (start * per_start) + [("status", 503)]}
+        server.path_faults = {path: [("status", 503)]}
         res = gamut(world, "judge", "--config", cfg)
         assert res.returncode == 0, res.stdout + res.stderr
         assert not server.path_faults[path]  # the fault was met
@@ -93,45 +97,49 @@ def test_a_start_up_request_still_failing_stops_cleanly_and_writes_nothing(world
         assert {r["method"] for r in verdicts(world)} == {"first_token"}
 
 
-def test_the_readout_method_is_in_the_settings_hash_and_never_changes_mid_run(world):
+def test_the_readout_method_is_in_the_settings_hash_and_one_process_reads_as_its_hash_says(world):
     from gamut_local.config import load_run_config
     from gamut_local.engines import load_engine
-    from gamut_local.errors import InputError
     from gamut_local.stages.judge import resolved_settings_hash
 
     with FaultServer(tokenize=True) as server:
         spec = load_run_config(config(world, served(server))).judges[0]
         first_token = resolved_settings_hash(spec)
-        # The same server restarted without its tokenizer routes: another readout, another hash,
-        # and an engine of this process (whose hash said first tokens) refuses to read the other way.
+        # The same server restarted without its tokenizer routes: an engine of this process
+        # reads as its settings hash says (the start-up is asked once per process)...
         server.tokenize = False
-        with pytest.raises(InputError, match="now reads labels by structured_choice.*not by first_token"):
-            load_engine(spec)
-        from gamut_local.engines import openai_engine
+        hits = dict(server.hits)
+        engine = load_engine(spec)
+        assert engine.resolved["readout"] == "first_token" and server.hits == hits
+        engine.close()
+        from gamut_local.engines.served import engine as served_engine
 
-        openai_engine._RESOLVED.clear()  # a new process
+        served_engine._STARTUPS.clear()  # ...and a new process reads the other way under another hash
         assert resolved_settings_hash(spec) != first_token
 
 
 @pytest.mark.parametrize("fault", [("status", 503), ("status", 429), ("status", 500), ("close",), ("slow", 5)])
 def test_a_verdict_failing_after_retries_is_never_kept_invalid_and_the_rerun_asks_it(world, fault):
     """A request still failing after its retries was stored `invalid`: scored as missing and
-    never asked again, so a transient outage lowered a candidate's score for good."""
+    never asked again, so a transient outage lowered a candidate's score for good. Then its
+    chunk's other verdicts were dropped and the stage stopped there: each verdict that came
+    back is kept, the other chunks are asked, and the rerun asks only the one that failed."""
     with FaultServer(tokenize=True) as server:
         cfg = config(world, served(server, max_concurrency=1))
-        # Start-up: 3 processes' worth of probes run first (manifest, settings hash, engine);
-        # then the 4th verdict request (the second chunk's first: a chunk is one response's 3
-        # checks here) fails on every attempt.
+        # The start-up's probes first; then the 5th verdict request (the middle one of the second
+        # chunk: a chunk is one response's 3 checks here) fails on every attempt.
         probes = _hits(world, server, cfg)["chat"]
-        server.faults = [("ok",)] * (probes + 3) + [fault] * 3
+        server.faults = [("ok",)] * (probes + 4) + [fault] * 3
         res = gamut(world, "judge", "--config", cfg)
-        clean_failure(res, "server.base_url", "1 of the 3 verdict requests of this chunk failed after 3 attempts",
-                      "none is kept as invalid", "rerun to retry them")
+        clean_failure(res, "server.base_url", "1 verdict request failed after 3 attempts",
+                      "11 verdicts written", "none is kept as invalid", "rerun to ask only those")
         kept = verdicts(world)
-        assert len(kept) == 3 and all(r["verdict"] != "invalid" for r in kept)  # the first chunk, whole
+        assert len(kept) == N_VERDICTS - 1 and all(r["verdict"] != "invalid" for r in kept)
+        asked = len(server.requests)
         res = gamut(world, "judge", "--config", cfg)
         assert res.returncode == 0, res.stdout + res.stderr
-        assert "9 verdicts written (0 invalid), 3 already done" in res.stdout
+        assert "1 verdicts written (0 invalid), 11 already done" in res.stdout
+        assert len(server.requests) - asked == probes + 1  # the start-up, then the one verdict
         got = verdicts(world)
         assert len(got) == N_VERDICTS and all(r["verdict"] != "invalid" for r in got)
 

@@ -186,17 +186,18 @@ def test_verdicts_of_another_back_end_are_kept_apart(tmp_path, monkeypatch):
     """`backend: auto` resolved to transformers, then to vLLM: one config, two engines that
     read labels differently; the second pass must not count the first one's verdicts."""
     from gamut_local import engines
+    from gamut_local.engines import choice
 
     questions = {q.question_id: q for q in load_questions(SAMPLE)}
     checks = {qid: checks_for(q) for qid, q in questions.items()}
     answers = [_answer(qid) for qid in sorted(questions)][:2]
-    monkeypatch.setattr(engines, "vllm_available", lambda: False)
+    monkeypatch.setattr(choice, "vllm_available", lambda: False)
     spec = _spec()
     assert engines.judge_identity(spec)["backend"] == "transformers"
     write_part(tmp_path / "verdicts" / "j" / "m.text_only.parquet",
                [_verdict(a, c, spec) for a in answers for c in checks[a["question_id"]]])
     assert pending_verdicts(spec, answers, questions, checks, tmp_path)[0] == []
-    monkeypatch.setattr(engines, "vllm_available", lambda: True)
+    monkeypatch.setattr(choice, "vllm_available", lambda: True)
     items, done = pending_verdicts(spec, answers, questions, checks, tmp_path)
     assert done == 0 and sum(len(it.checks) for it in items) == sum(len(checks[a["question_id"]]) for a in answers)
 
@@ -237,6 +238,7 @@ class _Cls:
     prompt_tokens: int = 0
     num_cached_tokens: int | None = None
     attempts: int = 1
+    failure: None = None
 
 
 class ScriptedJudge:
@@ -269,7 +271,8 @@ def test_a_verdict_records_the_method_that_read_it_and_the_attempts(tmp_path):
     def open_engine(spec):
         yield engine
 
-    written, invalid = judge_with(_spec(), [item], SAMPLE, tmp_path, Shard(), 64, open_engine=open_engine)
+    done = judge_with(_spec(), [item], SAMPLE, tmp_path, Shard(), 64, open_engine=open_engine)
+    written, invalid = done.written, done.invalid
     recs = [r for p in sorted(tmp_path.rglob("*.parquet")) for r in to_records(read_unit(p))]
     assert (written, invalid, engine.sent) == (3, 1, 3)
     assert [(r["verdict"], r["method"], r["attempts"]) for r in recs] == [
