@@ -137,6 +137,15 @@ def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None =
     return from_records(records, meta=meta)
 
 
+def checked_table(table, where: Path):
+    """An Arrow table of the store's columns (a JSONL file read column-wise, `verdicts import`)
+    checked as records are (`check_columns`: the same rules, column-wise) and given the
+    schema's metadata: what the writer writes."""
+    names = schema().names
+    check_columns(table, where, names)
+    return table.select(names).replace_schema_metadata(schema().metadata)
+
+
 def from_records(records: list[dict], columns: list[str] | None = None, meta: dict | None = None):
     """Verdict records as an Arrow table of the store's schema, or of some of its `columns`;
     each record valid for them (`validate`; for a VerdictTable's columns, the strict reader's
@@ -290,12 +299,13 @@ def unit_files(unit: Path) -> list[Path]:
     return ([unit] if unit.exists() else []) + parts
 
 
-def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path | None:
+def write_part(unit: Path, records, *, loose: bool = False) -> Path | None:
     """Write one chunk of verdicts as the unit's next part (atomic); returns its path.
+    `records`: verdict records, or an Arrow table of the store's columns (`checked_table`).
     `loose`: as `to_table`'s (import only)."""
-    if not records:
+    if not len(records):
         return None
-    table = to_table(records, str(unit), loose=loose)
+    table = to_table(records, str(unit), loose=loose) if isinstance(records, list) else checked_table(records, unit)
     folder = parts_dir(unit)
     with _one_writer(unit):
         folder.mkdir(parents=True, exist_ok=True)
@@ -304,7 +314,7 @@ def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path 
         number = max([_through(unit), *_part_numbers(unit)], default=0) + 1
         path = folder / f"part-{number:06d}.parquet"
         _write_atomic(table, path)
-    JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + len(records)
+    JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + table.num_rows
     return path
 
 
@@ -348,12 +358,12 @@ def writing(units, *, wait: float = 0.0, any_layout: bool = False, heartbeat: bo
     return task_lock.hold(units, wait=wait, beside=lambda u: _layouts_beside(u, any_layout), heartbeat=heartbeat)
 
 
-def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
+def replace_unit(unit: Path, records, *, loose: bool = False) -> None:
     """Make the unit hold exactly these records (a stage that rewrites its output whole, as
-    `jury` does): one compacted file, written atomically, that holds every part there was.
-    It takes its turn with the unit's other writers: a compaction in flight would otherwise
-    put its older file over this one."""
-    table = to_table(records, str(unit), loose=loose)
+    `jury` does; records or a table, as `write_part` takes them): one compacted file,
+    written atomically, that holds every part there was. It takes its turn with the unit's
+    other writers: a compaction in flight would otherwise put its older file over this one."""
+    table = to_table(records, str(unit), loose=loose) if isinstance(records, list) else checked_table(records, unit)
     with _one_writer(unit):
         numbers = _part_numbers(unit)
         last = max([_through(unit), *numbers], default=0)
