@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError, create_model, model_validator
 
 from gamut_local.errors import InputError, Problem, pydantic_problems
 from gamut_local.hashing import file_sha256
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rubric.schema import Check, MetaRubric, Snippet, repeated
-from gamut_local.rundir import verdict_store
+from gamut_local.rundir import verdict_schema, verdict_store
 from gamut_local.rundir.human import revises
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, JudgeLabel, Tier, Variant, VerdictLabel
+from gamut_local.vocab import DEFAULT_VARIANT, NAME_PATTERN, Variant
 
 NonEmpty = Annotated[str, Field(min_length=1)]
 PKG_PREFIX = "pkg:"
 # Model and judge names in records become result file names (rundir.layout): same rule as configs.
 SafeName = Annotated[str, Field(min_length=1, pattern=f"^{NAME_PATTERN}$")]
-# A label's probability, as the verdict store holds it: a finite number from 0 to 1.
-Probability = Annotated[FiniteFloat, Field(ge=0, le=1)]
 
 
 class _Record(BaseModel):
@@ -123,21 +121,22 @@ class Answer(_Record):
     prompt_hash: str | None = None
 
 
-class Verdict(_Record):
+def _verdict_type(f: verdict_schema.VerdictField):
+    """A verdict field's pydantic type and default, from its declaration (`rundir.verdict_schema`)."""
+    lo, hi = verdict_schema.PROBABILITY
+    kind = {"id": NonEmpty, "name": SafeName, "choice": Literal[f.choices] if f.choices else str, "text": str | None,
+            "probs": dict[Literal[f.choices], Annotated[FiniteFloat, Field(ge=lo, le=hi)]] | None}[f.kind]
+    return kind, (f.default if f.default is not None else ... if f.required else None)
+
+
+class _VerdictRecord(_Record):
     model_config = ConfigDict(strict=True, extra="allow", frozen=True)
-    question_id: NonEmpty
-    model: SafeName
-    variant: Variant = DEFAULT_VARIANT
-    judge: SafeName
-    check_id: NonEmpty
-    tier: Tier
-    verdict: VerdictLabel
-    raw: str | None = None
-    probs: dict[JudgeLabel, Probability] | None = None  # as the store holds them (`rundir.verdict_store`)
-    # Identity (rundir.identity); absent on verdicts made before it or written by hand.
-    settings_hash: str | None = None
-    check_hash: str | None = None
-    answer_hash: str | None = None
+
+
+# The strict reader's verdict, made from the one declaration of a verdict's fields: its loose
+# fields (method, token counts) stay extra fields of any JSON, kept by the store in `extra`.
+Verdict = create_model("Verdict", __base__=_VerdictRecord,
+                       **{f.name: _verdict_type(f) for f in verdict_schema.FIELDS if not f.loose})
 
 
 def verdict_key(v: dict) -> tuple:

@@ -237,7 +237,11 @@ def strict_tables(paths: list[Path], columns: list[str]) -> tuple[list, list]:
     records = load_records(paths, Verdict, verdict_key, where=where)
     file, line = np.array(where, dtype=np.int32).reshape(-1, 2).T
     rows = [np.flatnonzero(file == k) for k in range(len(paths))]
-    tables = [verdict_store.from_records([records[r] for r in at], columns) for at in rows]
+    if "extra" in columns:  # every field, as the store's writer takes records from elsewhere (`loose`)
+        tables = [verdict_store.to_table([records[r] for r in at], str(paths[k]), loose=True).select(columns)
+                  for k, at in enumerate(rows)]
+    else:
+        tables = [verdict_store.from_records([records[r] for r in at], columns) for at in rows]
     return tables, [line[at] for at in rows]
 
 
@@ -384,6 +388,19 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     with. Raises InputError with the strict reader's own FILE:LINE messages."""
     unread = {name for name, read in (("answer_hash", answer_hashes), ("check_hash", check_hashes)) if not read}
     wanted = [*(c for c in CODED if c not in unread), *(verdict_store.PROB_COLUMNS if probs else ())]
+    return _read_checked(paths, wanted)[0]
+
+
+def read_whole(paths: list[str | Path], *, settings: bool = True) -> tuple[VerdictTable, list]:
+    """`read_verdicts` of every column of the store's schema, with each file's Arrow table (in
+    the VerdictTable's file order, rows in its line order): what `verdicts import` writes
+    into the store as it was read, with no second reading. `settings=False`: a judge's
+    settings hashes are not checked (the judge stage adopting an old run's file supersedes
+    what is stale)."""
+    return _read_checked(paths, list(verdict_store.schema().names), settings)
+
+
+def _read_checked(paths, wanted: list[str], settings: bool = True) -> tuple[VerdictTable, list]:
     files, tables, (lines, inputs) = verdict_store.read_consistently(
         lambda: store_files(paths), lambda files: _read_files(files, wanted), ", ".join(map(str, paths)))
     table = table_of(tables, [str(p) for p in files], inputs, lines)
@@ -391,5 +408,6 @@ def read_verdicts(paths: list[str | Path], *, probs: bool = True, answer_hashes:
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.
     if has_repeats(table):
         raise InputError(repeats(table))
-    check_settings(table)
-    return table
+    if settings:
+        check_settings(table)
+    return table, tables

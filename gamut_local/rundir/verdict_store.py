@@ -20,14 +20,12 @@ never shares its unit with another (array tasks differ by their shard suffix).
   takes the lock for that write (`_one_writer`), waiting for another's turn.
 - Every file carries `SCHEMA_VERSION` in its Parquet metadata; a reader refuses another.
 
-The writer validates every record (`validate`): our own stages write the store, so a bad
-record is a bug stopped at its source. A file of this version may still be rewritten later by
-another tool (pyarrow keeps the metadata), so `read_file` checks the same rules on what it
-reads (`check_columns`: column-wise, from types, null counts and dictionaries).
-
-Strings are dictionary encoded; the four label probabilities are the fixed columns
-`p_<label>` (null: no probabilities); fields outside the schema (a verdict imported from
-elsewhere may have them) go into `extra`, a JSON object, so an export gives them back.
+What a verdict is (its fields, the Arrow schema, the checks of a record written and of a
+file's columns read) is `rundir.verdict_schema`'s; this module holds the files. The writer
+validates every record (`validate`): our own stages write the store, so a bad record is a bug
+stopped at its source. A file of this version may still be rewritten later by another tool
+(pyarrow keeps the metadata), so `read_file` checks the same rules on what it reads
+(`check_columns`).
 """
 
 from __future__ import annotations
@@ -44,178 +42,32 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import task_lock
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.store import JOURNAL, fsync_path
-from gamut_local.vocab import DEFAULT_VARIANT, JUDGE_LABELS, NAME_PATTERN, TIERS, VARIANTS, VERDICTS
+from gamut_local.rundir.verdict_schema import (  # noqa: F401 (the store's schema, read and written here)
+    CODED_OPTIONAL,
+    FIXED,
+    INTEGERS,
+    KNOWN,
+    META_KEY,
+    PROB_COLUMNS,
+    REQUIRED,
+    SCHEMA_VERSION,
+    check_columns,
+    checked_table,
+    from_records,
+    meta_problem,
+    schema,
+    to_records,
+    to_table,
+    validate,
+)
 
-SCHEMA_VERSION = 1
 # LZ4, not zstd: at paper scale the columns `score` reads decode in 0.089 s instead of 0.133 s
 # (one thread, 84 files) for a store 9% larger (104 MB against 95; the JSONL is 1,048 MB).
 # A reader takes either: the codec is in each file's own metadata.
 COMPRESSION = "lz4"
-META_KEY = b"gamut_local.verdicts"
 SUFFIX = ".parquet"
 PARTS = ".parts"
-PROB_COLUMNS = tuple(f"p_{label}" for label in JUDGE_LABELS)
-# Fields every verdict has (strings), then the optional ones; the order of the columns.
-REQUIRED = ("question_id", "model", "variant", "judge", "check_id", "tier", "verdict")
-CODED_OPTIONAL = ("method", "settings_hash", "check_hash", "answer_hash")
-INTEGERS = ("prompt_tokens", "num_cached_tokens", "attempts")
-KNOWN = (*REQUIRED, "raw", "probs", *CODED_OPTIONAL, *INTEGERS)
-FIXED = {"variant": VARIANTS, "tier": TIERS, "verdict": VERDICTS}  # the values these columns may hold
-_SAFE = re.compile(NAME_PATTERN)
-_NAMES = ("model", "judge")  # they name files and folders
 _PART = re.compile(r"part-(\d{6,})\.parquet")  # six digits, more past 999,999
-
-
-def schema(meta: dict | None = None):
-    """The store's Arrow schema; `meta` goes into the file's metadata beside the version."""
-    import pyarrow as pa
-
-    coded = pa.dictionary(pa.int32(), pa.string())
-    fields = [pa.field(name, coded, nullable=False) for name in REQUIRED]
-    fields += [pa.field("raw", pa.string())]
-    fields += [pa.field(name, pa.float64()) for name in PROB_COLUMNS]
-    fields += [pa.field(name, coded) for name in CODED_OPTIONAL]
-    fields += [pa.field(name, pa.int64()) for name in INTEGERS]
-    fields += [pa.field("extra", pa.string())]
-    return pa.schema(fields, metadata={META_KEY: json.dumps({"schema_version": SCHEMA_VERSION, **(meta or {})})})
-
-
-# ---------------------------------------------------------------- records in
-
-def validate(rec: dict, where: str, no: int) -> list[Problem]:
-    """What is wrong with one verdict record for the store ([] if nothing)."""
-    out = [Problem(where, no, name, why) for name in REQUIRED
-           if (why := _required_problem(name, rec.get(name, DEFAULT_VARIANT if name == "variant" else None)))]
-    for name in ("raw", *CODED_OPTIONAL):
-        if rec.get(name) is not None and not isinstance(rec[name], str):
-            out.append(Problem(where, no, name, "must be a string or null"))
-    for name in INTEGERS:
-        if not _typed(name, rec.get(name)):
-            out.append(Problem(where, no, name, "must be a whole number (64-bit) or null"))
-    probs = rec.get("probs")
-    if probs is not None:
-        if not isinstance(probs, dict) or set(probs) - set(JUDGE_LABELS):
-            out.append(Problem(where, no, "probs", f"must be an object with keys from {', '.join(JUDGE_LABELS)}"))
-        elif not all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1
-                     for p in probs.values()):  # NaN is not between them either
-            out.append(Problem(where, no, "probs", "must hold finite numbers from 0 to 1"))
-    return out
-
-
-def _required_problem(name: str, value) -> str | None:
-    """What is wrong with the value of a required field (None if nothing): the one rule for
-    records written (`validate`) and for files read (`check_columns`)."""
-    if not isinstance(value, str) or not value:
-        return "must be a non-empty string"
-    if name in FIXED and value not in FIXED[name]:
-        return f"{value!r} is not one of {', '.join(FIXED[name])}"
-    if name in _NAMES and not _SAFE.fullmatch(value):
-        return f"{value!r} cannot be used in a file name"
-    return None
-
-
-def _whole(value) -> bool:
-    """A whole number an int64 column holds."""
-    return isinstance(value, int) and not isinstance(value, bool) and -2**63 <= value < 2**63
-
-
-def _typed(name: str, value) -> bool:
-    if value is None:
-        return True
-    return _whole(value) if name in INTEGERS else isinstance(value, str)
-
-
-def to_table(records: list[dict], where: str = "<verdicts>", meta: dict | None = None, *, loose: bool = False):
-    """Validated verdict records as one Arrow table of the store's schema. `loose` (import:
-    records from elsewhere, already read by the strict reader, which lets these optional
-    fields be any JSON): an optional field of another type is kept in `extra`."""
-    if loose:
-        records = [_loosened(rec) for rec in records]
-    problems = [p for no, rec in enumerate(records, 1) for p in validate(rec, where, no)]
-    if problems:
-        raise InputError(problems[:20])
-    return from_records(records, meta=meta)
-
-
-def from_records(records: list[dict], columns: list[str] | None = None, meta: dict | None = None):
-    """Verdict records as an Arrow table of the store's schema, or of some of its `columns`;
-    each record valid for them (`validate`; for a VerdictTable's columns, the strict reader's
-    `data.records.Verdict` is as strict)."""
-    import pyarrow as pa
-
-    target = schema(meta)
-    if columns is not None:
-        target = pa.schema([target.field(name) for name in columns], metadata=target.metadata)
-    return pa.Table.from_arrays([_column(_values(records, f.name), f.type) for f in target],
-                                schema=target)
-
-
-def _values(records: list[dict], name: str) -> list:
-    """The records' values in the column `name` (None: null)."""
-    if name == "variant":
-        return [rec.get(name, DEFAULT_VARIANT) for rec in records]
-    if name in PROB_COLUMNS:
-        label = name.removeprefix("p_")
-        return [(rec.get("probs") or {}).get(label) for rec in records]
-    if name == "extra":
-        return [_extra(rec) for rec in records]
-    return [rec.get(name) for rec in records]
-
-
-def _extra(rec: dict) -> str | None:
-    extra = {k: v for k, v in rec.items() if k not in KNOWN}
-    extra.update(rec.get(_MOVED) or {})
-    extra.pop(_MOVED, None)
-    return json.dumps(extra, ensure_ascii=False) if extra else None
-
-
-def _column(values: list, kind):
-    """One column of the store's schema, built through numpy (`gamut_local.arrow`):
-    pyarrow's `pa.array` over Python objects imports pandas, 0.3 s of every process that
-    reads a JSONL verdict file or writes the store."""
-    import numpy as np
-    import pyarrow as pa
-
-    from gamut_local import arrow  # numpy: not for the listings a current report makes
-
-    present = np.array([v is not None for v in values], dtype=bool)
-    if pa.types.is_floating(kind) or pa.types.is_integer(kind):
-        data = [0 if v is None else v for v in values]
-        return arrow.from_numpy(np.array(data, dtype=np.float64 if pa.types.is_floating(kind) else np.int64), present)
-    items = sorted({v for v in values if v is not None})
-    index = {v: i for i, v in enumerate(items)}
-    codes = np.array([index.get(v, -1) for v in values], dtype=np.int32)
-    if pa.types.is_dictionary(kind):
-        return pa.DictionaryArray.from_arrays(arrow.from_numpy(codes, present), arrow.strings(np.arange(len(items)), items))
-    return arrow.strings(codes, items)
-
-
-_MOVED = "\0moved"  # fields `loose` moved out of their typed column (no JSON field has this name)
-
-
-def _loosened(rec: dict) -> dict:
-    moved = {k: rec[k] for k in ("method", *INTEGERS) if not _typed(k, rec.get(k))}
-    if not moved:
-        return rec
-    return {**{k: v for k, v in rec.items() if k not in moved}, _MOVED: moved}
-
-
-# ---------------------------------------------------------------- records out
-
-def to_records(table) -> list[dict]:
-    """The store's rows as verdict records (the JSONL form: `probs` an object, extras merged)."""
-    cols = {name: table.column(name).to_pylist() for name in table.column_names}
-    out = []
-    for i in range(table.num_rows):
-        rec = {name: cols[name][i] for name in (*REQUIRED, "raw")}
-        present = {label: cols[name][i] for label, name in zip(JUDGE_LABELS, PROB_COLUMNS) if cols[name][i] is not None}
-        rec["probs"] = present or None
-        for name in (*CODED_OPTIONAL, *INTEGERS):
-            rec[name] = cols[name][i]
-        if cols["extra"][i]:
-            rec.update(json.loads(cols["extra"][i]))
-        out.append(rec)
-    return out
 
 
 # ---------------------------------------------------------------- files
@@ -241,26 +93,6 @@ def _write_atomic(table, path: Path) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_path(path.parent)
-
-
-def _meta_problem(raw: bytes | None) -> tuple[str, str] | None:
-    """(field, why) if a file's metadata entry is not this version's (it names the last part a
-    compacted file holds, which readers trust to count nothing twice)."""
-    try:
-        meta = json.loads(raw) if raw else {}
-    except ValueError:  # UnicodeDecodeError is one
-        meta = None
-    if not isinstance(meta, dict):
-        return "schema_version", f"its metadata {META_KEY.decode()!r} is not a JSON object"
-    version = meta.get("schema_version")
-    if version != SCHEMA_VERSION or isinstance(version, bool):
-        return "schema_version", ("has no verdict-store schema version" if version is None else
-                                  f"has verdict-store schema version {version!r}; this gamut-local reads "
-                                  f"version {SCHEMA_VERSION}")
-    through = meta.get("through_part", 0)
-    if not isinstance(through, int) or isinstance(through, bool) or through < 0:
-        return "through_part", f"{through!r} is not a part number (a whole number, 0 or more)"
-    return None
 
 
 def _part_numbers(unit: Path) -> dict[int, Path]:
@@ -290,12 +122,13 @@ def unit_files(unit: Path) -> list[Path]:
     return ([unit] if unit.exists() else []) + parts
 
 
-def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path | None:
+def write_part(unit: Path, records, *, loose: bool = False) -> Path | None:
     """Write one chunk of verdicts as the unit's next part (atomic); returns its path.
+    `records`: verdict records, or an Arrow table of the store's columns (`checked_table`).
     `loose`: as `to_table`'s (import only)."""
-    if not records:
+    if not len(records):
         return None
-    table = to_table(records, str(unit), loose=loose)
+    table = to_table(records, str(unit), loose=loose) if isinstance(records, list) else checked_table(records, unit)
     folder = parts_dir(unit)
     with _one_writer(unit):
         folder.mkdir(parents=True, exist_ok=True)
@@ -304,7 +137,7 @@ def write_part(unit: Path, records: list[dict], *, loose: bool = False) -> Path 
         number = max([_through(unit), *_part_numbers(unit)], default=0) + 1
         path = folder / f"part-{number:06d}.parquet"
         _write_atomic(table, path)
-    JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + len(records)
+    JOURNAL.appended[str(unit)] = JOURNAL.appended.get(str(unit), 0) + table.num_rows
     return path
 
 
@@ -348,12 +181,12 @@ def writing(units, *, wait: float = 0.0, any_layout: bool = False, heartbeat: bo
     return task_lock.hold(units, wait=wait, beside=lambda u: _layouts_beside(u, any_layout), heartbeat=heartbeat)
 
 
-def replace_unit(unit: Path, records: list[dict], *, loose: bool = False) -> None:
+def replace_unit(unit: Path, records, *, loose: bool = False) -> None:
     """Make the unit hold exactly these records (a stage that rewrites its output whole, as
-    `jury` does): one compacted file, written atomically, that holds every part there was.
-    It takes its turn with the unit's other writers: a compaction in flight would otherwise
-    put its older file over this one."""
-    table = to_table(records, str(unit), loose=loose)
+    `jury` does; records or a table, as `write_part` takes them): one compacted file,
+    written atomically, that holds every part there was. It takes its turn with the unit's
+    other writers: a compaction in flight would otherwise put its older file over this one."""
+    table = to_table(records, str(unit), loose=loose) if isinstance(records, list) else checked_table(records, unit)
     with _one_writer(unit):
         numbers = _part_numbers(unit)
         last = max([_through(unit), *numbers], default=0)
@@ -379,7 +212,7 @@ def read_file(path: Path, columns: list[str] | None = None):
 
     try:
         with pq.ParquetFile(path) as f:
-            problem = _meta_problem((f.schema_arrow.metadata or {}).get(META_KEY))
+            problem = meta_problem((f.schema_arrow.metadata or {}).get(META_KEY))
             if problem:
                 raise InputError([Problem(str(path), None, *problem)])
             table = f.read(columns=columns, use_threads=False)  # one thread per file: callers read side by side
@@ -397,60 +230,6 @@ def _concat(tables: list, columns: list[str] | None):
     if not tables:
         return schema().empty_table() if columns is None else schema().empty_table().select(columns)
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
-
-
-def check_columns(table, path: Path, names) -> None:
-    """The writer's rules checked again on what a file holds: a file of this schema version
-    may have been rewritten since by another tool (pyarrow keeps the metadata), and readers
-    trust every value of a file they accept. Column-wise: the types, and each required column
-    (`_required_problem`) through its null count and its dictionary (ids by their lengths
-    alone); the rows are looked at only to name the first that holds a bad value."""
-    from gamut_local import arrow
-
-    expected, problems = schema(), []
-    hint = "; verdicts from elsewhere come in by `gamut-local verdicts import`"
-    for name in names:
-        want = expected.field(name).type
-        if name not in table.column_names:
-            problems.append(Problem(str(path), None, name, f"no such column, which the store's schema has{hint}"))
-        elif (got := table.schema.field(name).type) != want:
-            problems.append(Problem(str(path), None, name, f"a column of type {got}, not the store's {want}{hint}"))
-        elif name in REQUIRED or name in PROB_COLUMNS:
-            array = arrow.whole(table.column(name))
-            rows = _bad_rows(array, name) if name in REQUIRED else _not_finite(array)
-            problems += [Problem(str(path), row, name, why) for row, why in rows]
-    if problems:
-        raise InputError(problems[:20])
-
-
-def _bad_rows(array, name: str) -> list[tuple[int, str]]:
-    """(row from 1, why) of the first row of each bad value of a dictionary array (a null first)."""
-    import numpy as np
-
-    values = array.dictionary
-    if name in FIXED or name in _NAMES:
-        bad = {k: why for k, v in enumerate(values.to_pylist()) if (why := _required_problem(name, v))}
-    else:  # an id breaks the rule only by being empty: seen in the offsets, not value by value
-        offsets = np.frombuffer(values.buffers()[1], dtype=np.int32)[values.offset:values.offset + len(values) + 1]
-        bad = {int(k): _required_problem(name, "") for k in np.flatnonzero(offsets[1:] == offsets[:-1])}
-    if not bad and not array.null_count:
-        return []
-    codes = array.indices.to_pylist()  # only for a bad file: the rows that hold what is wrong
-    firsts = {k: codes.index(k) for k in [None, *bad] if k in codes}
-    return [(row + 1, bad.get(k) or _required_problem(name, None))
-            for k, row in sorted(firsts.items(), key=lambda kv: kv[1])]
-
-
-def _not_finite(array) -> list[tuple[int, str]]:
-    """(row from 1, why) of the first probability that is not a number from 0 to 1 (nulls aside)."""
-    import numpy as np
-
-    from gamut_local import arrow
-
-    values = arrow.floats(array)
-    with np.errstate(invalid="ignore"):
-        bad = ~((values >= 0) & (values <= 1)) & arrow.valid(array)  # NaN is neither
-    return [(int(np.argmax(bad)) + 1, "must be a finite number from 0 to 1, or null")] if bad.any() else []
 
 
 def went_stale(files: list[Path], tables: list) -> bool:

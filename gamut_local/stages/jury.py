@@ -16,17 +16,14 @@ from pathlib import Path
 import numpy as np
 
 from gamut_local.analysis.jury import RULES, aggregate
-from gamut_local.data.records import Verdict, load_records, verdict_key
+from gamut_local.data.verdict_table import VerdictTable, read_verdicts, row_key
 from gamut_local.errors import InputError, Problem
 from gamut_local.hashing import short_hash
 from gamut_local.rundir.human import is_human
 from gamut_local.rundir.layout import check_name, name_problem, store_path, verdict_files
 from gamut_local.rundir.store import write_json
 from gamut_local.rundir.verdict_store import replace_unit
-from gamut_local.vocab import JUDGE_LABELS, VERDICTS
-
-LABEL_CODE = {label: k for k, label in enumerate(JUDGE_LABELS)}
-
+from gamut_local.vocab import JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 
 def jury_path(run_dir: Path, name: str) -> Path:
     return Path(run_dir) / "juries" / f"{name}.json"
@@ -63,36 +60,55 @@ def _judges(run_dir: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.is_dir() and not is_human(p.name)) if root.is_dir() else []
 
 
-def _identity(members: list[str], rule: str, records: list[dict]) -> str:
-    hashes = {m: sorted({r.get("settings_hash") or "" for r in records if r["judge"] == m}) for m in members}
+def _member_hashes(members: list[str], table: VerdictTable) -> dict[str, list[str]]:
+    """{member: its verdicts' settings hashes, sorted ("" for a verdict without one)}."""
+    hashes = {}
+    for m in members:
+        rows = table.judge == (table.judges.index(m) if m in table.judges else -1)
+        codes = np.unique(table.settings_hash[rows]) if table.settings_hash is not None else []
+        hashes[m] = sorted({table.settings_hashes[c] if c >= 0 else "" for c in codes.tolist()} if len(codes) else set())
+    return hashes
+
+
+def _jury_hash(rule: str, hashes: dict) -> str:
+    """The jury's identity: its rule and its members with their own settings hashes."""
     text = json.dumps({"rule": rule, "members": hashes}, sort_keys=True)
     return short_hash(text)
 
 
-def _cells(records: list[dict], members: list[str]):
-    """Cells (question, model, variant, check) with their tier, answer hash, the members'
-    label codes (cells x members; -1 no vote) and probabilities (cells x members x 4)."""
-    index: dict[tuple, int] = {}
-    info: list[dict] = []
-    rows = []
-    for r in records:
-        if r["judge"] not in members:  # a file in verdicts/<member>/ holds another judge's verdicts
-            raise InputError([Problem(r["judge"], None, "judge", f"verdicts of {r['judge']!r} in a member's folder "
-                                      f"({', '.join(members)}): each judge's verdicts belong in its own folder")])
-        key = (r["question_id"], r["model"], r["variant"], r["check_id"])
-        if key not in index:
-            index[key] = len(info)
-            info.append({"key": key, "tier": r["tier"], "answer_hash": r.get("answer_hash")})
-        elif r.get("answer_hash") != info[index[key]]["answer_hash"]:
-            raise InputError([Problem(r["judge"], None, "answer_hash", f"members graded different versions of the "
-                                      f"response {key[:3]} (check {key[3]}): rejudge them on the same answers")])
-        rows.append((index[key], members.index(r["judge"]), r))
+def _cells(table: VerdictTable, members: list[str]):
+    """Cells (question, model, variant, check), in the order first read, with their tier,
+    answer hash, the members' label codes (cells x members; -1 no vote) and probabilities
+    (cells x members x 4), from the members' verdicts as columns."""
+    stray = [name for name in table.judges if name not in members]
+    if stray:  # a file in verdicts/<member>/ holds another judge's verdicts
+        raise InputError([Problem(stray[0], None, "judge", f"verdicts of {stray[0]!r} in a member's folder "
+                                  f"({', '.join(members)}): each judge's verdicts belong in its own folder")])
+    parts = [table.question, table.model, table.variant, table.check]
+    sizes = [max(len(table.questions), 1), max(len(table.models), 1), len(VARIANTS), max(len(table.checks), 1)]
+    _, first, inverse = np.unique(row_key([p.astype(np.int64) for p in parts], sizes), return_index=True,
+                                  return_inverse=True)
+    order = np.argsort(first, kind="stable")  # cells in the order first read
+    cell = np.empty(len(order), dtype=np.int64)
+    cell[order] = np.arange(len(order))
+    cell = cell[inverse.ravel()]
+    answer = table.answer_hash if table.answer_hash is not None else np.full(len(table), -1)
+    at = first[order]
+    differs = np.flatnonzero(answer != answer[at][cell])
+    if len(differs):
+        row = at[cell[differs[0]]]
+        key = (table.questions[table.question[row]], table.models[table.model[row]], VARIANTS[table.variant[row]])
+        raise InputError([Problem(table.judges[table.judge[differs[0]]], None, "answer_hash", f"members graded "
+                                  f"different versions of the response {key} (check {table.checks[table.check[row]]}): "
+                                  "rejudge them on the same answers")])
+    info = [{"key": (table.questions[table.question[r]], table.models[table.model[r]], VARIANTS[table.variant[r]],
+                     table.checks[table.check[r]]), "tier": TIERS[table.tier[r]],
+             "answer_hash": table.answer_hashes[answer[r]] if answer[r] >= 0 else None} for r in at.tolist()]
+    member = np.array([members.index(name) for name in table.judges], dtype=np.int64)[table.judge]
     labels = np.full((len(info), len(members)), -1, dtype=np.int64)
+    labels[cell, member] = np.where(table.verdict < len(JUDGE_LABELS), table.verdict, -1)
     probs = np.full((len(info), len(members), len(JUDGE_LABELS)), np.nan)
-    for c, m, r in rows:
-        labels[c, m] = LABEL_CODE.get(r["verdict"], -1)
-        if r.get("probs"):
-            probs[c, m] = [r["probs"].get(label, np.nan) for label in JUDGE_LABELS]
+    probs[cell, member] = table.probs
     return info, labels, probs
 
 
@@ -100,11 +116,13 @@ def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> dict:
     """Write the jury's verdicts and its record; a summary of what was written."""
     run_dir = Path(run_dir)
     files = _check(run_dir, members, rule, name)
-    records = load_records(files, Verdict, verdict_key)
-    info, labels, probs = _cells(records, members)
-    identity = _identity(members, rule, records)
-    old = load_records(verdict_files(run_dir, name), Verdict, verdict_key)
-    if any(r.get("settings_hash") != identity for r in old):
+    table = read_verdicts(files, check_hashes=False)
+    info, labels, probs = _cells(table, members)
+    identity = _jury_hash(rule, _member_hashes(members, table))
+    old = verdict_files(run_dir, name)
+    held = _member_hashes([name], read_verdicts(old, probs=False, answer_hashes=False, check_hashes=False))[name] \
+        if old else []
+    if held and held != [identity]:
         raise InputError([Problem(str(run_dir / "verdicts" / name), None, "settings_hash", f"the jury {name!r} was "
                                   "made from other members, rules or member settings: give another --name, or "
                                   "delete that folder")])
