@@ -117,3 +117,10 @@ def expect(world, fake):
         return out
 
     return run
+
+
+@pytest.fixture
+def exported(world, expect):
+    folder = world.root / "edit"
+    expect(0, "export", world.dataset, "--out", folder, inputs_change=True)
+    return folder
