@@ -6,7 +6,7 @@ one scratch copy of the project (configs/ and results/ copied, the package linke
 first, then docs/*.md by name, so a page may use what the README's demo made (`runs/sample`):
 
 - `gamut-local ...` (or `.venv/bin/gamut-local ...`) runs in-process as typed, with the fake
-  engine wherever a model would load (`testing/fake_engine.py`), a stand-in model folder for
+  engine wherever a model would load (`tests/support/fake_engine.py`), a stand-in model folder for
   every model config under $GAMUT_MODEL_CACHE, a stand-in Hugging Face cache holding every hub
   id the configs name, and three sample questions standing in for the GAMUT release (in
   data/gamut/, where scripts/fetch_data.py writes it); it must exit 0.
@@ -287,7 +287,7 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
 
 
 def test_every_documented_command_runs(project, monkeypatch):
-    from gamut_local.testing.fake_engine import install
+    from tests.support.fake_engine import install
 
     install(monkeypatch)
     failures = []

@@ -229,7 +229,7 @@ def test_the_api_key_comes_from_the_environment_and_is_never_shown(monkeypatch, 
 
 
 def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
-    from gamut_local.testing.small_run import write_config
+    from tests.support.small_run import write_config
 
     def run_config(server):
         judge_cfg = {"name": "served", "path": MODEL, "backend": "openai", "vision": False,

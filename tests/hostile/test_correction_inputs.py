@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.analysis.design import content_id
-from gamut_local.testing.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
+from tests.support.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
 
 MODEL = "reference-complete"
 HUMAN = "human-ann"

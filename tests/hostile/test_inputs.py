@@ -306,7 +306,7 @@ def test_a_lone_surrogate_in_verdicts_is_a_message(world, expect):
 @pytest.fixture
 def release(world):
     pytest.importorskip("pyarrow")
-    from gamut_local.testing import release
+    from tests.support import release
 
     return release
 

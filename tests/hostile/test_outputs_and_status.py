@@ -349,7 +349,7 @@ def gated(tmp_path):
 
     from starlette.testclient import TestClient
 
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
     from gamut_local.viewer.app import create_app
     from gamut_local.viewer.index import read_run
     from gamut_local.viewer.opening import Opening, run_files

@@ -15,7 +15,7 @@ pytest.importorskip("httpx")
 
 @pytest.fixture
 def run(tmp_path):
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
 
     return build_sample_run(tmp_path / "run", seed=0)
 
@@ -199,7 +199,7 @@ def viewer(tmp_path_factory):
     pytest.importorskip("httpx")
     from starlette.testclient import TestClient
 
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
     from gamut_local.viewer.app import create_app
     from gamut_local.viewer.index import open_run
 
