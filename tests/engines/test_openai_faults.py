@@ -24,7 +24,7 @@ from gamut_local.engines import openai_engine
 from gamut_local.errors import InputError
 from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
-from gamut_local.testing.openai_fault_server import MODEL, FaultServer
+from tests.support.openai_fault_server import MODEL, FaultServer
 from gamut_local.vocab import JUDGE_LABELS
 
 SECRET = "sk-test-7c1e55a0-do-not-print"
