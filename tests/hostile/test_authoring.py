@@ -128,7 +128,7 @@ def test_draft_out_inside_its_evidence_folder_is_refused(world, expect):
 
 def test_audit_requests_keep_snippet_order_without_a_search_per_pair():
     """Snippet-major within a question, in the order the snippets are listed, each snippet's
-    items in item order: as before the position lookup became a dict."""
+    items in item order."""
     from gamut_local.data.records import Question
     from gamut_local.stages.audit import audit_requests
 

@@ -16,7 +16,7 @@ from tests.hostile.odd_texts import ODD_TEXTS, odd_record
 
 def test_export_text_is_what_one_emitter_call_per_value_wrote():
     """Export dumps a question's items in one call with its own node builder; the text is the
-    plain safe dumper's, value by value, as before (so an export reads as it always did)."""
+    plain safe dumper's, value by value."""
     from gamut_local.rubric import revision
 
     base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

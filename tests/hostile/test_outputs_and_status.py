@@ -1,4 +1,4 @@
-"""Hostile input, third pass, on what commands report and write: `status` and `slurm --submit`
+"""Hostile input on what commands report and write: `status` and `slurm --submit`
 over a damaged `slurm/jobs.json`, `status`'s counts, a back end whose extra is not installed,
 `report --allow-incomplete` on systems that share no question (whole outputs or none), the
 viewer asked for a page while it reads a run it then refuses, and the manifest after a
