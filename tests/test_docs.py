@@ -396,3 +396,22 @@ def test_the_outside_reference_check_finds_what_it_must(tmp_path):
     assert LINK.findall("[n](../../notes/x.md#a), [r](../results/a.json), not a/../b or (../c)") == [
         "../../notes/x.md", "../results/a.json"]
     assert STAGES_OF_WORK.findall("Stop 39 and stops 36 but not a stopwatch 3") == ["Stop 39", "stops 36"]
+
+
+def test_the_architecture_module_list_is_up_to_date():
+    """docs/architecture.md lists every module by its docstring; add, move or redescribe a
+    module, rerun the script."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("architecture_reference",
+                                                  ROOT / "scripts" / "architecture_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert page == module.render(page), "run: python scripts/architecture_reference.py"
+    for path in (ROOT / "gamut_local").rglob("*.py"):
+        name = path.relative_to(ROOT / "gamut_local").as_posix()
+        if name == "__init__.py":  # the package itself
+            continue
+        listed = f"`{name.removesuffix('__init__.py')}`" if path.name == "__init__.py" else f"`{name}`"
+        assert listed in page, name
