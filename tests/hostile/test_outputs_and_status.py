@@ -204,8 +204,6 @@ def test_every_optional_import_is_in_an_extra():
     optional = {"torchvision"}  # imported only to see whether vLLM's image path works here
     found = {}
     for path in (root / "gamut_local").rglob("*.py"):
-        if "testing" in path.parts:  # test helpers: the `test` extra
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
