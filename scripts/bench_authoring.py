@@ -135,7 +135,8 @@ def bench_pairs(n: int) -> dict:
     from gamut_local.rubric.compiler import checks_for
     from gamut_local.rubric.lint import NEAR_DUPLICATE
     from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
-    from gamut_local.testing.authoring import all_pairs_near_duplicates
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+    from tests.support.authoring import all_pairs_near_duplicates
 
     with tempfile.TemporaryDirectory() as tmp:
         path = write_dataset(Path(tmp) / "one.jsonl", n, n)

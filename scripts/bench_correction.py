@@ -4,7 +4,7 @@ human-only and PPI++ corrected estimates, at several sample sizes, over many see
     .venv/bin/python scripts/bench_correction.py [--seeds 500] [--questions 1000] \
         [--sizes 25,50,100,200,400] [--out results/bench_correction]
 
-Each seed simulates a run (`gamut_local.testing.simulate`: 4 systems, known true verdicts,
+Each seed simulates a run (`tests.support.simulate`: 4 systems, known true verdicts,
 judges with chosen confusion matrices), scores it with the project's scorer, draws the
 calibration sample with `analysis.design.draw` (per system, n responses each; smaller n are
 prefixes of the same draw) and estimates with `analysis.correction.estimate_on`, the code
@@ -21,6 +21,7 @@ Markdown table.
 from __future__ import annotations
 
 import os
+import sys
 
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
     os.environ.setdefault(var, "1")
@@ -36,7 +37,8 @@ from gamut_local.analysis.correction import estimate_on  # noqa: E402
 from gamut_local.analysis.design import draw  # noqa: E402
 from gamut_local.analysis.metrics import score_responses  # noqa: E402
 from gamut_local.analysis.stats import cohen_kappa, confusion_matrix  # noqa: E402
-from gamut_local.testing.simulate import simulate, standard_judges  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+from tests.support.simulate import simulate, standard_judges  # noqa: E402
 
 Z = 1.959963984540054
 ESTIMATORS = ("judge_only", "human_only", "corrected")

@@ -104,7 +104,7 @@ def check_logprobs_mode(model: str, max_tokens: int) -> dict:
 
 
 def main() -> None:
-    from gamut_local.testing.smollm2 import default_smollm2_dir
+    from gamut_local.demo.smollm2 import default_smollm2_dir
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default=str(default_smollm2_dir()))

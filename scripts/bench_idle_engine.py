@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gamut_local.config import ModelSpec  # noqa: E402
 from gamut_local.engines import load_engine  # noqa: E402
-from gamut_local.testing.engines import VLLM_CPU_TEST_ENGINE  # noqa: E402
-from gamut_local.testing.smollm2 import convert_smollm2  # noqa: E402
+from tests.support.engines import VLLM_CPU_TEST_ENGINE  # noqa: E402
+from gamut_local.demo.smollm2 import convert_smollm2  # noqa: E402
 from gamut_local.vocab import JUDGE_LABELS  # noqa: E402
 
 

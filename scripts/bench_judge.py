@@ -162,7 +162,7 @@ def main() -> None:
     from gamut_local.data.records import Answer, answer_key, load_records
     from gamut_local.rubric.compiler import checks_for
     from gamut_local.stages.judge import pending_verdicts
-    from gamut_local.testing.smollm2 import default_smollm2_dir
+    from gamut_local.demo.smollm2 import default_smollm2_dir
 
     model_dir = args.model or default_smollm2_dir()
     workdir = tempfile.TemporaryDirectory()
@@ -257,7 +257,8 @@ def server_runs(offline, model_dir: Path, items, args, workdir: Path) -> dict:
     from gamut_local.config import JudgeSpec
     from gamut_local.engines import load_engine
     from gamut_local.engines.vllm_engine import serve_args
-    from gamut_local.testing.vllm_server import vllm_server
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+    from tests.support.vllm_server import vllm_server
 
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for POST /reset_prefix_cache between runs
     runs = {}

@@ -93,8 +93,8 @@ def main() -> None:
     args = parser.parse_args()
     from gamut_local.config import EngineArgs, JudgeSpec
     from gamut_local.engines.transformers_engine import TransformersEngine
-    from gamut_local.testing.smollm2 import convert_smollm2
-    from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
+    from gamut_local.demo.smollm2 import convert_smollm2
+    from gamut_local.demo.tiny_vlm import build_tiny_qwen3_vl
 
     convs = requests(args.requests)
     out = {}

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_release.py [--rows 1813] [--checks 15] [--repeats 3]
 
 Builds a release file of `--rows` rows with `--checks` release-length checks each
-(gamut_local.testing.release.scale_rows), then, best of `--repeats`:
+(tests.support.release.scale_rows), then, best of `--repeats`:
 - `parquet_read_s`: pyarrow's read into Python rows alone (the floor every reader pays);
 - `load_release_s`: the release adapter: rows -> validated questions, warnings collected;
 - `jsonl_load_s`: our JSONL reader on the same questions written as JSONL (the converted form
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
@@ -26,8 +27,9 @@ from gamut_local.data.crag_mm import write_dataset
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.gamut_release import load_release, read_rows
 from gamut_local.rubric.compiler import compile_dataset
-from gamut_local.testing.release import scale_rows, write_parquet
-from gamut_local.testing.timing import best_of
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+from tests.support.release import scale_rows, write_parquet
+from tests.support.timing import best_of
 
 
 def main() -> None:

@@ -9,6 +9,8 @@ ratio, and whether both agree. Pins BLAS/OpenMP to one thread: the claim is per 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(var, "1")
@@ -19,8 +21,9 @@ import json  # noqa: E402
 import numpy as np  # noqa: E402
 
 from gamut_local.analysis.metrics import score_responses, score_responses_reference  # noqa: E402
-from gamut_local.testing.synthetic import scorer_arrays  # noqa: E402
-from gamut_local.testing.timing import best_of  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+from tests.support.synthetic import scorer_arrays  # noqa: E402
+from tests.support.timing import best_of  # noqa: E402
 
 
 def main() -> None:

@@ -40,7 +40,8 @@ from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.identity import answer_hash, check_hash
-from gamut_local.testing.sample_run import SAMPLE
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+from tests.support.sample_run import SAMPLE
 
 LABELS = ("meets", "partially_meets", "missing", "contradicts")
 GAMUT = Path(sys.executable).with_name("gamut-local")

@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # runnable before `pip install -e .`
 
 from gamut_local.errors import InputError  # noqa: E402
-from gamut_local.testing.smollm2 import convert_smollm2, default_smollm2_dir  # noqa: E402
+from gamut_local.demo.smollm2 import convert_smollm2, default_smollm2_dir  # noqa: E402
 
 
 def main() -> int:

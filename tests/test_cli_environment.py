@@ -8,7 +8,7 @@ import os
 import sys
 
 import gamut_local
-from gamut_local.testing import processes
+from tests.support import processes
 
 SAMPLE = f"{gamut_local.__path__[0]}/data/sample/questions.jsonl"
 RUN = f"""

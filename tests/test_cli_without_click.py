@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import gamut_local
-from gamut_local.testing import processes
+from tests.support import processes
 
 SAMPLE = f"{gamut_local.__path__[0]}/data/sample/questions.jsonl"
 
@@ -16,7 +16,7 @@ RUN = """
 import sys
 sys.modules["click"] = None
 from gamut_local.cli import app
-from gamut_local.testing import processes
+from tests.support import processes
 sys.argv = ["gamut-local", *sys.argv[1:]]
 app()
 """

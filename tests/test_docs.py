@@ -6,7 +6,7 @@ one scratch copy of the project (configs/ and results/ copied, the package linke
 first, then docs/*.md by name, so a page may use what the README's demo made (`runs/sample`):
 
 - `gamut-local ...` (or `.venv/bin/gamut-local ...`) runs in-process as typed, with the fake
-  engine wherever a model would load (`testing/fake_engine.py`), a stand-in model folder for
+  engine wherever a model would load (`tests/support/fake_engine.py`), a stand-in model folder for
   every model config under $GAMUT_MODEL_CACHE, a stand-in Hugging Face cache holding every hub
   id the configs name, and three sample questions standing in for the GAMUT release (in
   data/gamut/, where scripts/fetch_data.py writes it); it must exit 0.
@@ -19,7 +19,7 @@ first, then docs/*.md by name, so a page may use what the README's demo made (`r
   name a module that exists. `python scripts/X.py ARGS` is checked, not run: the
   script exists and defines every option given (the benchmarks take minutes, fetch_data.py
   needs the internet).
-- Set-up lines (pip, venv, `source .venv/bin/activate`, `bash scripts/...`, also under `sudo`),
+- Set-up lines (pip, venv, `source .venv/bin/activate`, `bash scripts/...` or `.ci/...`, also under `sudo` or after `VAR=value`),
   `cat FILE` and `$EDITOR FILE` are checked for the files they name (an editor is not opened);
   `cp A B` copies. SLURM's own `sinfo` and `squeue` are taken as shown (no cluster here).
 
@@ -244,6 +244,8 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
         Path(argv[2]).parent.mkdir(parents=True, exist_ok=True)
         Path(argv[2]).write_text(cmd.heredoc)
         return 0, ""
+    if re.fullmatch(r"[A-Z_]+=\S*", argv[0]):  # `CI=true bash .ci/run`: the command, with that variable
+        return run_one(Command(cmd.file, cmd.line, argv[1:], cmd.heredoc), monkeypatch)
     if argv[0] == "sudo":  # as root: the same command
         return run_one(Command(cmd.file, cmd.line, argv[1:], cmd.heredoc), monkeypatch)
     if argv[0] in ("sinfo", "squeue"):  # the cluster's own commands: no cluster in this scratch project
@@ -271,7 +273,7 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
         return _vllm_serve(argv[2:])
     if argv[0] in ("pip", ".venv/bin/pip"):
         return 0, ""  # set-up: installs packages, not checkable offline
-    if argv[0] == "bash" and argv[1].startswith("scripts/"):
+    if argv[0] == "bash" and argv[1].startswith(("scripts/", ".ci/")):
         return _exists([str(ROOT / argv[1])])
     if argv[0] in ("cat", "$EDITOR", "ls"):
         return _exists(argv[1:])
@@ -287,7 +289,7 @@ def run_one(cmd: Command, monkeypatch) -> tuple[int, str]:
 
 
 def test_every_documented_command_runs(project, monkeypatch):
-    from gamut_local.testing.fake_engine import install
+    from tests.support.fake_engine import install
 
     install(monkeypatch)
     failures = []
@@ -358,18 +360,58 @@ def test_an_undocumented_kind_of_command_fails_naming_its_line(project, monkeypa
     assert code != 0
 
 
-def test_no_file_refers_to_anything_outside_the_repository():
-    # Notes and recipes that live beside the repository on the developers' machine are not
-    # what a user clones; nothing may point at them.
+def _tracked_texts():
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    me = Path(__file__).resolve().relative_to(ROOT).as_posix()
-    bad = []
     for name in tracked.splitlines():
         path = ROOT / name
-        if name == me or not path.is_file() or path.suffix in (".png", ".parquet", ".jpg"):
+        if path.is_file() and path.suffix not in (".png", ".parquet", ".jpg"):
+            yield name, path.read_text(encoding="utf-8", errors="replace")
+
+
+LINK = re.compile(r"\]\(((?:\.\./)+[^)#\s]*)")  # a Markdown link through `..`
+STAGES_OF_WORK = re.compile(r"\b[Ss]tops? \d+\b")
+
+
+def test_no_file_refers_to_anything_outside_the_repository():
+    """What a user clones is the whole project: no tracked file points above the checkout (a
+    Markdown link through `..` that leaves it, or the absolute path of the folder holding it),
+    and no text names the stages of work it was developed in."""
+    outside = str(ROOT.parent).rstrip("/") + "/"
+    check_absolute = outside not in ("/", "/tmp/")  # too common a prefix to mean this checkout's parent
+    me, bad = Path(__file__).resolve().relative_to(ROOT).as_posix(), []
+    for name, text in _tracked_texts():
+        if name == me:
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        for needle in ("../shared", "ENGINE-NOTES", "CLUSTER-NOTES", "/work/shared"):
-            if needle in text:
-                bad.append(f"{name}: {needle}")
+        base = (ROOT / name).parent
+        for ref in LINK.findall(text):
+            if not (base / ref).resolve().is_relative_to(ROOT):
+                bad.append(f"{name}: {ref}")
+        if check_absolute and outside in text:
+            bad.append(f"{name}: {outside}")
+        bad += [f"{name}: {m}" for m in STAGES_OF_WORK.findall(text)]
     assert not bad, bad
+
+
+def test_the_outside_reference_check_finds_what_it_must(tmp_path):
+    assert LINK.findall("[n](../../notes/x.md#a), [r](../results/a.json), not a/../b or (../c)") == [
+        "../../notes/x.md", "../results/a.json"]
+    assert STAGES_OF_WORK.findall("Stop 39 and stops 36 but not a stopwatch 3") == ["Stop 39", "stops 36"]
+
+
+def test_the_architecture_module_list_is_up_to_date():
+    """docs/architecture.md lists every module by its docstring; add, move or redescribe a
+    module, rerun the script."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("architecture_reference",
+                                                  ROOT / "scripts" / "architecture_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert page == module.render(page), "run: python scripts/architecture_reference.py"
+    for path in (ROOT / "gamut_local").rglob("*.py"):
+        name = path.relative_to(ROOT / "gamut_local").as_posix()
+        if name == "__init__.py":  # the package itself
+            continue
+        listed = f"`{name.removesuffix('__init__.py')}`" if path.name == "__init__.py" else f"`{name}`"
+        assert listed in page, name

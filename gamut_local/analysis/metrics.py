@@ -145,12 +145,3 @@ def bootstrap_weights(n_questions: int, n_boot: int = 1000, seed: int = 0) -> np
         draws += np.arange(len(draws))[:, None] * n_questions  # row r's draws count in its own bins
         out[start:start + len(draws)] = np.bincount(draws.ravel(), minlength=draws.size).reshape(draws.shape)
     return out
-
-
-def grouped_means(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
-    """Mean of `values` per group, ignoring NaN; NaN for a group with no value."""
-    ok = ~np.isnan(values)
-    sums = np.bincount(group[ok], weights=values[ok], minlength=n_groups)
-    counts = np.bincount(group[ok], minlength=n_groups)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)

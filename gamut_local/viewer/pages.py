@@ -9,7 +9,6 @@ import re
 import numpy as np
 
 from gamut_local.analysis.design import probability_of
-from gamut_local.rundir.human import is_human
 from gamut_local.viewer.adjudicate import annotated_cells
 from gamut_local.viewer.correction import live_boards
 from gamut_local.viewer.index import RunIndex
@@ -296,7 +295,3 @@ def sample_page(index: RunIndex, name: str, pos: int | None, judge: str | None) 
                     inclusion_probability=probability_of(design).get((page["model"], page["variant"],
                                                                       page["question_id"])))
     return page
-
-
-def human_judges(index: RunIndex) -> list[str]:
-    return sorted(j for j in index.humans if is_human(j))

@@ -12,7 +12,7 @@ from gamut_local.errors import InputError
 from gamut_local.rundir.store import write_jsonl
 from gamut_local.stages.agree import agree_files, agree_records
 from gamut_local.stages.score import score_records
-from gamut_local.testing.synthetic import make_records
+from tests.support.synthetic import make_records
 from gamut_local.vocab import VERDICTS
 
 PAIR_KEYS = {"judge_a", "judge_b", "kendall_tau_b", "spearman_rho", "identical_ranking",

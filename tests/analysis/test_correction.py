@@ -10,7 +10,7 @@ import pytest
 from gamut_local.analysis.correction import estimate, estimate_on
 from gamut_local.analysis.metrics import score_responses
 from gamut_local.analysis.stats import cohen_kappa, confusion_matrix
-from gamut_local.testing.simulate import simulate
+from tests.support.simulate import simulate
 
 
 N_QUESTIONS, N_LABELED = 400, 80

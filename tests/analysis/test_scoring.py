@@ -14,7 +14,7 @@ from gamut_local.analysis.scoring import response_columns, score_table, scores_f
 from gamut_local.data.verdict_table import read_verdicts
 from gamut_local.data.reading import read_responses
 from gamut_local.rundir.store import write_jsonl
-from gamut_local.testing.synthetic import make_records
+from tests.support.synthetic import make_records
 
 WEIGHTS = {"answer_critical": 0.6, "valuable": 0.3, "context": 0.1}
 

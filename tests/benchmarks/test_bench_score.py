@@ -6,7 +6,7 @@ The figures in docs/performance.md come from scripts/bench_score.py, which also 
 import numpy as np
 
 from gamut_local.analysis.metrics import score_responses, score_responses_reference
-from gamut_local.testing.synthetic import scorer_arrays
+from tests.support.synthetic import scorer_arrays
 
 
 def test_bench_score_responses(benchmark):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gamut_local.testing.slurm_cluster import ensure_local_slurm, skip_or_fail, stop_local_slurm
+from tests.support.slurm_cluster import ensure_local_slurm, skip_or_fail, stop_local_slurm
 
 
 @pytest.fixture(scope="session")

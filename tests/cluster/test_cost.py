@@ -140,7 +140,7 @@ def test_plan_on_the_bundled_sample(gamut):
 
 def test_plan_reads_a_release_parquet(tmp_path):
     pytest.importorskip("pyarrow")
-    from gamut_local.testing.release import write_release
+    from tests.support.release import write_release
 
     write_release(tmp_path / "test.parquet")
     run = {"name": "rel", "dataset": "test.parquet", "output_dir": "out", "variants": ["text_only"],

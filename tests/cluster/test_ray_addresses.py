@@ -15,7 +15,7 @@ import yaml
 
 from gamut_local.cluster.slurm import prepare
 from gamut_local.errors import InputError
-from gamut_local.testing import processes
+from tests.support import processes
 
 BASH = shutil.which("bash")
 JOB = str(os.getpid())  # the array's job id: no other test's task shares its /tmp/g-<job>-<task>

@@ -21,7 +21,7 @@ import yaml
 from gamut_local.cluster.slurm import compress_indices, dry_run_text, prepare, submit
 from gamut_local.config import PROJECT_ROOT
 from gamut_local.errors import InputError
-from gamut_local.testing import processes
+from tests.support import processes
 
 ROOT = PROJECT_ROOT
 BASH = shutil.which("bash")

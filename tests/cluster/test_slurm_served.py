@@ -21,7 +21,7 @@ import yaml
 
 from gamut_local.cluster.slurm import dry_run_text, prepare, serve_command, server_url_file, submit
 from gamut_local.config import load_run_config
-from gamut_local.testing import processes
+from tests.support import processes
 
 # `squeue -h ... -o %i`: the ids in FAKE_SQUEUE_IDS (queued or running), and what it was asked.
 FAKE_SQUEUE = f"""#!{sys.executable}
@@ -203,7 +203,7 @@ def test_the_manifest_is_written_before_the_judges_server_is_up(served, tmp_path
     """The first generation task writes the manifest, while the judge's server job waits for
     that generation: the served judge's hash is unknown then, not an error."""
     from gamut_local.rundir.manifest import build_manifest
-    from gamut_local.testing.vllm_server import free_port
+    from tests.support.vllm_server import free_port
 
     cfg = yaml.safe_load(served.read_text())
     cfg["judges"][0]["server"]["base_url"] = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens

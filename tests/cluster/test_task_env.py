@@ -22,7 +22,7 @@ import pytest
 
 from gamut_local.cluster.slurm import render
 from gamut_local.config import PROJECT_ROOT
-from gamut_local.testing import processes
+from tests.support import processes
 
 BASH = shutil.which("bash")
 pytestmark = pytest.mark.skipif(BASH is None, reason="bash not installed")

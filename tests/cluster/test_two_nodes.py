@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from gamut_local.cluster.slurm import prepare
-from gamut_local.testing.slurm_cluster import render_slurm_conf, skip_or_fail
+from tests.support.slurm_cluster import render_slurm_conf, skip_or_fail
 
 pytestmark = [pytest.mark.slurm, pytest.mark.alone]
 

@@ -27,8 +27,8 @@ from gamut_local.data.crag_mm import (  # noqa: E402
 from gamut_local.data.dataset import load_questions  # noqa: E402
 from gamut_local.data.gamut_release import load_release  # noqa: E402
 from gamut_local.errors import InputError  # noqa: E402
-from gamut_local.testing import processes  # noqa: E402
-from gamut_local.testing.release import (  # noqa: E402
+from tests.support import processes  # noqa: E402
+from tests.support.release import (  # noqa: E402
     BASIL,
     BRIDGE,
     OWL,

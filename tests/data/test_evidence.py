@@ -6,7 +6,7 @@ import pytest
 
 from gamut_local.data.evidence import load_evidence, load_questions_to_draft, split_text
 from gamut_local.errors import InputError
-from gamut_local.testing.authoring import sample_records, write_authoring_inputs
+from gamut_local.demo.authoring import sample_records, write_authoring_inputs
 
 
 def test_jsonl_and_folder_give_the_same_snippets(tmp_path):
@@ -54,7 +54,7 @@ def test_questions_converted_from_the_release_can_be_redrafted(tmp_path):
     # them out and `draft` must take such a file (it redrafts from --evidence).
     from gamut_local.data.dataset import load_questions
     from gamut_local.rundir.store import write_jsonl
-    from gamut_local.testing.release import write_release
+    from tests.support.release import write_release
 
     questions = load_questions(write_release(tmp_path / "test.parquet"))
     path = tmp_path / "release.jsonl"

@@ -12,8 +12,8 @@ from gamut_local.data.dataset import collecting_warnings, load_questions, read_d
 from gamut_local.data.gamut_release import load_release, merge_text_only, row_to_record  # noqa: E402
 from gamut_local.errors import InputError, Problem  # noqa: E402
 from gamut_local.rubric.compiler import compile_dataset  # noqa: E402
-from gamut_local.testing import processes  # noqa: E402
-from gamut_local.testing.release import (  # noqa: E402
+from tests.support import processes  # noqa: E402
+from tests.support.release import (  # noqa: E402
     BASIL,
     BRIDGE,
     BROKEN,

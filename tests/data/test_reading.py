@@ -19,7 +19,7 @@ from gamut_local.data.dataset import collecting_warnings, load_questions
 from gamut_local.data.reading import read_verdicts_and_dataset
 from gamut_local.errors import InputError, Problem
 from gamut_local.rubric import workers
-from gamut_local.testing.sample_run import SAMPLE
+from tests.support.sample_run import SAMPLE
 
 GOLD = SAMPLE / "verdicts" / "gold.jsonl"
 QUESTIONS = SAMPLE / "questions.jsonl"
@@ -168,7 +168,7 @@ def release_and_verdicts(tmp_path):
     """A release parquet whose reading warns (three warnings), and one verdict it backs."""
     pytest.importorskip("pyarrow")
     from gamut_local.data.consistency import current_checks
-    from gamut_local.testing.release import write_release
+    from tests.support.release import write_release
 
     release = write_release(tmp_path / "test.parquet", warned=True)
     (qid, variant, check), (tier, _) = next(iter(current_checks(load_questions(release)).items()))

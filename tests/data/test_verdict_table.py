@@ -17,7 +17,7 @@ from gamut_local.data.records import Verdict, load_records, verdict_key
 from gamut_local.errors import InputError
 from gamut_local.rundir.identity import current_record, file_record
 from gamut_local.rundir.store import write_jsonl
-from gamut_local.testing.synthetic import assert_same_table, make_records
+from tests.support.synthetic import assert_same_table, make_records
 from gamut_local.vocab import JUDGE_LABELS, TIERS, VARIANTS, VERDICTS
 from tests.reference import read_verdicts_reference
 

@@ -13,7 +13,7 @@ from gamut_local.config import load_run_config
 from gamut_local.rundir.layout import verdict_files
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.testing.small_run import write_config
+from tests.support.small_run import write_config
 
 
 @pytest.fixture(scope="session")

@@ -19,8 +19,8 @@ from gamut_local.config import load_run_config
 from gamut_local.data.records import verdict_key
 from gamut_local.rundir.layout import verdict_files
 from gamut_local.rundir import verdict_store
-from gamut_local.testing import processes
-from gamut_local.testing.small_run import copy_answers
+from tests.support import processes
+from tests.support.small_run import copy_answers
 
 
 def by_key(records):

@@ -14,7 +14,7 @@ import pytest
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Answer, Verdict, verdict_key
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.testing.small_run import SMOLLM2, write_config
+from tests.support.small_run import SMOLLM2, write_config
 from gamut_local.vocab import JUDGE_LABELS, VERDICTS
 
 

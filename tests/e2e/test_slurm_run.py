@@ -32,8 +32,8 @@ from gamut_local.data.records import answer_key, verdict_key
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import Shard, verdict_files
 from gamut_local.rundir.store import read_jsonl
-from gamut_local.testing.slurm_cluster import ensure_local_slurm, skip_or_fail
-from gamut_local.testing.small_run import write_config
+from tests.support.slurm_cluster import ensure_local_slurm, skip_or_fail
+from tests.support.small_run import write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm]
 

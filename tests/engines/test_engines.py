@@ -22,7 +22,7 @@ from gamut_local.engines import (
 )
 from gamut_local.engines.labels import argmax, normalise, label_readout_for
 from gamut_local.errors import InputError
-from gamut_local.testing import processes
+from tests.support import processes
 from gamut_local.vocab import JUDGE_LABELS
 
 # Labels whose first tokens collide for SmolLM2's tokenizer (both start with `part`).
@@ -296,7 +296,7 @@ def test_tiny_qwen3_vl_is_seeded(tmp_path):
     import torch
     from safetensors.torch import load_file
 
-    from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
+    from gamut_local.demo.tiny_vlm import build_tiny_qwen3_vl
 
     a, b, c = (load_file(build_tiny_qwen3_vl(tmp_path / name, seed=seed) / "model.safetensors")
                for name, seed in (("a", 3), ("b", 3), ("c", 4)))

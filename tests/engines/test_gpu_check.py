@@ -14,7 +14,7 @@ import pytest
 
 from gamut_local.config import PROJECT_ROOT
 from gamut_local.engines import FIRST_TOKEN
-from gamut_local.testing import processes
+from tests.support import processes
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
 

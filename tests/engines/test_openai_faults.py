@@ -24,7 +24,7 @@ from gamut_local.engines.served import engine as served_engine, http, readout as
 from gamut_local.errors import InputError
 from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
-from gamut_local.testing.openai_fault_server import MODEL, FaultServer
+from tests.support.openai_fault_server import MODEL, FaultServer
 from gamut_local.vocab import JUDGE_LABELS
 
 SECRET = "sk-test-7c1e55a0-do-not-print"
@@ -229,7 +229,7 @@ def test_the_api_key_comes_from_the_environment_and_is_never_shown(monkeypatch, 
 
 
 def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
-    from gamut_local.testing.small_run import write_config
+    from tests.support.small_run import write_config
 
     def run_config(server):
         judge_cfg = {"name": "served", "path": MODEL, "backend": "openai", "vision": False,

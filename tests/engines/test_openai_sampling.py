@@ -10,7 +10,7 @@ from __future__ import annotations
 from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import load_engine
 from gamut_local.engines.served.readout import OPENAI_NEUTRAL, VLLM_NEUTRAL, sampling_fields
-from gamut_local.testing.openai_fault_server import MODEL, FaultServer
+from tests.support.openai_fault_server import MODEL, FaultServer
 from gamut_local.vocab import JUDGE_LABELS
 
 SPEC = dict(name="served", path=MODEL, backend="openai", vision=False)

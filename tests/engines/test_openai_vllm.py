@@ -18,7 +18,7 @@ from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.vllm_engine import serve_args
 from gamut_local.prompts.judge import judge_conversations
 from gamut_local.rundir import verdict_store
-from gamut_local.testing.vllm_server import vllm_server
+from tests.support.vllm_server import vllm_server
 from gamut_local.vocab import JUDGE_LABELS
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]
@@ -173,7 +173,7 @@ def test_label_probabilities_match_the_offline_engine(served, offline_smollm2, c
 
 
 def test_generate_and_judge_through_the_server(served, gamut, tmp_path):
-    from gamut_local.testing.small_run import write_config
+    from tests.support.small_run import write_config
 
     cfg = write_config(tmp_path, models=[{**served_spec(served, "smol").model_dump(exclude_unset=True),
                                           "sampling": {"max_tokens": 24}}],

@@ -15,7 +15,7 @@ from gamut_local.config import ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, load_engine
 from gamut_local.engines.vllm_engine import serve_args
 from gamut_local.prompts.judge import judge_conversations
-from gamut_local.testing.vllm_server import vllm_server
+from tests.support.vllm_server import vllm_server
 from gamut_local.vocab import JUDGE_LABELS
 
 pytestmark = [pytest.mark.engine, pytest.mark.vllm]

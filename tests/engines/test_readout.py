@@ -22,13 +22,13 @@ from gamut_local.engines.labels import (
 from gamut_local.engines.reasoning import Thinking, separate, split_reasoning
 from gamut_local.engines.vllm_engine import VllmEngine, engine_kwargs
 from gamut_local.errors import InputError
-from gamut_local.testing.smollm2 import THINKING_TEMPLATE
+from gamut_local.demo.smollm2 import THINKING_TEMPLATE
 from gamut_local.vocab import JUDGE_LABELS
 
 @pytest.fixture(scope="module")
 def tokenizer():
     pytest.importorskip("transformers")  # the engines' install (`make test` has it, test-fast may not)
-    from gamut_local.testing.tiny_vlm import build_tokenizer
+    from gamut_local.demo.tiny_vlm import build_tokenizer
 
     return build_tokenizer()
 

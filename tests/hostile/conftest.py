@@ -85,7 +85,7 @@ def world(tmp_path, monkeypatch) -> World:
 @pytest.fixture
 def fake(monkeypatch) -> list[str]:
     """The fake engine in place of real ones; the list of specs it loaded."""
-    from gamut_local.testing.fake_engine import install
+    from tests.support.fake_engine import install
 
     return install(monkeypatch)
 
@@ -117,3 +117,10 @@ def expect(world, fake):
         return out
 
     return run
+
+
+@pytest.fixture
+def exported(world, expect):
+    folder = world.root / "edit"
+    expect(0, "export", world.dataset, "--out", folder, inputs_change=True)
+    return folder

@@ -5,11 +5,14 @@ subprocess and send it SIGKILL or SIGINT mid-run.
 """
 
 import sys
+from pathlib import Path
 
 import pytest
 
-from gamut_local.cli import app
-from gamut_local.testing.fake_engine import install
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.support
+
+from gamut_local.cli import app  # noqa: E402
+from tests.support.fake_engine import install  # noqa: E402
 
 if __name__ == "__main__":
     install(pytest.MonkeyPatch())

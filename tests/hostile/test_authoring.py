@@ -1,7 +1,8 @@
 """The shared guards on the authoring and viewing commands (draft, audit, lint, export,
 import, diff, view): an --out that is an input (class 1), names and config references that
 would be paths (class 2), bad numbers and YAML (class 4), broken files as messages (class 6).
-Nothing here gets as far as a model: every case fails in its checks."""
+Nothing here gets as far as a model: every case fails in its checks. Also: audit's
+requests in snippet order."""
 
 from __future__ import annotations
 
@@ -100,3 +101,50 @@ def test_view_refuses_an_annotator_name_that_is_a_path(world, expect):
 def test_view_refuses_a_run_directory_that_is_not_there(world, expect):
     pytest.importorskip("uvicorn")
     expect(1, "view", world.root / "nope", named=["nope"])
+
+
+@pytest.mark.parametrize("name", ["0001-q1.yaml", "new.jsonl", "sub/new.jsonl"])
+def test_import_out_inside_its_folder_is_refused(world, expect, exported, name):
+    (exported / "sub").mkdir()
+    before = {p.name: p.read_bytes() for p in exported.glob("*.yaml")}
+    expect(1, "import", exported, "--out", exported / name, named=["--out", "inside the input folder"])
+    assert {p.name: p.read_bytes() for p in exported.glob("*.yaml")} == before
+    assert not (exported / "new.jsonl").exists() and not (exported / "sub" / "new.jsonl").exists()
+
+
+def test_import_out_beside_its_folder_is_fine(world, expect, exported):
+    expect(0, "import", exported, "--out", world.root / "rev.jsonl", inputs_change=True)
+    assert (world.root / "rev.jsonl").read_text().count("\n") == 4
+
+
+def test_draft_out_inside_its_evidence_folder_is_refused(world, expect):
+    cfg = world.root / "DRAFT.yaml"
+    cfg.write_text("model: {name: cand, path: models/cand}\n")
+    (world.root / "ev" / "q1").mkdir(parents=True)
+    (world.root / "ev" / "q1" / "s1.md").write_text("# T\n\nSome text.\n")
+    expect(1, "draft", world.dataset, "--evidence", world.root / "ev", "--config", cfg,
+           "--out", world.root / "ev" / "d.jsonl", named=["inside the input folder"], loads=0)
+
+
+def test_audit_requests_keep_snippet_order_without_a_search_per_pair():
+    """Snippet-major within a question, in the order the snippets are listed, each snippet's
+    items in item order."""
+    from gamut_local.data.records import Question
+    from gamut_local.stages.audit import audit_requests
+
+    class Spec:
+        max_snippet_chars = 100
+
+        class model:
+            system_prompt = None
+
+    n = 50
+    q = Question.model_validate({"question_id": "q", "domain": "d", "question": "Q?", "meta_rubric": {
+        "items": [{"id": f"i{k}", "type": "simple", "tier": "valuable", "fact": f"f{k}",
+                   "evidence": [f"s{(k * 7) % n}", f"s{(k * 3 + 1) % n}"]} for k in range(n)],
+        "snippets": [{"id": f"s{k}", "title": "T", "text": "x"} for k in reversed(range(n))]}})
+    keys = [r["key"] for r in audit_requests([q], Spec)]
+    snippet_order = [f"s{k}" for k in reversed(range(n))]
+    want = sorted(((sid, item) for item in range(n) for sid in (f"s{(item * 7) % n}", f"s{(item * 3 + 1) % n}")),
+                  key=lambda p: snippet_order.index(p[0]))
+    assert keys == [("q", f"i{item}", sid) for sid, item in want]

@@ -1,4 +1,4 @@
-"""Hostile inputs to corrected scores (issue 42): human verdicts that disagree with the sample
+"""Hostile inputs to corrected scores: human verdicts that disagree with the sample
 design, design files edited after the draw, juries made of the wrong judges, bad plan-sample
 arguments. Every path into a corrected score (score on a folder, a run, files, a human file
 outside its folder; score-run; report; plan-sample; the viewer's live leaderboard) runs the
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.analysis.design import content_id
-from gamut_local.testing.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
+from tests.support.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
 
 MODEL = "reference-complete"
 HUMAN = "human-ann"

@@ -19,7 +19,7 @@ import pytest
 
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import verdict_files
-from gamut_local.testing import processes
+from tests.support import processes
 
 FAKE_CLI = Path(__file__).with_name("fake_cli.py")
 REPO = Path(__file__).resolve().parents[2]  # the tree under test, whatever is installed
@@ -178,7 +178,8 @@ def test_sigkill_mid_draft_then_the_rerun_drafts_only_what_is_missing(world, exp
     left and none twice. That no engine process outlives a killed stage is the real engine's
     test (tests/e2e/test_killed.py): every stage opens its engine the same way."""
     from gamut_local.stages.draft import drafts_log_path
-    from gamut_local.testing.authoring import write_authoring_inputs, write_draft_config
+    from gamut_local.demo.authoring import write_authoring_inputs
+    from tests.support.authoring import write_draft_config
 
     questions, evidence = write_authoring_inputs(world.root / "authoring", 3)
     cfg = write_draft_config(world.root / "authoring", str(world.root / "models" / "cand"), 96, max_retries=0)
@@ -250,7 +251,7 @@ def test_sigint_stops_with_a_message_and_the_rerun_resumes(world, expect):
 
 
 def test_ctrl_c_in_process_says_what_was_written(world, expect, monkeypatch):
-    from gamut_local.testing import fake_engine
+    from tests.support import fake_engine
 
     calls = {"n": 0}
 

@@ -1,7 +1,8 @@
 """Hostile inputs: configs, datasets, images and records that used to be accepted silently
 (class 4), failed only after a model loaded (class 5) or ended in a traceback (class 6).
 Every case: exit code, no traceback, the file/field named, inputs byte-identical, and
-(where a model would load) nothing loaded."""
+(where a model would load) nothing loaded. Also: lone surrogates in record files, release
+ids and citations, --seed and engine.extra."""
 
 from __future__ import annotations
 
@@ -282,3 +283,71 @@ def test_dataset_that_is_a_symlink_loop(world, expect):
     (world.root / "a.jsonl").symlink_to(world.root / "b.jsonl")
     (world.root / "b.jsonl").symlink_to(world.root / "a.jsonl")
     expect(1, "validate", world.root / "a.jsonl", named=["a.jsonl", "leads nowhere"])
+
+
+@pytest.mark.parametrize("command", ["validate", "lint", "compile"])
+def test_a_lone_surrogate_in_a_dataset_is_a_message(world, expect, command):
+    rows = world.dataset.read_text().splitlines()
+    rows[1] = rows[1].replace('"domain": "d"', '"domain": "d\\udc80"')
+    world.dataset.write_text("\n".join(rows) + "\n")
+    out = world.root / "rubric.jsonl"
+    argv = [command, world.dataset] + (["--out", out] if command == "compile" else [])
+    expect(1, *argv, named=["data.jsonl:2", "lone surrogate"])
+    assert not out.exists()
+
+
+def test_a_lone_surrogate_in_verdicts_is_a_message(world, expect):
+    v = world.verdicts(world.root / "v.jsonl", raw="x")
+    v.write_text(v.read_text().replace('"raw": "x"', '"raw": "\\ud800"', 1))
+    expect(1, "score", v, "--out", world.root / "s.json", named=["v.jsonl:1", "lone surrogate"])
+    assert not (world.root / "s.json").exists()
+
+
+@pytest.fixture
+def release(world):
+    pytest.importorskip("pyarrow")
+    from tests.support import release
+
+    return release
+
+
+def test_a_release_with_a_repeated_session_id_is_refused(world, expect, release):
+    rows = release.release_rows() + [release.release_rows()[1]]
+    path = release.write_parquet(rows, world.root / "rel.parquet")
+    out = world.root / "rubric.jsonl"
+    for argv in (["validate", path], ["compile", path, "--out", out], ["lint", path]):
+        expect(1, *argv, named=["rel.parquet[row 3]", "session_id", f"duplicate id {release.BRIDGE!r}", "row 1"])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("citation", [["1", "2"], {"id": "1"}, True])
+def test_a_release_citation_that_is_not_one_id_is_refused(world, expect, release, citation):
+    rows = release.release_rows()
+    for row in rows:  # a parquet column has one type: every row's citations are of it
+        for tier in ("Answer_Critical", "Answer Critical"):
+            for item in row["rubrics"].get(tier, []):
+                item["Specifics"] = [{"Citation": citation, "Quote": "..."}]
+    path = release.write_parquet(rows, world.root / "rel.parquet")
+    out = world.root / "rubric.jsonl"
+    expect(1, "compile", path, "--out", out,
+           named=["rel.parquet[row 0]", "Specifics.0.Citation", "expected one snippet id", repr(citation)])
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("seed", ["-1", "-99999999999999999999"])
+def test_score_and_report_refuse_a_negative_seed(world, expect, seed):
+    v = world.verdicts(world.root / "v.jsonl")
+    expect(1, "score", v, "--out", world.root / "s.json", "--seed", seed, named=["--seed", seed])
+    assert not (world.root / "s.json").exists()
+    expect(1, "report", world.root, "--seed", seed, named=["--seed", seed])
+
+
+@pytest.mark.parametrize("value, command", [("two", "plan"), ("two", "run"), (0, "plan"), (True, "slurm"),
+                                            (2.5, "plan")])
+def test_engine_extra_that_gamut_local_reads_is_checked(world, expect, value, command):
+    cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False,
+                                "engine": {"extra": {"pipeline_parallel_size": value}}}])
+    argv = ["--dry-run"] if command == "slurm" else []
+    expect(1, command, *(["--config"] if command == "run" else []), cfg, *argv,
+           named=["run.yaml", "extra.pipeline_parallel_size", repr(value)], loads=0)
+    assert not world.run_dir.exists()

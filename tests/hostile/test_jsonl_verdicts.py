@@ -18,7 +18,7 @@ from gamut_local.data import verdict_table as vt
 from gamut_local.errors import InputError
 from gamut_local.rundir import verdict_store
 from gamut_local.rundir.store import JOURNAL
-from gamut_local.testing.synthetic import assert_same_table, make_records
+from tests.support.synthetic import assert_same_table, make_records
 from tests.reference import read_verdicts_reference
 
 GOOD = {"question_id": "q1", "model": "m", "variant": "multimodal", "judge": "j", "check_id": "c1",

@@ -1,4 +1,4 @@
-"""Hostile input, third pass, on what commands report and write: `status` and `slurm --submit`
+"""Hostile input on what commands report and write: `status` and `slurm --submit`
 over a damaged `slurm/jobs.json`, `status`'s counts, a back end whose extra is not installed,
 `report --allow-incomplete` on systems that share no question (whole outputs or none), the
 viewer asked for a page while it reads a run it then refuses, and the manifest after a
@@ -204,8 +204,6 @@ def test_every_optional_import_is_in_an_extra():
     optional = {"torchvision"}  # imported only to see whether vLLM's image path works here
     found = {}
     for path in (root / "gamut_local").rglob("*.py"):
-        if "testing" in path.parts:  # test helpers: the `test` extra
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
@@ -349,7 +347,7 @@ def gated(tmp_path):
 
     from starlette.testclient import TestClient
 
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
     from gamut_local.viewer.app import create_app
     from gamut_local.viewer.index import read_run
     from gamut_local.viewer.opening import Opening, run_files

@@ -1,13 +1,16 @@
 """The reading commands (score, score-run, agree, compare, report, validate) on missing,
 empty, torn and inconsistent inputs: a message naming the file, never a traceback (class 6),
 never a silent score of verdicts the dataset does not back (class 4), and the torn-tail
-rule every reader shares (class 3)."""
+rule every reader shares (class 3); compare, agree and report on scores and verdicts of
+the wrong shape; the two verdict readers alike on lone surrogates."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+
+from gamut_local.errors import InputError
 
 
 def test_score_of_a_missing_file(world, expect):
@@ -203,3 +206,85 @@ def test_a_store_file_with_garbled_metadata_is_refused_naming_it(world, expect, 
     unit = _rewritten(world, "m", "verdict", lambda t, c: t.replace_schema_metadata({verdict_store.META_KEY: meta}))
     out = expect(1, "score", unit, "--out", world.root / "s.json", named=[f"{unit}: {field}", why])
     assert not (world.root / "s.json").exists() and "nothing was written" in out
+
+
+def _scores(world, models) -> object:
+    path = world.root / "s.json"
+    path.write_text(json.dumps({"models": models}))
+    return path
+
+
+def _m(judge="j", model="m", variant="text_only", score=50.0):
+    return {"judge": judge, "model": model, "variant": variant, "gamut_score": score}
+
+
+@pytest.mark.parametrize("bad, field", [(_m(judge=["j"]), "models.1.judge"), (_m(model={"a": 1}), "models.1.model"),
+                                        (_m(variant=3), "models.1.variant"), (_m(score=True), "models.1.gamut_score"),
+                                        (_m(judge=""), "models.1.judge")])
+def test_compare_names_a_field_of_the_wrong_type(world, expect, bad, field):
+    path = _scores(world, [_m(variant="multimodal"), bad])
+    expect(1, "compare", path, "--out", world.root / "c.json", named=["s.json", field])
+    assert not (world.root / "c.json").exists()
+
+
+def test_compare_refuses_one_system_scored_twice(world, expect):
+    path = _scores(world, [_m(variant="multimodal"), _m(score=40.0), _m(score=60.0)])
+    expect(1, "compare", path, "--out", world.root / "c.json",
+           named=["s.json", "models.2", "appears twice", "first at models.1"])
+    assert not (world.root / "c.json").exists()
+
+
+def test_compare_refuses_a_scores_file_with_a_repeated_key(world, expect):
+    (world.root / "s.json").write_text('{"models": [], "models": []}')
+    expect(1, "compare", world.root / "s.json", named=["s.json", "'models' appears twice"])
+
+
+def test_agree_with_a_single_judge_is_an_error(world, expect):
+    a = world.verdicts(world.root / "a.jsonl", judge="gold", qids=("q1", "q2"))
+    b = world.verdicts(world.root / "b.jsonl", judge="gold", qids=("q3", "q4"))
+    out = world.root / "agree.json"
+    expect(1, "agree", a, b, "--out", out, named=["a.jsonl", "b.jsonl", "only one judge (gold)"])
+    assert not out.exists()
+
+
+def test_report_refuses_a_missing_extra_verdict_file_unless_told(world, expect):
+    gold = world.verdicts(world.root / "gold.jsonl", model="cand")
+    expect(0, "run", "--config", world.config(extra_verdicts=[str(gold)]), inputs_change=True)
+    report = world.run_dir / "report.md"
+    before = report.read_bytes()
+    gold.unlink()
+    expect(1, "report", world.run_dir, named=["manifest.json", "extra_verdicts.0", "gold.jsonl",
+                                              "--allow-missing-verdicts"])
+    assert report.read_bytes() == before
+    out = expect(0, "report", world.run_dir, "--allow-missing-verdicts", named=["warning:", "gold.jsonl"],
+                 inputs_change=True)
+    assert "its judge's verdicts are not in this report" in out
+    first = report.read_text().splitlines()[0]
+    assert first.startswith("> **Warning:**") and "gold.jsonl" in first
+
+
+@pytest.mark.parametrize("escape", [r"\ud800", r"\udc80", r"\udfff", r"\ud800\ud800", r"\udc00\ud800",
+                                    r"\ud83d\ude00", r"\\ud800"])
+@pytest.mark.parametrize("field", ["raw", "question_id", "check_id", "judge", "extra"])
+def test_both_verdict_readers_judge_a_surrogate_alike(tmp_path, escape, field):
+    from gamut_local.data.verdict_table import read_verdicts
+    from tests.reference import read_verdicts_reference
+
+    rows = [{"question_id": f"q{i}", "model": "m", "variant": "text_only", "judge": "j", "check_id": f"c{k}",
+             "tier": "valuable", "verdict": "meets", "raw": "x"} for i in range(3) for k in range(3)]
+    rows[4][field] = "SPOT"
+    path = tmp_path / "v.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows).replace("SPOT", f"a{escape}b"))
+
+    def outcome(read, **kw):
+        try:
+            table = read([path], **kw)
+        except InputError as e:
+            return [str(p) for p in e.problems]
+        return (table.questions, table.checks, table.judges)
+
+    reference = outcome(read_verdicts_reference)
+    lone = escape not in (r"\ud83d\ude00", r"\\ud800")
+    assert (reference == ["%s:5: <record>: a string holds a lone surrogate (an escape such as \\ud800 without its "
+                          "pair), not text" % path]) == lone
+    assert outcome(read_verdicts) == reference

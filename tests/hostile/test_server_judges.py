@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.rundir import verdict_store
-from gamut_local.testing.openai_fault_server import MODEL, FaultServer
+from tests.support.openai_fault_server import MODEL, FaultServer
 
 KEY = "sk-planted-5f0c9e2a7b-never-shown"  # the API key, in the variable the config names
 URL_SECRET = "urlsecret-81d4c0a9"  # a key in a URL (GAMUT_SERVER_URL of a SLURM client job)

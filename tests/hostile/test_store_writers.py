@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.rundir import task_lock, verdict_store
-from gamut_local.testing import processes
+from tests.support import processes
 from tests.hostile.conftest import CHECKS
 
 FAKE_CLI = Path(__file__).with_name("fake_cli.py")

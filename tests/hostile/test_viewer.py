@@ -1,4 +1,4 @@
-"""The viewer's HTTP API as a hostile client uses it (second pass): bodies that repeat a key,
+"""The viewer's HTTP API as a hostile client uses it: bodies that repeat a key,
 nest deeply, hold a lone surrogate, are too large, not UTF-8 or of the wrong shape; writes
 from another origin; odd query strings and paths on every read route. Each is a 4xx with a
 short JSON reason (writes) or a plain refusal, never a 500, and nothing is written."""
@@ -15,7 +15,7 @@ pytest.importorskip("httpx")
 
 @pytest.fixture
 def run(tmp_path):
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
 
     return build_sample_run(tmp_path / "run", seed=0)
 
@@ -190,3 +190,46 @@ def test_a_bug_in_a_handler_is_one_line_not_a_traceback(run, monkeypatch, capsys
     debug = TestClient(create_app(open_run(run), debug=True), base_url="http://127.0.0.1:8765")
     with pytest.raises(ZeroDivisionError):  # --debug: the error goes on to Starlette (and its traceback)
         debug.get("/api/overview")
+
+
+@pytest.fixture(scope="module")
+def viewer(tmp_path_factory):
+    """One run for every read (reads write nothing)."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("httpx")
+    from starlette.testclient import TestClient
+
+    from tests.support.sample_run import build_sample_run
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import open_run
+
+    root = tmp_path_factory.mktemp("viewer")
+    run = build_sample_run(root / "run", seed=0)
+    yield TestClient(create_app(open_run(run), annotator="ann"), base_url="http://127.0.0.1:8765")
+
+
+ODD_READS = [
+    "/api/queue?pos=1&pos=x", "/api/queue?pos=%2B3", "/api/queue?pos=%203%20", "/api/queue?pos=3.0",
+    "/api/queue?pos=0x10", "/api/queue?pos=1_000", "/api/queue?only=all&pos=999999", "/api/queue?blind=%ff",
+    "/api/queue?q=" + "x" * 20000, "/api/queue?q=&pos=0", "/api/queue?only=all&q=%00",
+    "/api/questions?offset=-1", "/api/questions?offset=%EF%BC%91", "/api/questions?sort=&offset=1",
+    "/api/questions?sort=" + "%ff" * 3000, "/api/questions?model=%00&variant=%00&domain=%00",
+    "/api/questions?variant=text_only&variant=multimodal", "/api/questions?disagree=%ED%A0%80",
+    "/api/questions?offset=" + "1" * 4301, "/questions?offset=" + "1" * 4301 + "&sort=%3Cscript%3Ealert(1)",
+    "/api/question/%2F", "/api/question/..%2F..%2Fetc%2Fpasswd", "/question/%3Cscript%3E",
+    "/image/%00", "/image/" + "%ff" * 300, "/figure/..%2Fmanifest.json", "/figure/", "/static/..%2Fapp.py",
+    "/static/" + "a" * 5000, "/api/overview?x=" + "%ED%A0%80" * 100,
+]
+
+
+@pytest.mark.parametrize("url", ODD_READS)
+def test_more_odd_reads_never_give_a_500(viewer, url):
+    res = viewer.get(url)
+    assert res.status_code in (200, 404), (url, res.status_code, res.text[:200])
+    assert "<script>alert" not in res.text  # a value from the query is escaped wherever a page shows it
+
+
+def test_a_query_value_is_escaped_in_the_page(viewer):
+    res = viewer.get("/questions", params={"sort": "<script>alert(1)</script>", "model": '"><b>x'})
+    assert res.status_code == 200
+    assert "<script>alert(1)" not in res.text and '"><b>x' not in res.text

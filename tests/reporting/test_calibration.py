@@ -8,7 +8,7 @@ import json
 from gamut_local.reporting.calibration import calibration_files, markdown
 from gamut_local.rundir.layout import verdict_files
 from gamut_local.rundir.store import append_jsonl
-from gamut_local.testing.sample_run import build_sample_run
+from tests.support.sample_run import build_sample_run
 
 
 def test_calibration_files_from_a_run_with_human_verdicts(tmp_path):

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from gamut_local.testing.simulate import sampled_cells, simulate, write_verdicts
+from tests.support.simulate import sampled_cells, simulate, write_verdicts
 
 
 @pytest.fixture

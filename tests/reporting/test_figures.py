@@ -8,8 +8,8 @@ from gamut_local.analysis.scoring import score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.data.verdict_table import table_from_records
 from gamut_local.reporting import drawing, figures
-from gamut_local.testing import processes
-from gamut_local.testing.synthetic import make_records
+from tests.support import processes
+from tests.support.synthetic import make_records
 
 
 def _tables() -> dict:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gamut_local.config import load_yaml_node
 from gamut_local.rubric import fast_yaml, revision
-from gamut_local.testing.authoring import sample_records
+from gamut_local.demo.authoring import sample_records
 
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

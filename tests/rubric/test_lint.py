@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from gamut_local.data.records import Question
 from gamut_local.rubric.lint import lint_question, lint_questions
-from gamut_local.testing.authoring import sample_records
+from gamut_local.demo.authoring import sample_records
 
 SNIPPETS = [{"id": "s1", "title": "Espresso (encyclopedia article)", "text": "Espresso is coffee."},
             {"id": "s2", "title": "Crema", "text": "Crema is foam."}]
@@ -143,7 +143,7 @@ def test_cli_prints_findings_and_exits_1_on_errors(tmp_path, gamut):
 
 def test_cli_lints_the_release_parquet(tmp_path, gamut):
     pytest.importorskip("pyarrow")
-    from gamut_local.testing.release import write_release
+    from tests.support.release import write_release
 
     path = write_release(tmp_path / "release.parquet")
     result = gamut("lint", path)
@@ -166,7 +166,7 @@ def test_the_indexed_near_duplicate_search_finds_what_all_pairs_find():
 
     from gamut_local.rubric.lint import NEAR_DUPLICATE
     from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
-    from gamut_local.testing.authoring import all_pairs_near_duplicates
+    from tests.support.authoring import all_pairs_near_duplicates
 
     questions = [_build(change) for _, change, _ in CORPUS] + \
         [Question.model_validate(r) for r in sample_records()]
@@ -228,7 +228,7 @@ def test_a_search_over_many_questions_pairs_only_within_each(monkeypatch, pyarro
 
     from gamut_local.rubric import near_duplicates
     from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
-    from gamut_local.testing.authoring import all_pairs_near_duplicates
+    from tests.support.authoring import all_pairs_near_duplicates
 
     monkeypatch.setattr(near_duplicates, "PYARROW_FROM", pyarrow_from)
     rng = random.Random(0)
@@ -289,7 +289,7 @@ def test_the_search_with_its_filters_finds_what_all_pairs_find(texts, groups, t)
     filters prune): the same pairs as comparing every one, at thresholds that land on and
     between the ratios of small counts."""
     from gamut_local.rubric.near_duplicates import content_words, first_near_duplicates
-    from gamut_local.testing.authoring import all_pairs_near_duplicates
+    from tests.support.authoring import all_pairs_near_duplicates
 
     groups = groups[:len(texts)]
     assert first_near_duplicates(texts, groups, t) == all_pairs_near_duplicates(

@@ -7,7 +7,7 @@ import json
 
 from gamut_local.rundir.store import dumps
 from gamut_local.stages.revise import diff_files, export_dataset, import_dir
-from gamut_local.testing.authoring import sample_records
+from gamut_local.demo.authoring import sample_records
 
 
 def _canonical_sample(tmp_path):

@@ -80,11 +80,10 @@ def test_adding_a_stage_keeps_the_manifest_as_written(tmp_path):
 
 def test_only_manifest_schema_parses_manifest_json():
     """One reader of manifest.json: a function elsewhere that names the file and parses JSON
-    itself is a second one (read it with `read_manifest`, whose `manifest_path` names it). Test
-    support (`gamut_local/testing`) writes manifests by hand and is left out."""
+    itself is a second one (read it with `read_manifest`, whose `manifest_path` names it)."""
     package = Path(__file__).resolve().parents[2] / "gamut_local"
     found = []
-    for path in sorted(p for p in package.rglob("*.py") if "testing" not in p.parts):
+    for path in sorted(package.rglob("*.py")):
         for fn in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

@@ -13,7 +13,7 @@ from gamut_local.data.records import Question
 from gamut_local.prompts.audit import AUDIT_LABELS
 from gamut_local.rundir.store import dumps, read_jsonl
 from gamut_local.stages.audit import apply_action, audit, audit_requests, item_claim, side_path
-from gamut_local.testing.authoring import sample_records
+from gamut_local.demo.authoring import sample_records
 
 N_QUESTIONS = 2
 

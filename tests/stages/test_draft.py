@@ -11,12 +11,13 @@ import pytest
 
 from gamut_local.config import DraftSpec, ModelSpec
 from gamut_local.data.records import Question
+from gamut_local.demo.authoring import write_authoring_inputs
 from gamut_local.errors import InputError
 from gamut_local.prompts.draft import DRAFT_TEMPLATE_HASH
 from gamut_local.rubric.schema import Snippet
 from gamut_local.rundir.store import read_jsonl
 from gamut_local.stages.draft import draft, draft_schema, draft_settings_hash, drafts_log_path, parse_draft
-from gamut_local.testing.authoring import write_authoring_inputs, write_draft_config
+from tests.support.authoring import write_draft_config
 
 N_QUESTIONS = 2
 SNIPPETS = [Snippet(id="espresso", title="Espresso", text="Espresso is coffee."),

@@ -94,7 +94,7 @@ def test_plan_skips_current_answers_in_any_shard_file_and_redoes_other_settings(
 
 def test_an_edited_question_is_answered_again_and_no_other(tmp_path, monkeypatch, model_dir):
     """Fix a typo in one question's text: exactly its answers are redone, through the stage."""
-    from gamut_local.testing import fake_engine
+    from tests.support import fake_engine
 
     fake_engine.install(monkeypatch)
     spec = _run(tmp_path, models=[{"name": "m", "path": str(model_dir), "vision": True}])
@@ -170,7 +170,7 @@ def test_unreadable_image_is_named_with_its_line(tmp_path, model_dir):
 
 @pytest.mark.engine
 def test_multimodal_answers_from_a_tiny_qwen3_vl_through_transformers(tmp_path):
-    from gamut_local.testing.tiny_vlm import build_tiny_qwen3_vl
+    from gamut_local.demo.tiny_vlm import build_tiny_qwen3_vl
 
     weights = tmp_path / "tiny-qwen3-vl"
     build_tiny_qwen3_vl(weights, seed=0)

@@ -311,7 +311,7 @@ def test_a_judge_task_leaves_one_store_file_per_unit_read_as_columns_without_jso
     from gamut_local.data.verdict_table import read_verdicts
     from tests.reference import read_verdicts_reference
     from gamut_local.rundir import store
-    from gamut_local.testing.fake_engine import FakeEngine
+    from tests.support.fake_engine import FakeEngine
 
     monkeypatch.setenv("GAMUT_LOCAL_CACHE", str(tmp_path / "cache"))
     questions = {q.question_id: q for q in load_questions(SAMPLE)}

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gamut_local.analysis.jury import aggregate
-from gamut_local.testing.simulate import ACCURATE, LENIENT, NOISY, SimJudge, simulate, write_verdicts
+from tests.support.simulate import ACCURATE, LENIENT, NOISY, SimJudge, simulate, write_verdicts
 
 LABELS = ["meets", "partially_meets", "missing", "contradicts"]
 
@@ -85,7 +85,7 @@ def test_jury_verdicts_are_read_like_any_judges_and_can_be_corrected(gamut, tmp_
     assert info["members"] == ["accurate", "lenient", "noisy"] and set(info["confusion"]) == set(info["members"])
     assert gamut("sample", tmp_path, "--responses", 10).exit_code == 0
     design = json.loads((tmp_path / "samples" / "calibration.json").read_text())
-    from gamut_local.testing.simulate import sampled_cells
+    from tests.support.simulate import sampled_cells
 
     write_verdicts(sim, tmp_path, None, "human-ann", sampled_cells(sim, design), design)
     out = tmp_path / "scores.json"

@@ -13,7 +13,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "runs" / "sample.yaml
 
 
 def test_the_demo_config_shows_corrected_scores(gamut, tmp_path, monkeypatch):
-    from gamut_local.testing import fake_engine
+    from tests.support import fake_engine
 
     models = tmp_path / "models"
     (models / "smollm2-135m-instruct").mkdir(parents=True)

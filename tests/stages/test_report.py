@@ -14,7 +14,7 @@ from gamut_local.rundir.store import write_json, write_jsonl
 from gamut_local.stages.compare import compare_scores_file
 from gamut_local.stages.report import write_report
 from gamut_local.stages.score import score_records
-from gamut_local.testing.synthetic import make_records
+from tests.support.synthetic import make_records
 
 DOMAINS = ("food", "plants", "animals")
 
@@ -371,7 +371,7 @@ def test_a_fresh_report_reads_its_dataset_and_answers_in_processes_of_their_own(
     import subprocess
     import sys
 
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
 
     root = build_sample_run(tmp_path / "run")  # two judges, the dataset and the answers
     code = """

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gamut_local.analysis.design import draw, inclusion, read_sample
-from gamut_local.testing.simulate import simulate, write_verdicts
+from tests.support.simulate import simulate, write_verdicts
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_a_damaged_design_file_is_named_with_its_field(tmp_path):
 
 
 def test_plan_sample_from_a_pilot(gamut, run):
-    from gamut_local.testing.simulate import sampled_cells
+    from tests.support.simulate import sampled_cells
 
     sim = simulate(0, n_questions=40)
     gamut("sample", run, "--responses", 15, "--seed", 3)

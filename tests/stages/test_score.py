@@ -8,7 +8,7 @@ import pytest
 
 from gamut_local.analysis.correction import estimate_on
 from gamut_local.analysis.metrics import score_responses
-from gamut_local.testing.simulate import sampled_cells, simulate, write_verdicts
+from tests.support.simulate import sampled_cells, simulate, write_verdicts
 
 KEYS = {"judge", "gold", "sample_id", "score", "ci_low", "ci_high", "human_only", "human_only_ci_low",
         "human_only_ci_high", "n_labeled", "n_total", "bias", "judge_only", "method", "reason", "tiers"}

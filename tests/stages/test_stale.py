@@ -15,7 +15,7 @@ from gamut_local.errors import InputError
 from gamut_local.data.dataset import load_questions
 from gamut_local.rubric.compiler import checks_for
 from gamut_local.stages.score import write_scores
-from gamut_local.testing.sample_run import SAMPLE
+from tests.support.sample_run import SAMPLE
 
 GOLD = SAMPLE / "verdicts" / "gold.jsonl"
 QUESTIONS = SAMPLE / "questions.jsonl"
@@ -126,7 +126,7 @@ def test_a_human_verdict_on_a_reworded_check_is_stale_in_the_viewer_and_not_gold
 
 @pytest.fixture
 def sample_run_for_stale(tmp_path):
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
 
     return build_sample_run(tmp_path / "run", seed=0)
 

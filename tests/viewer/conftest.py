@@ -10,7 +10,7 @@ import pytest
 def sample_run(tmp_path, gamut):
     """Scored by `gamut-local score`, so scores.json is exactly what users have."""
     from gamut_local.rundir.layout import scores_path, verdict_files
-    from gamut_local.testing.sample_run import build_sample_run
+    from tests.support.sample_run import build_sample_run
 
     run = build_sample_run(tmp_path / "run", seed=0)
     res = gamut("score", *verdict_files(run), "--out", scores_path(run))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gamut_local.testing.live_server import CHROMIUM, chromium, live_server
+from tests.support.live_server import CHROMIUM, chromium, live_server
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not Path(CHROMIUM).exists(),
@@ -74,7 +74,7 @@ def test_annotate_three_cells_with_the_keyboard(browser, served):
 def test_question_page_shows_image_and_rubric_tree(browser, served):
     from gamut_local.data.dataset import load_questions
     from gamut_local.rubric.compiler import checks_for
-    from gamut_local.testing.sample_run import SAMPLE
+    from tests.support.sample_run import SAMPLE
 
     url, _ = served
     q = next(q for q in load_questions(SAMPLE / "questions.jsonl") if q.question_id == "food-espresso")

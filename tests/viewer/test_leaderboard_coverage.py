@@ -6,7 +6,7 @@ import json
 
 from gamut_local.rundir.layout import scores_path, verdict_files
 from gamut_local.rundir.store import write_jsonl
-from gamut_local.testing.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
+from tests.support.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
 
 
 def test_an_incomplete_system_is_marked(tmp_path, gamut, client_for):

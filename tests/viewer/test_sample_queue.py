@@ -48,7 +48,7 @@ def _grade(client, run, stop=None) -> list[tuple]:
 
 def test_the_queue_walks_each_drawn_response_in_full_in_the_designs_order(sampled, client_for):
     from gamut_local.data.dataset import load_questions
-    from gamut_local.testing.sample_run import SAMPLE
+    from tests.support.sample_run import SAMPLE
 
     run, _, design = sampled
     client = client_for(run, annotator="ann")
@@ -112,7 +112,7 @@ def test_a_verdict_from_the_disagreement_queue_does_not_count_for_the_sample(sam
 
 
 def test_the_live_corrected_leaderboard_is_what_score_correct_with_writes(sampled, client_for, gamut, tmp_path):
-    from gamut_local.testing.sample_run import SAMPLE
+    from tests.support.sample_run import SAMPLE
 
     run, path, _ = sampled
     client = client_for(run, annotator="ann")

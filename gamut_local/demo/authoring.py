@@ -1,16 +1,14 @@
 """Inputs for `draft` made from the bundled sample: its questions without their rubrics, and
-the evidence snippets those rubrics cite, as an evidence JSONL or a folder of Markdown files.
+the evidence snippets those rubrics cite, as an evidence JSONL or a folder of Markdown files
+(the walk-through in docs/authoring.md starts from them).
 
-Plain JSON, no package imports above `config`, so tests and the authoring walk-through
-(docs/authoring.md) share it.
+`python -m gamut_local.demo.authoring FOLDER [N] [--folder]`. Plain JSON, no package imports.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from gamut_local.testing.engines import VLLM_CPU_TEST_ENGINE
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample" / "questions.jsonl"
 QUESTION_FIELDS = ("question_id", "domain", "question", "question_text_only", "image")
@@ -45,50 +43,15 @@ def write_authoring_inputs(folder: str | Path, n: int | None = None,
     return questions, evidence
 
 
-def write_draft_config(folder: str | Path, model_path: str, max_tokens: int, max_retries: int = 1) -> Path:
-    """A `draft` config for SmolLM2 on vllm-cpu with the test suite's engine settings (YAML
-    takes the JSON mapping), bounded
-    small (two items, two list elements, 40 characters) so a tiny model finishes quickly."""
-    cfg = Path(folder) / "draft.yaml"
-    cfg.write_text(f"""model:
-  name: smollm2
-  path: {model_path}
-  backend: vllm
-  vision: false
-  engine: {json.dumps(VLLM_CPU_TEST_ENGINE.model_dump(mode="json", exclude_unset=True))}
-  sampling: {{max_tokens: {max_tokens}}}
-max_retries: {max_retries}
-max_items: 2
-max_list: 2
-max_chars: 40
-""")
-    return cfg
-
-
-def all_pairs_near_duplicates(words: list[set[str]], groups: list, threshold: float) -> dict:
-    """The duplicate rule's search as it was, every pair compared: j -> the first i < j of
-    another group with Jaccard >= threshold. The oracle for `rubric.near_duplicates.first_near_duplicates`
-    in its tests and scripts/bench_authoring.py (quadratic: keep it to a few thousand sets)."""
-    found = {}
-    for j in range(len(words)):
-        for i in range(j):
-            union = words[i] | words[j]
-            jaccard = len(words[i] & words[j]) / len(union) if union else 1.0
-            if (groups[j] is None or groups[i] != groups[j]) and jaccard >= threshold:
-                found[j] = i
-                break
-    return found
-
-
 def main(argv: list[str] | None = None) -> None:
-    """`python -m gamut_local.testing.authoring FOLDER [N] [--folder]`: the inputs of docs/authoring.md."""
+    """`python -m gamut_local.demo.authoring FOLDER [N] [--folder]`: the inputs of docs/authoring.md."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
     as_folder = "--folder" in args
     args = [a for a in args if a != "--folder"]
     if not args:
-        raise SystemExit("usage: python -m gamut_local.testing.authoring FOLDER [N] [--folder]")
+        raise SystemExit("usage: python -m gamut_local.demo.authoring FOLDER [N] [--folder]")
     questions, evidence = write_authoring_inputs(args[0], int(args[1]) if len(args) > 1 else None, as_folder)
     print(f"{questions}\n{evidence}")
 

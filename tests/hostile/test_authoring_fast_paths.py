@@ -1,10 +1,12 @@
-"""Issue 24, fourth round: what making `export` and `import` fast at 100,000 items could
-break, held to the one-process path: worker processes write the same bytes and the same
-messages in the same order, and a failure in a worker leaves nothing behind."""
+"""The authoring fast paths held to the one-process path: worker processes export, import,
+lint, compile and diff to the same bytes and messages in the same order, a failure in a
+worker leaves nothing, a large export is on disk before any rename, and compiled check
+dicts are the `Check` objects dumped."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,12 +14,26 @@ from gamut_local.data.records import Question
 from gamut_local.errors import InputError
 from gamut_local.rubric import workers as workers_module
 from gamut_local.stages import revise
-from tests.hostile.test_third_pass import ODD_TEXTS, _odd_record
+from tests.hostile.odd_texts import ODD_TEXTS, odd_record
+
+
+def test_compiled_check_dicts_are_the_checks_dumped():
+    """`compile` writes the dicts straight from the rules; they are what the `Check` objects
+    (as `checks_for` gives them to the judge) dump to, so the rubric file keeps its bytes."""
+    from gamut_local.data.dataset import load_questions
+    from gamut_local.data.records import Question
+    from gamut_local.rubric.compiler import check_dicts_for, checks_for
+
+    sample = Path(__file__).resolve().parents[2] / "gamut_local" / "data" / "sample" / "questions.jsonl"
+    questions = load_questions(sample, check_images=False)
+    questions += [Question.model_validate(odd_record(k)) for k in range(len(ODD_TEXTS))]
+    for q in questions:
+        assert check_dicts_for(q) == [c.model_dump() for c in checks_for(q)]
 
 
 def _source(tmp_path):
     src = tmp_path / "odd.jsonl"
-    src.write_text("".join(json.dumps(_odd_record(k), ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
+    src.write_text("".join(json.dumps(odd_record(k), ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n"
                            for k in range(len(ODD_TEXTS))))
     return src
 
@@ -105,13 +121,13 @@ def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
 def _mixed_dataset(tmp_path):
     """The odd records, a question of 45 items (many pieces), one judged on given checks
     and one with its own text-only checks beside its meta-rubric."""
-    rows = [_odd_record(k) for k in range(len(ODD_TEXTS))]
-    big = _odd_record(0) | {"question_id": "big"}
+    rows = [odd_record(k) for k in range(len(ODD_TEXTS))]
+    big = odd_record(0) | {"question_id": "big"}
     big["meta_rubric"]["items"] = [dict(item, id=f"{item['id']}.{n}") for n in range(9)
-                                   for item in _odd_record(n)["meta_rubric"]["items"]]
+                                   for item in odd_record(n)["meta_rubric"]["items"]]
     check = {"check_id": "g1", "text": "The response names the drink.", "tier": "answer_critical"}
     given = {"question_id": "given", "domain": "d", "question": "What is this?", "checks": [check]}
-    both = _odd_record(3) | {"question_id": "both", "checks_text_only": [check | {"text": "ünï “q” 😀"}]}
+    both = odd_record(3) | {"question_id": "both", "checks_text_only": [check | {"text": "ünï “q” 😀"}]}
     path = tmp_path / "mixed.jsonl"
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in [*rows[:5], big, given, *rows[5:], both]),
                     encoding="utf-8")

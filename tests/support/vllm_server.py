@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from gamut_local.testing.processes import child, wait_until
+from tests.support.processes import child, wait_until
 
 START_TIMEOUT_S = 600  # ~20 s on a quiet 2-core machine; far more when the cores are shared
 

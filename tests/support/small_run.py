@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from gamut_local.config import PROJECT_ROOT, load_run_config
-from gamut_local.testing.engines import VLLM_CPU_TEST_ENGINE
-from gamut_local.testing.smollm2 import FOLDER_NAME, model_cache_dir
+from tests.support.engines import VLLM_CPU_TEST_ENGINE
+from gamut_local.demo.smollm2 import FOLDER_NAME, model_cache_dir
 
 SAMPLE_DIR = PROJECT_ROOT / "gamut_local" / "data" / "sample"
 SMOLLM2 = model_cache_dir() / FOLDER_NAME

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
+import gamut_local
+
 from gamut_local.vocab import JUDGE_LABELS
 
-SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+SAMPLE = Path(gamut_local.__file__).resolve().parent / "data" / "sample"
 SYNTHETIC_JUDGE = "synthetic-judge"
 
 
