@@ -14,7 +14,6 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,19 +23,14 @@ from pydantic import ValidationError
 from gamut_local.data.dataset import load_question_rows
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
-from gamut_local.gc_pause import gc_paused
 from gamut_local.rubric.revision import (
     diff_lines,
-    diff_order,
-    diff_question,
+    diff_records,
     export_text,
     import_text,
-    items_text,
     line_of,
-    node_of,
     text_hash,
 )
-from gamut_local.rubric.workers import in_processes, shared
 from gamut_local.rundir.store import JOURNAL, dumps, fsync_path, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -44,43 +38,6 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
-
-
-PIECE = 200  # a meta-rubric of more items is written in pieces of this many, shared between processes
-
-
-def _pieces(rows) -> list[tuple[int, int, int]]:
-    """(question, first item, end item) for each piece of work: (question, 0, 0) for a whole
-    question, and a large meta-rubric's items PIECE at a time (its frame is written last)."""
-    out = []
-    for k, (_, _, rec) in enumerate(rows):
-        n = len((rec.get("meta_rubric") or {}).get("items") or [])
-        out += [(k, a, min(a + PIECE, n)) for a in range(0, n, PIECE)] if n > PIECE else [(k, 0, 0)]
-    return out
-
-
-def _render(start: int, stop: int) -> list[bytes | str]:
-    source, rows, pieces = shared()
-    out = []
-    for k, a, b in pieces[start:stop]:
-        q, _, rec = rows[k]
-        out.append(export_text(rec, q, source).encode("utf-8") if b == 0 else items_text(rec["meta_rubric"],
-                                                                                         q.meta_rubric, a, b))
-    return out
-
-
-def _rendered(source: str, rows) -> Iterator[bytes]:
-    """Each question's YAML, in order, from worker processes for a large dataset."""
-    pieces, parts = _pieces(rows), []
-    for (k, a, b), text in zip(pieces, in_processes(_render, len(pieces), [source, rows, pieces])):
-        if b == 0:
-            yield text
-            continue
-        parts.append(text)
-        q, _, rec = rows[k]
-        if b == len(rec["meta_rubric"]["items"]):  # the question's last piece
-            yield export_text(rec, q, source, items="".join(parts)).encode("utf-8")
-            parts = []
 
 
 def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
@@ -91,7 +48,8 @@ def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
         raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
                                   "(import reads every YAML file there)")])
     names = [out_dir / _file_name(i, q.question_id) for i, (q, _, _) in enumerate(rows, start=1)]
-    return write_files(out_dir, zip(names, _rendered(dataset.name, rows)))
+    return write_files(out_dir, ((name, export_text(rec, q, dataset.name).encode("utf-8"))
+                                 for name, (q, _, rec) in zip(names, rows)))
 
 
 def _write_temp(folder: Path, name: str, data: bytes) -> Path:
@@ -226,8 +184,7 @@ def _write_each(folder: Path, files) -> list[Path]:
 def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | None] | None:
     """(question id, the record as its JSON line, the record if it was edited) for one YAML
     file, or None with its problems added. The line is what `import` writes and what the
-    header's hash is of: dumped once, and only an edited record travels back whole from a
-    worker process."""
+    header's hash is of."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -240,22 +197,12 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | Non
     try:
         Question.model_validate(rec)
     except ValidationError as e:
-        node = node if node is not None else node_of(text)
         for err in e.errors():
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
             problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
         return None
     line = dumps(rec)
     return rec["question_id"], line, None if text_hash(line) == source_hash else rec
-
-
-def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
-    out = []
-    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
-        for path in shared()[start:stop]:
-            problems: list[Problem] = []
-            out.append((path, _read_one(path, problems), problems))
-    return out
 
 
 def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
@@ -270,8 +217,8 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     problems: list[Problem] = []
     lines, revised, seen = [], [], {}
     today = revised_on or datetime.now(UTC).date().isoformat()
-    for path, got, found in in_processes(_read_some, len(files), files):
-        problems += found
+    for path in files:
+        got = _read_one(path, problems)
         if got is None:
             continue
         qid, line, edited = got
@@ -290,23 +237,11 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     return {"questions": len(lines), "revised": revised, "out": str(out)}
 
 
-_NEITHER = (None, None)
-
-
-def _diff_some(start: int, stop: int) -> list[dict | None]:
-    order, a, b = shared()
-    out = []
-    for qid in order[start:stop]:
-        (qa, ra), (qb, rb) = a.get(qid, _NEITHER), b.get(qid, _NEITHER)
-        out.append(diff_question(qa, qb, ra, rb))
-    return out
-
-
 def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:
-    """`diff_records` of two dataset files (in worker processes for large ones)."""
-    qa = {q.question_id: (q, rec) for q, _, rec in load_question_rows(a, check_images=False)}
-    qb = {q.question_id: (q, rec) for q, _, rec in load_question_rows(b, check_images=False)}
-    order = diff_order(qa, qb)
-    d = {qid: entry for qid, entry in zip(order, in_processes(_diff_some, len(order), [order, qa, qb]))
-         if entry is not None}
+    """`diff_records` of two dataset files, and its lines."""
+    qa, ra, qb, rb = {}, {}, {}, {}
+    for questions, records, path in ((qa, ra, a), (qb, rb, b)):
+        for q, _, rec in load_question_rows(path, check_images=False):
+            questions[q.question_id], records[q.question_id] = q, rec
+    d = diff_records(qa, qb, ra, rb)
     return d, diff_lines(d)

@@ -1,6 +1,5 @@
-"""Issue 24, fourth round: what making `export` and `import` fast at 100,000 items could
-break, held to the one-process path: worker processes write the same bytes and the same
-messages in the same order, and a failure in a worker leaves nothing behind."""
+"""`export`, `import`, `lint`, `compile` and `diff` on odd and mixed datasets: the same bytes
+back, every bad file reported in file order, questions of many items and given checks."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import pytest
 
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError
-from gamut_local.rubric import workers as workers_module
 from gamut_local.stages import revise
 from tests.hostile.test_third_pass import ODD_TEXTS, _odd_record
 
@@ -22,40 +20,7 @@ def _source(tmp_path):
     return src
 
 
-def _use_workers(monkeypatch) -> list:
-    """Worker processes for a handful of questions, two at a time, even on one core; the list
-    gains an entry each time a pool of them is started."""
-    monkeypatch.setattr(workers_module, "PARALLEL_FROM", 2)
-    monkeypatch.setattr(workers_module, "CHUNK", 3)
-    monkeypatch.setattr(workers_module, "cores", lambda: 2)
-    forked = []
-    real = workers_module.ProcessPoolExecutor
-    monkeypatch.setattr(workers_module, "ProcessPoolExecutor", lambda *a, **k: forked.append(1) or real(*a, **k))
-    return forked
-
-
-@pytest.fixture
-def workers(monkeypatch):
-    return _use_workers(monkeypatch)
-
-
-def _tree(folder):
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
-
-
-def test_workers_export_and_import_the_bytes_one_process_does(tmp_path, monkeypatch):
-    src = _source(tmp_path)
-    revise.export_dataset(src, tmp_path / "one")
-    revise.import_dir(tmp_path / "one", tmp_path / "one.jsonl")
-    forked = _use_workers(monkeypatch)
-    revise.export_dataset(src, tmp_path / "many")
-    revise.import_dir(tmp_path / "many", tmp_path / "many.jsonl")
-    assert forked == [1, 1]  # both went through worker processes
-    assert _tree(tmp_path / "many") == _tree(tmp_path / "one")
-    assert (tmp_path / "many.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes() == src.read_bytes()
-
-
-def test_workers_report_every_bad_file_in_file_order(tmp_path, workers):
+def test_import_reports_every_bad_file_in_file_order(tmp_path):
     revise.export_dataset(_source(tmp_path), tmp_path / "yaml")
     files = sorted((tmp_path / "yaml").iterdir())
     files[1].write_text(files[1].read_text().replace("tier: valuable", "tier: vital", 1))
@@ -69,23 +34,9 @@ def test_workers_report_every_bad_file_in_file_order(tmp_path, workers):
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_a_failure_in_a_worker_leaves_no_file(tmp_path, monkeypatch, workers):
-    real = revise.export_text
-
-    def fail_on_q20(rec, q, source):
-        if rec["question_id"] == "q20":
-            raise OSError(28, "No space left on device")
-        return real(rec, q, source)
-
-    monkeypatch.setattr(revise, "export_text", fail_on_q20)
-    with pytest.raises(OSError, match="No space left"):
-        revise.export_dataset(_source(tmp_path), tmp_path / "yaml")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["odd.jsonl"]  # no folder, no temporary one
-
-
-def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
-    """The lint corpus written as one dataset: through worker processes, the same findings in
-    the same order (and the dataset's tier balance over all of them) as in this process."""
+def test_lint_file_finds_what_linting_each_question_finds(tmp_path):
+    """The lint corpus written as one dataset: the same findings in the same order (and the
+    dataset's tier balance over all of them) as linting the questions read one by one."""
     from gamut_local.rubric.lint import lint_questions
     from gamut_local.stages.lint import lint_file
     from tests.rubric.test_lint import CORPUS, _build
@@ -95,9 +46,7 @@ def test_workers_lint_every_question_as_one_process_does(tmp_path, monkeypatch):
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     one = lint_questions([(Question.model_validate(r), k) for k, r in enumerate(rows, start=1)], str(path))
-    forked = _use_workers(monkeypatch)
     many = lint_file(path)
-    assert forked == [1]
     assert {f.rule for f in one} >= {"duplicate_checks", "stranger_test", "tier_balance"}
     assert many == one
 
@@ -118,10 +67,9 @@ def _mixed_dataset(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("use_workers", [False, True])
-def test_compile_in_pieces_writes_the_bytes_of_one_pass(tmp_path, monkeypatch, use_workers):
-    """`compile` cuts a question's items into pieces (worker processes for a large dataset) and
-    joins their JSON: the same bytes, check counts included, as compiling each question whole."""
+def test_compile_writes_every_question_and_counts_its_checks(tmp_path):
+    """`compile` of odd texts, a question of many items, given checks and text-only checks:
+    each question's row as `compile_dataset` makes it, and the checks of both variants counted."""
     from gamut_local.data.dataset import load_questions
     from gamut_local.rubric.compiler import compile_dataset
     from gamut_local.rundir.store import write_jsonl
@@ -129,35 +77,25 @@ def test_compile_in_pieces_writes_the_bytes_of_one_pass(tmp_path, monkeypatch, u
 
     path = _mixed_dataset(tmp_path)
     write_jsonl(tmp_path / "whole.jsonl", rows := compile_dataset(load_questions(path, check_images=False)))
-    monkeypatch.setattr(compile_stage, "PIECE", 4)
-    forked = _use_workers(monkeypatch) if use_workers else []
     n = compile_stage.compile_file(path, tmp_path / "pieces.jsonl")
-    assert forked == ([1] if use_workers else [])
     assert (tmp_path / "pieces.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
     assert n == (len(rows), sum(len(r["checks"]) + len(r.get("checks_text_only", [])) for r in rows))
 
 
-@pytest.mark.parametrize("use_workers", [False, True])
-def test_export_in_pieces_writes_the_files_of_one_pass(tmp_path, monkeypatch, use_workers):
-    """`export` writes a large meta-rubric's items in pieces (worker processes for a large
-    dataset) and the frame around them last: the same files as writing each question whole,
-    and `import` reads them back to the same bytes."""
+def test_a_mixed_dataset_exports_and_imports_back(tmp_path):
+    """`export` of odd texts, a question of many items, given checks and text-only checks:
+    every item written, and `import` reads the folder back to the same records."""
     path = _mixed_dataset(tmp_path)
-    revise.export_dataset(path, tmp_path / "whole")
-    monkeypatch.setattr(revise, "PIECE", 4)
-    forked = _use_workers(monkeypatch) if use_workers else []
     revise.export_dataset(path, tmp_path / "pieces")
     revise.import_dir(tmp_path / "pieces", tmp_path / "back.jsonl")
-    assert forked == ([1, 1] if use_workers else [])
-    assert _tree(tmp_path / "pieces") == _tree(tmp_path / "whole")
     assert "id: e8.8" in (tmp_path / "pieces" / "0006-big.yaml").read_text()
     assert [json.loads(line) for line in (tmp_path / "back.jsonl").read_text().split("\n")[:-1]] == [
         json.loads(line) for line in path.read_text().split("\n")[:-1]]
 
 
-def test_workers_diff_as_one_process_does(tmp_path, monkeypatch):
-    """`diff` in worker processes: the same changes, in the same order, as in this process,
-    questions added and removed included; records read equal are not compared again."""
+def test_diff_of_a_mixed_dataset(tmp_path):
+    """`diff`: the questions that changed, in order, added and removed ones included; a
+    default written out is no change."""
     path = _mixed_dataset(tmp_path)
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n")[:-1]]
     rows[0]["meta_rubric"]["items"][0]["tier"] = "context"
@@ -169,10 +107,6 @@ def test_workers_diff_as_one_process_does(tmp_path, monkeypatch):
     revised = tmp_path / "revised.jsonl"
     revised.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     one = revise.diff_files(path, revised)
-    forked = _use_workers(monkeypatch)
-    many = revise.diff_files(path, revised)
-    assert forked == [1]
-    assert many == one
     assert list(one[0]) == ["q0", "q3", "big", "given", "q9", "new"]
     assert one[0]["q9"]["status"] == "removed" and one[0]["new"]["status"] == "added"
 

@@ -40,27 +40,6 @@ def _odd_record(k: int) -> dict:
             "provenance": {"revised_on": "2026-01-01", "revised_by": pick(23)}}
 
 
-def test_export_text_is_what_one_emitter_call_per_value_wrote():
-    """Export dumps a question's items in one call with its own node builder; the text is the
-    plain safe dumper's, value by value, as before (so an export reads as it always did)."""
-    from gamut_local.rubric import revision
-
-    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-    def plain(value, indent):
-        text = yaml.dump(value, Dumper=base, sort_keys=False, allow_unicode=True, width=revision.WIDTH,
-                         default_flow_style=False)
-        return "".join(" " * indent + line if line.strip() else line for line in text.splitlines(keepends=True))
-
-    for k in range(len(ODD_TEXTS)):
-        rec = _odd_record(k)
-        items = [revision._readable(i) for i in rec["meta_rubric"]["items"]]
-        assert revision._dump_each(items, 2) == [plain([i], 2) for i in items]
-        assert revision._dump(rec, 0) == plain(rec, 0)
-        keys = {key: rec[key] for key in ("question_id", "domain", "question")}
-        assert revision._dump(keys, 0) == "".join(plain({key: v}, 0) for key, v in keys.items())
-
-
 def test_odd_texts_export_and_import_to_the_same_bytes(tmp_path):
     from gamut_local.stages.revise import export_dataset, import_dir
 
@@ -70,20 +49,6 @@ def test_odd_texts_export_and_import_to_the_same_bytes(tmp_path):
     export_dataset(src, tmp_path / "yaml")
     import_dir(tmp_path / "yaml", tmp_path / "back.jsonl")
     assert (tmp_path / "back.jsonl").read_bytes() == src.read_bytes()
-
-
-def test_compiled_check_dicts_are_the_checks_dumped():
-    """`compile` writes the dicts straight from the rules; they are what the `Check` objects
-    (as `checks_for` gives them to the judge) dump to, so the rubric file keeps its bytes."""
-    from gamut_local.data.dataset import load_questions
-    from gamut_local.data.records import Question
-    from gamut_local.rubric.compiler import check_dicts_for, checks_for
-
-    sample = Path(__file__).resolve().parents[2] / "gamut_local" / "data" / "sample" / "questions.jsonl"
-    questions = load_questions(sample, check_images=False)
-    questions += [Question.model_validate(_odd_record(k)) for k in range(len(ODD_TEXTS))]
-    for q in questions:
-        assert check_dicts_for(q) == [c.model_dump() for c in checks_for(q)]
 
 
 @pytest.mark.parametrize("folder_exists", [False, True])
