@@ -109,26 +109,3 @@ def test_diff_of_a_mixed_dataset(tmp_path):
     one = revise.diff_files(path, revised)
     assert list(one[0]) == ["q0", "q3", "big", "given", "q9", "new"]
     assert one[0]["q9"]["status"] == "removed" and one[0]["new"]["status"] == "added"
-
-
-def test_a_large_export_is_on_disk_by_one_syncfs_before_any_rename(tmp_path, monkeypatch):
-    """From SYNCFS_FROM files, one syncfs of the file system puts every temporary on disk
-    before the first rename (no fsync per file); the folder is still fsynced after the last."""
-    import os
-
-    if not revise._syncfs_works():
-        pytest.skip("no syncfs that reports write-back errors here")
-    events = []
-    real_fsync, real_replace, real_syncfs = os.fsync, os.replace, revise.syncfs
-    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
-                                                 real_fsync(fd))[1])
-    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a))), real_replace(a, b))[1])
-    monkeypatch.setattr(revise, "syncfs", lambda folder: (events.append(("syncfs", str(folder))),
-                                                          real_syncfs(folder))[1])
-    monkeypatch.setattr(revise, "SYNCFS_FROM", 3)
-    folder = tmp_path / "yaml"
-    assert len(revise.export_dataset(_source(tmp_path), folder)) == len(ODD_TEXTS)
-    kinds = [e[0] for e in events]
-    assert kinds[0] == "syncfs" and kinds.count("syncfs") == 1 and kinds.index("replace") == 1
-    assert [e[1] for e in events if e[0] == "fsync"] == [str(folder), str(tmp_path)]
-    assert kinds[-2:] == ["fsync", "fsync"]
