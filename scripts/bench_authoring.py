@@ -107,12 +107,6 @@ def _argv(cmd: str, data: Path, revised: Path, out: str) -> list[str]:
                             "import": [f"{out}.export", "--out", f"{out}.imported.jsonl"]}[cmd])]
 
 
-def _clear(out: str) -> None:
-    """What one run wrote, so the next run of the same command writes it anew."""
-    for suffix in (".rubric.jsonl", ".imported.jsonl"):
-        Path(f"{out}{suffix}").unlink(missing_ok=True)
-
-
 def bench_commands(root: Path, workload: str, versions: dict[str, Path], commands: tuple[str, ...],
                    repeat: int) -> list[dict]:
     """Every command on one workload, `repeat` times per version in `versions` (name -> code
@@ -125,23 +119,31 @@ def bench_commands(root: Path, workload: str, versions: dict[str, Path], command
         for _ in range(repeat):
             for version, code_root in versions.items():
                 out = str(root / f"{workload}.{version}")
-                if cmd == "export":  # export wants a new folder; keep the last one for import
+                if cmd == "export":  # export wants a new folder; the last one stays for import
                     subprocess.run(["rm", "-rf", f"{out}.export"], check=True)
-                elif cmd != "import":
-                    _clear(out)
                 result = _run(_argv(cmd, data, revised, out), root, code_root)
                 # lint exits 1 when it finds errors; these rubrics have none, so any non-zero is a failure
                 runs.setdefault((cmd, version), []).append((*result, os.getloadavg()[0]))
-    rows = []
-    for (cmd, version), rs in runs.items():
-        rows.append({"workload": workload, "command": cmd, "version": version, "runs": len(rs),
-                     "seconds": statistics.median(r[0] for r in rs), "min_s": min(r[0] for r in rs),
-                     "max_s": max(r[0] for r in rs), "peak_mib": statistics.median(r[1] for r in rs),
-                     "exit": max(r[2] for r in rs), "cpu": statistics.median(r[3] for r in rs),
-                     "load": statistics.median(r[4] for r in rs)})
+        for version in versions:
+            _print(_row(workload, cmd, version, runs[cmd, version]))
+    rows = [_row(workload, cmd, version, rs) for (cmd, version), rs in runs.items()]
     if len(versions) > 1:
         _same_outputs(root, workload, versions, commands)
     return rows
+
+
+def _row(workload: str, cmd: str, version: str, rs: list[tuple]) -> dict:
+    return {"workload": workload, "command": cmd, "version": version, "runs": len(rs),
+            "seconds": statistics.median(r[0] for r in rs), "min_s": min(r[0] for r in rs),
+            "max_s": max(r[0] for r in rs), "peak_mib": statistics.median(r[1] for r in rs),
+            "exit": max(r[2] for r in rs), "cpu": statistics.median(r[3] for r in rs),
+            "load": statistics.median(r[4] for r in rs)}
+
+
+def _print(r: dict) -> None:
+    print(f"{r['workload']:<9} {r['command']:<9} {r['version']:<8} {r['seconds']:>15.2f} "
+          f"{r['min_s']:>5.2f}-{r['max_s']:<5.2f} {r['peak_mib']:>9.0f} {r['cpu']:>6.2f} "
+          f"{r['load']:>5.1f}" + ("" if r["exit"] == 0 else f"  exit {r['exit']}!"), flush=True)
 
 
 def _same_outputs(root: Path, workload: str, versions: dict[str, Path], commands: tuple[str, ...]) -> None:
@@ -181,12 +183,7 @@ def main() -> None:
         if args.against:
             versions = {"old": checkout(args.against, Path(tmp) / "old"), "new": new}
         for workload in args.workloads.split(","):
-            rows = bench_commands(Path(tmp), workload, versions, commands, args.repeat)
-            all_rows += rows
-            for r in rows:
-                print(f"{r['workload']:<9} {r['command']:<9} {r['version']:<8} {r['seconds']:>15.2f} "
-                      f"{r['min_s']:>5.2f}-{r['max_s']:<5.2f} {r['peak_mib']:>9.0f} {r['cpu']:>6.2f} "
-                      f"{r['load']:>5.1f}" + ("" if r["exit"] == 0 else f"  exit {r['exit']}!"), flush=True)
+            all_rows += bench_commands(Path(tmp), workload, versions, commands, args.repeat)
     if args.json:
         args.json.write_text(json.dumps(all_rows, indent=1) + "\n")
 

@@ -67,11 +67,9 @@ def _definite(phrase: str) -> str:
 
 
 def _check(item, rule: str, text: str, tier: str, n: int | None = None) -> Check:
-    """One check, built from a validated item (non-empty id, a tier, snippet ids): nothing
-    left to validate."""
     suffix = rule if n is None else f"{rule}.{n}"
-    return Check.model_construct(check_id=f"{item.id}.{suffix}", text=text, tier=tier, kind=rule,
-                                 source_item=item.id, evidence=list(item.evidence))
+    return Check(check_id=f"{item.id}.{suffix}", text=text, tier=tier, kind=rule, source_item=item.id,
+                 evidence=list(item.evidence))
 
 
 def _simple(item: Simple, about: str) -> list[Check]:
