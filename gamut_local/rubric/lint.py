@@ -252,6 +252,12 @@ def with_tier_balance(per_question, file: str) -> list[Finding]:
     return findings + tier_balance(counts, n, file)
 
 
+BATCH = 1000  # questions compiled and searched together: their checks are held only that long
+
+
 def lint_questions(entries, file: str) -> list[Finding]:
-    """`entries`: (question, line) pairs of one dataset file."""
-    return with_tier_balance(lint_batch(entries, file), file)
+    """`entries`: (question, line) pairs of one dataset file, linted BATCH at a time (each
+    question is its own scope, so the batches find what one batch would)."""
+    entries = list(entries)
+    return with_tier_balance((found for k in range(0, len(entries), BATCH)
+                              for found in lint_batch(entries[k:k + BATCH], file)), file)

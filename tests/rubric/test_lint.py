@@ -283,3 +283,15 @@ def test_the_search_with_its_filters_finds_what_all_pairs_find(texts, groups, t)
     groups = groups[:len(texts)]
     assert first_near_duplicates(texts, groups, t) == all_pairs_near_duplicates(
         [content_words(x) for x in texts], groups, t)
+
+
+def test_linting_in_batches_finds_what_one_batch_finds(monkeypatch):
+    """Questions are linted a batch at a time; each question is its own scope, so the batches'
+    findings, and the tier balance over all of them, are those of one batch."""
+    from gamut_local.rubric import lint
+
+    entries = [(_build(change), k) for k, (_, change, _) in enumerate(CORPUS, start=1)]
+    whole = lint.with_tier_balance(lint.lint_batch(entries, "bad.jsonl"), "bad.jsonl")
+    monkeypatch.setattr(lint, "BATCH", 2)
+    assert lint.lint_questions(entries, "bad.jsonl") == whole
+    assert {f.rule for f in whole} >= {"duplicate_checks", "no_subject", "check_count"}
