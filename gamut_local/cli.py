@@ -810,17 +810,8 @@ def verdicts_import(
 
 
 def main():
-    """The `gamut-local` executable (and `python -m gamut_local.cli`): the command, then the
-    process ends. Everything left is frozen first (`gc.freeze`), so the collector's last pass
-    at interpreter exit does not walk it all (the modules, pydantic's schemas, the command's
-    results) only to free what exit frees anyway: 0.03 s of every command. Every file is
-    written and closed by then. (Tests call `app`: their process goes on.)"""
-    import gc
-
-    try:
-        app()
-    finally:
-        gc.freeze()
+    """The `gamut-local` executable (and `python -m gamut_local.cli`). (Tests call `app`.)"""
+    app()
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import re
 
 import yaml
 
-from gamut_local.gc_pause import gc_paused
 
 Lines = dict[tuple, int]  # key path (keys and list indexes) -> 1-based line in its YAML file
 
@@ -125,16 +124,15 @@ def load_yaml_lines(text: str) -> tuple[object, Lines]:
     """YAML as our configs are read (safe, no repeated keys, aliases bounded), with the line
     of every key, so an error can say where the key is written."""
     loader = _StrictLoader(text)  # a SafeLoader subclass
-    with gc_paused():
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None, {}
-            if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
-                _check_aliases(node)
-            return loader.construct_document(node), _node_lines(node)
-        finally:
-            loader.dispose()
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, {}
+        if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
+            _check_aliases(node)
+        return loader.construct_document(node), _node_lines(node)
+    finally:
+        loader.dispose()
 
 
 def load_yaml_text(text: str):
@@ -146,13 +144,12 @@ def load_yaml_node(text: str):
     """(node tree, value) of one YAML document read as `load_yaml_text` reads it: the tree for
     callers that point at the line of a field (`import` of an edited rubric)."""
     loader = _StrictLoader(text)
-    with gc_paused():
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None, None
-            if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
-                _check_aliases(node)
-            return node, loader.construct_document(node)
-        finally:
-            loader.dispose()
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, None
+        if "&" in text and _MAYBE_ANCHOR.search(text):  # `in` first: the look-behind scan is slow
+            _check_aliases(node)
+        return node, loader.construct_document(node)
+    finally:
+        loader.dispose()

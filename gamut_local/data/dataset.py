@@ -19,7 +19,6 @@ from pathlib import Path
 from gamut_local.data.gamut_release import Loaded, load_release_pair
 from gamut_local.data.records import Question, resolve_image, validate_questions
 from gamut_local.errors import InputError, Problem
-from gamut_local.gc_pause import gc_paused
 from gamut_local.rundir.store import read_jsonl
 
 TEXT_ONLY_SUFFIX = "_text_only"  # release/test.parquet is read with release/test_text_only.parquet
@@ -71,16 +70,15 @@ def _image_problem(ref: str, dataset_path: Path) -> str | None:
 def _read_jsonl(path: Path, check_images: bool) -> list[tuple[Question, int, dict]]:
     """(question, line, record as read) for every record."""
     problems: list[Problem] = []
-    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
-        records = read_jsonl(path, problems=problems, torn_tail_ok=False)
-        at = {no: obj for no, obj in records}
-        questions = []
-        for q, file, line in validate_questions(((str(path), no, obj) for no, obj in records), problems):
-            if check_images and q.image is not None:
-                msg = _image_problem(q.image, path)
-                if msg:
-                    problems.append(Problem(file, line, "image", msg))
-            questions.append((q, line, at[line]))
+    records = read_jsonl(path, problems=problems, torn_tail_ok=False)
+    at = {no: obj for no, obj in records}
+    questions = []
+    for q, file, line in validate_questions(((str(path), no, obj) for no, obj in records), problems):
+        if check_images and q.image is not None:
+            msg = _image_problem(q.image, path)
+            if msg:
+                problems.append(Problem(file, line, "image", msg))
+        questions.append((q, line, at[line]))
     if problems:
         raise InputError(problems)
     return questions

@@ -66,21 +66,18 @@ def _definite(phrase: str) -> str:
     return f"the {phrase}"
 
 
-def _check(item, rule: str, text: str, tier: str, n: int | None = None) -> dict:
-    """One check as a plain dict of `Check`'s fields (what `Check.model_dump` gives). Built
-    from a validated item (non-empty id, a tier, snippet ids), so there is nothing to validate;
-    and a dict, not a `Check`: at 100,000 items, making the objects took longer than the rules."""
+def _check(item, rule: str, text: str, tier: str, n: int | None = None) -> Check:
     suffix = rule if n is None else f"{rule}.{n}"
-    return {"check_id": f"{item.id}.{suffix}", "text": text, "tier": tier, "kind": rule,
-            "source_item": item.id, "evidence": list(item.evidence)}
+    return Check(check_id=f"{item.id}.{suffix}", text=text, tier=tier, kind=rule, source_item=item.id,
+                 evidence=list(item.evidence))
 
 
-def _simple(item: Simple, about: str) -> list[dict]:
+def _simple(item: Simple, about: str) -> list[Check]:
     return [_check(item, "fact", f"The response states the following{about}: {item.fact.rstrip('. ')}.",
                    item.tier)]
 
 
-def _strict_list(item: StrictList) -> list[dict]:
+def _strict_list(item: StrictList) -> list[Check]:
     what = _definite(item.subject or "required elements")
     return [_check(item, "element", f"The response mentions the following as one of {what}: {e.rstrip('. ')}.",
                    item.tier, i) for i, e in enumerate(item.elements, start=1)]
@@ -92,7 +89,7 @@ def _coverage(item: FlexibleList, n: int) -> str:
             f"possibilities for {what}: {_listing(item.options)}.")
 
 
-def _flexible_list(item: FlexibleList, small_pool_max: int) -> list[dict]:
+def _flexible_list(item: FlexibleList, small_pool_max: int) -> list[Check]:
     low = demote(item.tier)
     checks = [_check(item, "coverage", _coverage(item, item.min_required), item.tier)]
     p, n = len(item.options), item.min_required
@@ -106,7 +103,7 @@ def _flexible_list(item: FlexibleList, small_pool_max: int) -> list[dict]:
     return checks
 
 
-def _process(item: Process) -> list[dict]:
+def _process(item: Process) -> list[Check]:
     low = demote(item.tier)
     what = item.subject or "the process"
     checks = [_check(item, "step", f"In describing {what}, the response includes this step: "
@@ -122,7 +119,7 @@ def _process(item: Process) -> list[dict]:
     return checks
 
 
-def _relationship(item: Relationship) -> list[dict]:
+def _relationship(item: Relationship) -> list[Check]:
     names = _and(item.entities)
     regarding = f" with respect to {item.subject}" if item.subject else ""
     checks = [_check(item, "relation", f"The response identifies {names} and explains how they relate{regarding}.",
@@ -136,9 +133,8 @@ def _and(values: list[str]) -> str:
     return values[0] if len(values) == 1 else ", ".join(values[:-1]) + " and " + values[-1]
 
 
-def item_checks(item, small_pool_max: int = SMALL_POOL_MAX) -> list[dict]:
-    """An item's checks as plain dicts of `Check`'s fields: the rules themselves, for the
-    commands that handle every check of a dataset (compile, lint, diff, export)."""
+def compile_item(item, small_pool_max: int = SMALL_POOL_MAX) -> list[Check]:
+    """An item's checks, in the order of the table above."""
     about = f" about {item.subject}" if item.subject else ""
     if isinstance(item, Simple):
         checks = _simple(item, about)
@@ -159,10 +155,6 @@ def item_checks(item, small_pool_max: int = SMALL_POOL_MAX) -> list[dict]:
     return checks
 
 
-def compile_item(item, small_pool_max: int = SMALL_POOL_MAX) -> list[Check]:
-    return [Check.model_construct(**c) for c in item_checks(item, small_pool_max)]
-
-
 def compile_meta_rubric(meta_rubric: MetaRubric, small_pool_max: int = SMALL_POOL_MAX) -> list[Check]:
     """Every item's checks, in item order."""
     return [c for item in meta_rubric.items for c in compile_item(item, small_pool_max)]
@@ -175,19 +167,13 @@ def checks_for(question, small_pool_max: int = SMALL_POOL_MAX) -> list[Check]:
     return compile_meta_rubric(question.meta_rubric, small_pool_max)
 
 
-def check_dicts_for(question, small_pool_max: int = SMALL_POOL_MAX) -> list[dict]:
-    """`checks_for` as plain dicts (`Check.model_dump`'s), without making a `Check` per compiled check."""
-    if question.checks:
-        return [c.model_dump() for c in question.checks]
-    return [c for item in question.meta_rubric.items for c in item_checks(item, small_pool_max)]
-
-
 def compile_dataset(questions, small_pool_max: int = SMALL_POOL_MAX) -> list[dict]:
     """One row per question: `question_id` and its checks as plain dicts (with evidence), and
     `checks_text_only` where the question's text-only variant is graded on its own checks."""
     rows = []
     for q in questions:
-        row = {"question_id": q.question_id, "checks": check_dicts_for(q, small_pool_max)}
+        checks = checks_for(q, small_pool_max)
+        row = {"question_id": q.question_id, "checks": [c.model_dump() for c in checks]}
         if getattr(q, "checks_text_only", None):
             row["checks_text_only"] = [c.model_dump() for c in q.checks_text_only]
         rows.append(row)

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import accumulate
 
-from gamut_local.rubric.compiler import check_dicts_for
+from gamut_local.rubric.compiler import checks_for
 from gamut_local.rubric.near_duplicates import first_near_duplicates
 from gamut_local.rubric.schema import FlexibleList, Process, Relationship, Simple, StrictList
 from gamut_local.vocab import TIERS
@@ -52,23 +51,13 @@ def _check_fields(question, checks) -> dict[str, str]:
     if question.checks:
         return {c.check_id: f"checks.{i}" for i, c in enumerate(question.checks)}
     index = {item.id: i for i, item in enumerate(question.meta_rubric.items)}
-    return {c["check_id"]: f"meta_rubric.items.{index[c['source_item']]}" for c in checks}
-
-
-_OTHER_SPACE = ("  ", " \x00", "\x00 ", "\t", "\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x1f")
+    return {c.check_id: f"meta_rubric.items.{index[c.source_item]}" for c in checks}
 
 
 def _normalised(texts: list[str]) -> list[str]:
     """Each text lower-cased, its runs of white space one space, none at the ends: what two
-    checks must share to say the same word for word. All at once where it can: at 300,000
-    checks, one text at a time was a sixth of `lint`."""
-    joined = "\x00".join(texts).lower()  # lower() is per character: the same as one text at a time
-    parts = joined.split("\x00")
-    if len(parts) != len(texts):  # a text holding the separator: one by one
-        return [" ".join(t.lower().split()) for t in texts]
-    if joined.isascii() and not any(s in joined for s in _OTHER_SPACE) and joined[:1] != " " and joined[-1:] != " ":
-        return parts  # single spaces between words only: nothing to collapse
-    return [" ".join(p.split()) for p in parts]
+    checks must share to say the same word for word."""
+    return [" ".join(t.lower().split()) for t in texts]
 
 
 def duplicate_checks(question, checks, near: dict[int, int]):
@@ -76,18 +65,18 @@ def duplicate_checks(question, checks, near: dict[int, int]):
     check j -> the first earlier check i it nearly repeats (`near_duplicates`). Checks compiled
     from one item are alike by design ("mentions X as one of ..."), so near-duplicates are only
     sought between items."""
-    norms = _normalised([c["text"] for c in checks])
+    norms = _normalised([c.text for c in checks])
     if not near and len(set(norms)) == len(norms):  # the usual case: nothing to say (and no loop)
         return
     fields, seen = _check_fields(question, checks), {}
     for j, (c, norm) in enumerate(zip(checks, norms)):
-        cid = c["check_id"]
+        cid = c.check_id
         if norm in seen:
             yield fields[cid], ERROR, f"check {cid!r} repeats check {seen[norm]!r} word for word"
             continue
         seen[norm] = cid
         if j in near:
-            yield fields[cid], WARNING, f"check {cid!r} nearly repeats check {checks[near[j]]['check_id']!r}"
+            yield fields[cid], WARNING, f"check {cid!r} nearly repeats check {checks[near[j]].check_id!r}"
 
 
 def no_subject(question, checks):
@@ -191,7 +180,7 @@ def check_count(question, checks):
     n = len(checks)
     if not PAPER_CHECKS / FAR <= n <= PAPER_CHECKS * FAR:
         yield "", WARNING, f"{n} checks, far from the paper's mean of {PAPER_CHECKS}"
-    if not any(c["tier"] == "answer_critical" for c in checks):
+    if not any(c.tier == "answer_critical" for c in checks):
         yield "", WARNING, "no answer_critical check: the rubric names nothing an answer must have"
 
 
@@ -199,12 +188,12 @@ RULES = (duplicate_checks, no_subject, joined_facts, redundant_options, one_step
          stranger_test, check_count)  # duplicate_checks also takes the batch's near-duplicates
 
 
-def near_duplicates(checks_per_question: list[list[dict]]) -> list[dict[int, int]]:
+def near_duplicates(checks_per_question: list[list]) -> list[dict[int, int]]:
     """Per question, check j -> the first earlier check of another item it nearly repeats: one
     search over all the questions' checks, each question its own scope."""
     flat = [c for checks in checks_per_question for c in checks]
     scopes = [q for q, checks in enumerate(checks_per_question) for _ in checks]
-    found = first_near_duplicates([c["text"] for c in flat], [c["source_item"] for c in flat],
+    found = first_near_duplicates([c.text for c in flat], [c.source_item for c in flat],
                                   NEAR_DUPLICATE, scopes)
     starts = list(accumulate((len(c) for c in checks_per_question), initial=0))
     out: list[dict[int, int]] = [{} for _ in checks_per_question]
@@ -214,33 +203,21 @@ def near_duplicates(checks_per_question: list[list[dict]]) -> list[dict[int, int
     return out
 
 
-NEAR_IN_THREAD_FROM = 50_000  # checks in a batch from which the near-duplicate search runs beside the rules
-
-
 def lint_batch(entries, file: str) -> list[tuple[list[Finding], Counter]]:
     """Per (question, line) of `entries`: its findings, rule by rule, and its checks per tier
-    (for `tier_balance`). Each question is compiled once; the rules take its checks as plain
-    dicts (`compiler.check_dicts_for`). In a large batch (one question of 100,000 items) the
-    near-duplicate search, numpy and pyarrow that let go of the interpreter, runs in a thread
-    while the other rules run here."""
+    (for `tier_balance`). Each question is compiled once; the near-duplicate search is one
+    search over the batch."""
     entries = list(entries)
-    checks_per_question = [check_dicts_for(q) for q, _ in entries]
-    with ThreadPoolExecutor(1) as pool:
-        if sum(map(len, checks_per_question)) >= NEAR_IN_THREAD_FROM:
-            searching = pool.submit(near_duplicates, checks_per_question)
-        else:
-            searching = None
-            near_per_question = near_duplicates(checks_per_question)
-        by_rule = [{rule: list(rule(question, checks)) for rule in RULES if rule is not duplicate_checks}
-                   for (question, _), checks in zip(entries, checks_per_question)]
-        if searching is not None:
-            near_per_question = searching.result()
+    checks_per_question = [checks_for(q) for q, _ in entries]
+    near_per_question = near_duplicates(checks_per_question)
+    by_rule = [{rule: list(rule(question, checks)) for rule in RULES if rule is not duplicate_checks}
+               for (question, _), checks in zip(entries, checks_per_question)]
     out = []
     for (question, line), checks, near, found in zip(entries, checks_per_question, near_per_question, by_rule):
         found[duplicate_checks] = list(duplicate_checks(question, checks, near))
         out.append(([Finding(file, line, field, severity, rule.__name__, message)
                      for rule in RULES for field, severity, message in found[rule]],
-                    Counter(c["tier"] for c in checks)))
+                    Counter(c.tier for c in checks)))
     return out
 
 
@@ -275,6 +252,12 @@ def with_tier_balance(per_question, file: str) -> list[Finding]:
     return findings + tier_balance(counts, n, file)
 
 
+BATCH = 1000  # questions compiled and searched together: their checks are held only that long
+
+
 def lint_questions(entries, file: str) -> list[Finding]:
-    """`entries`: (question, line) pairs of one dataset file."""
-    return with_tier_balance(lint_batch(entries, file), file)
+    """`entries`: (question, line) pairs of one dataset file, linted BATCH at a time (each
+    question is its own scope, so the batches find what one batch would)."""
+    entries = list(entries)
+    return with_tier_balance((found for k in range(0, len(entries), BATCH)
+                              for found in lint_batch(entries[k:k + BATCH], file)), file)

@@ -19,37 +19,22 @@ import yaml
 
 from gamut_local.errors import Problem
 from gamut_local.hashing import short_hash
-from gamut_local.rubric import fast_yaml
-from gamut_local.rubric.compiler import check_dicts_for, item_checks
+from gamut_local.rubric.compiler import checks_for, compile_item
 from gamut_local.strict_yaml import load_yaml_node
 
 HASH_LINE = re.compile(r"^# source-hash: ([0-9a-f]{12})$", re.MULTILINE)
 ITEM_KEY_ORDER = ("id", "type", "tier", "subject")
 RECORD_KEY_ORDER = ("question_id", "domain", "question", "question_text_only", "image")
-WIDTH = fast_yaml.WIDTH  # where long texts fold: the fast writer folds as libyaml does at this width
-_BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter where built: 20x faster
+WIDTH = 100  # where long texts fold
+_BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's emitter where built
 
 
 class _Dumper(_BASE_DUMPER):
-    """The safe dumper, with the nodes of JSON's dicts, lists and strings made directly: what
-    `represent_data` makes of them, without its alias bookkeeping and type look-ups (most of
-    `export`'s time at 100,000 items). Records come from JSON, which shares no objects, so
-    there is never an alias to write."""
+    """The safe dumper, never writing an anchor: a record's values are plain data, and an
+    editor should see each one written out where it is."""
 
     def ignore_aliases(self, data) -> bool:
         return True
-
-    def represent_data(self, data):
-        kind = type(data)
-        if kind is str:
-            return yaml.ScalarNode("tag:yaml.org,2002:str", data)
-        if kind is dict:
-            return yaml.MappingNode("tag:yaml.org,2002:map", [(self.represent_data(k), self.represent_data(v))
-                                                               for k, v in data.items()], flow_style=False)
-        if kind is list:
-            return yaml.SequenceNode("tag:yaml.org,2002:seq", [self.represent_data(v) for v in data],
-                                     flow_style=False)
-        return super().represent_data(data)
 
 
 def record_hash(record: dict) -> str:
@@ -63,29 +48,10 @@ def text_hash(line: str) -> str:
 
 
 def _dump(value, indent: int) -> str:
-    fast = fast_yaml.dump(value, indent)  # the same bytes, for the YAML export writes
-    if fast is not None:
-        return fast
     text = yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=WIDTH,
                      default_flow_style=False)
     pad = " " * indent
     return "".join(pad + line if line.strip() else line for line in text.splitlines(keepends=True))
-
-
-def _dump_each(values: list, indent: int) -> list[str]:
-    """`[_dump([v], indent) for v in values]` in one call to the emitter (a call per item was a
-    third of `export`'s time): a block sequence's entries are the lines from one that starts
-    with "- " in the first column to the next; nested lines are indented."""
-    fast = [fast_yaml.dump([v], indent) for v in values]
-    if None not in fast:
-        return fast
-    text = _dump(values, 0)
-    starts = [m.start() for m in re.finditer(r"^- |^-$", text, re.MULTILINE)]
-    if len(starts) != len(values):  # cannot happen for block style; never guess
-        return [_dump([v], indent) for v in values]
-    pad = " " * indent
-    return ["".join(pad + line if line.strip() else line for line in text[a:b].splitlines(keepends=True))
-            for a, b in zip(starts, starts[1:] + [len(text)])]
 
 
 def _ordered(d: dict, first: tuple[str, ...], last: tuple[str, ...] = ()) -> dict:
@@ -118,24 +84,16 @@ def _comment(text: str) -> str:
 def _compiled_comments(item_obj, indent: int) -> str:
     pad = " " * indent
     lines = [f"{pad}# compiles to:"]
-    for c in item_checks(item_obj):
-        lines.append(_comment(f"{pad}#   {c['check_id']} [{c['tier']}]: {c['text']}"))
+    for c in compile_item(item_obj):
+        lines.append(_comment(f"{pad}#   {c.check_id} [{c.tier}]: {c.text}"))
     return "\n".join(lines) + "\n"
 
 
-def items_text(meta: dict, meta_obj, start: int = 0, stop: int | None = None) -> str:
-    """The items `start:stop` of a meta-rubric as export writes them, each with the checks it
-    compiles to: each item's text depends on that item alone, so a large meta-rubric can be
-    written in pieces (by worker processes) and joined."""
-    parts = []
-    for text, obj in zip(_dump_each([_readable(item) for item in meta["items"][start:stop]], 2),
-                         meta_obj.items[start:stop]):
-        parts += [text, _compiled_comments(obj, 4)]
-    return "".join(parts)
-
-
-def _meta_rubric_text(meta: dict, meta_obj, items: str | None) -> str:
-    out = "meta_rubric:\n  items:\n" + (items_text(meta, meta_obj) if items is None else items)
+def _meta_rubric_text(meta: dict, meta_obj) -> str:
+    """The meta-rubric as export writes it, each item followed by the checks it compiles to."""
+    out = "meta_rubric:\n  items:\n"
+    for item, obj in zip(meta["items"], meta_obj.items):
+        out += _dump([_readable(item)], 2) + _compiled_comments(obj, 4)
     rest = {k: v for k, v in meta.items() if k != "items"}
     if isinstance(rest.get("snippets"), list):
         rest["snippets"] = [_ordered(s, ("id", "title", "url"), ("text",)) if isinstance(s, dict) else s
@@ -143,9 +101,8 @@ def _meta_rubric_text(meta: dict, meta_obj, items: str | None) -> str:
     return out + (_dump(rest, 2) if rest else "")
 
 
-def export_text(record: dict, question, source: str, items: str | None = None) -> str:
-    """One question as commented YAML. `question` is the validated record (for compiling);
-    `items`, where given, its meta-rubric's items as `items_text` wrote them."""
+def export_text(record: dict, question, source: str) -> str:
+    """One question as commented YAML. `question` is the validated record (for compiling)."""
     header = (_comment(f"# {record['question_id']}: exported by `gamut-local export` from {source}.") + "\n"
               "# Edit it, then `gamut-local import DIR --out REVISED.jsonl` validates and reads it back.\n"
               "# Comment lines are not read: the checks under each item show what it compiled to.\n"
@@ -153,7 +110,7 @@ def export_text(record: dict, question, source: str, items: str | None = None) -
     body, keys = "", {}  # the keys around meta_rubric, each run of them in one call to the emitter
     for key, value in _ordered(record, RECORD_KEY_ORDER, ("provenance",)).items():
         if key == "meta_rubric" and value is not None:
-            body += (_dump(keys, 0) if keys else "") + _meta_rubric_text(value, question.meta_rubric, items)
+            body += (_dump(keys, 0) if keys else "") + _meta_rubric_text(value, question.meta_rubric)
             keys = {}
         else:
             keys[key] = value
@@ -178,18 +135,11 @@ def line_of(node, loc: tuple) -> int | None:
     return line
 
 
-def node_of(text: str):
-    """The YAML node tree of a text `import_text` read without error (to point at lines)."""
-    return load_yaml_node(text)[0]
-
-
 def import_text(text: str, file: str) -> tuple[dict | None, str | None, object, list[Problem]]:
-    """(record dict, the source hash its header names, the YAML node tree or None where the
-    text was read without one (`node_of` makes it), problems)."""
-    node, data = None, fast_yaml.load(text)  # what the strict loader reads, or None: then it reads
+    """(record dict, the source hash its header names, the YAML node tree (to point at the
+    line of a field), problems)."""
     try:
-        if data is None:
-            node, data = load_yaml_node(text)  # the configs' loader: a key given twice is an error
+        node, data = load_yaml_node(text)  # the configs' loader: a key given twice is an error
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         return None, None, None, [Problem(file, mark.line + 1 if mark else None, "", f"not valid YAML: {e}")]
@@ -232,9 +182,9 @@ def _checks(q, only: set | None = None) -> dict:
     if q is None:
         return {}
     if only is None:
-        return {c["check_id"]: (c["tier"], c["text"]) for c in check_dicts_for(q)}
-    return {c["check_id"]: (c["tier"], c["text"])
-            for item in q.meta_rubric.items if item.id in only for c in item_checks(item)}
+        return {c.check_id: (c.tier, c.text) for c in checks_for(q)}
+    return {c.check_id: (c.tier, c.text)
+            for item in q.meta_rubric.items if item.id in only for c in compile_item(item)}
 
 
 def _changes(a: dict, b: dict) -> dict:
@@ -267,7 +217,7 @@ def diff_question(qa, qb, ra: dict | None = None, rb: dict | None = None) -> dic
     nothing. `ra`, `rb`: the records as read, where known: records read equal are validated
     to equal questions, so they are not compared again.
 
-    An item's checks depend on that item alone (`compiler.item_checks`) and carry its id, so
+    An item's checks depend on that item alone (`compiler.compile_item`) and carry its id, so
     where both sides compile their meta-rubric only the changed items' checks can differ: only
     those are compiled (at 100,000 items, compiling both sides whole was a third of `diff`)."""
     # equal records compile to equal checks; records read unequal are compared item by item

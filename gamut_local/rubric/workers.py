@@ -1,11 +1,6 @@
-"""Forked worker processes for CPU-bound Python that holds the GIL: the authoring commands'
-work per question (`export`, `import`, `lint`: rendering and parsing YAML, compiling checks
-and running the lint rules) on questions independent of each other (`in_processes`), so one
-core each halves a 2-core machine's wait; and the inputs the verdicts are checked against (the
-dataset validated and compiled, the answers hashed) read beside the verdicts (`beside`).
-
-The workers are forked, so they see what `in_processes` is given (`shared()`) without its
-being pickled; only each chunk's results travel back.
+"""Forked worker processes for CPU-bound Python that holds the GIL: the inputs the verdicts
+are checked against (the dataset validated and compiled, the answers hashed) read beside the
+verdicts (`beside`).
 """
 
 from __future__ import annotations
@@ -13,14 +8,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
-
-# Below this many questions one process does it all: forking costs more than it saves.
-PARALLEL_FROM = 400
-CHUNK = 100  # questions per task for a worker process
-_SHARED: list = []  # what forked workers read (set just before the fork)
 
 
 def cores() -> int:
@@ -28,35 +18,6 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def shared() -> list:
-    """What the running `in_processes` was given, in a worker or in this process."""
-    return _SHARED
-
-
-def in_processes(fn: Callable[[int, int], list], n: int, data: list) -> Iterator:
-    """`fn(start, stop)` over `range(n)` in chunks, each chunk's results in order, in forked
-    worker processes (one per core, at most 8) that see `data` as `shared()`; in this process
-    where there is one core, no fork, or fewer than PARALLEL_FROM items."""
-    workers = min(cores(), 8)
-    chunks = [(a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)]
-    if workers < 2 or n < PARALLEL_FROM or "fork" not in mp.get_all_start_methods():
-        _SHARED[:] = data
-        try:
-            for a, b in chunks:
-                yield from fn(a, b)
-        finally:
-            _SHARED.clear()
-        return
-    _SHARED[:] = data  # before the fork: the workers inherit it
-    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("fork"))
-    try:
-        for part in pool.map(fn, *zip(*chunks)):  # all workers forked here, before any thread
-            yield from part
-    finally:  # after a failure, the chunks not started are dropped, not worked for nothing
-        pool.shutdown(wait=True, cancel_futures=True)
-        _SHARED.clear()
 
 
 @contextmanager

@@ -5,9 +5,11 @@ followed by fsync (cut back to its old size if the disk fills mid-chunk). A torn
 (no newline and not valid JSON: a kill landed mid-write) is handled the same way by every
 reader: skipped with a notice; the file's owner cuts it off before its next append.
 
-Whole files (scores, agreement, report, manifest, compiled rubrics) are written to a
-temporary file in the same folder, fsynced and renamed, so a reader sees the old file or the
-new one, never half of one; a failure leaves no temporary file behind.
+Whole files (scores, agreement, report, manifest, compiled rubrics, exported YAML) are
+written by `atomic_file` alone: a temporary file in the same folder, fsynced, renamed, the
+folder fsynced, so a reader sees the old file or the new one, never half of one; a failure
+leaves no temporary file behind. A folder of new files (`export`) is written whole beside its
+place and renamed into it (`write_folder_atomic`).
 
 `JOURNAL` records what this process wrote and the notices readers raised, so the CLI can say
 exactly what was and was not written when a command fails.
@@ -18,11 +20,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gamut_local.errors import InputError, Problem
 
@@ -225,30 +230,87 @@ def append_jsonl(path: str | Path, records: Iterable[dict]) -> int:
     return n
 
 
-def write_bytes_atomic(path: str | Path, data: bytes, *, durable: bool = True) -> None:
-    """Write via a temporary file in the same folder, fsync, rename: readers never see half
-    a file, and a failure (disk full, interrupt) leaves the old file and no temporary one.
-    `durable=False` (a cache entry, which checks itself when read): no fsync, and not in the
-    JOURNAL of what this command wrote."""
+@contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """The one way a whole file is written: a temporary file in the same folder, given to the
+    caller to write; then fsync, rename over `path`, fsync the folder. Readers see the old file
+    or the new one, never half of one, and once this returns the new one survives a crash; a
+    failure (disk full, interrupt) leaves the old file and no temporary one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():
         raise IsADirectoryError(21, "Is a directory", str(path))
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        try:
-            _write_all(fd, data, path)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        with os.fdopen(fd, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    if durable:
-        JOURNAL.replaced.append(str(path))
+    fsync_path(path.parent)
+    JOURNAL.replaced.append(str(path))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """`data` as the whole of `path` (`atomic_file`)."""
+    with atomic_file(path) as f:
+        _write_all(f.fileno(), data, Path(path))
+
+
+def write_folder_atomic(folder: str | Path, files: Iterable[tuple[str, bytes]]) -> list[Path]:
+    """New files, (name, bytes) pairs, in `folder`, all of them or none: each written under
+    its name in a temporary folder beside `folder` and all put on disk by one `os.sync()`;
+    then that folder renamed to `folder` where it does not exist yet, or each file renamed
+    into it; then the folders fsynced, so that the names last too. A name `folder` holds
+    already is an error, before anything is renamed.
+
+    One sync rather than an fsync per file: `export` writes a file per question, and 10,000
+    fsyncs one after another took 4-16 s on a 2-core VM (a journal commit each), one sync
+    about 2 s. sync(2) reports no write-back error; a file the disk failed to write is
+    refused by `import` as not a question record."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.parent / f".{folder.name}.{secrets.token_hex(8)}.tmp"
+    staging.mkdir()  # as `mkdir` makes the folder itself (mode, owner); never one that exists
+    moved: list[Path] = []
+    try:
+        names = [_write_new(staging / name, data) for name, data in files]
+        os.sync()
+        if folder.exists() or folder.is_symlink():
+            taken = [n for n in names if (folder / n).exists()]
+            if taken:
+                raise FileExistsError(17, "File exists", str(folder / taken[0]))
+            for n in names:
+                os.replace(staging / n, folder / n)
+                moved.append(folder / n)
+            staging.rmdir()
+        else:
+            os.replace(staging, folder)
+    except BaseException:
+        for p in moved:
+            p.unlink(missing_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for d in (folder, folder.parent):
+        fsync_path(d)
+    written = [folder / n for n in names]
+    JOURNAL.replaced.extend(map(str, written))
+    return written
+
+
+def _write_new(path: Path, data: bytes) -> str:
+    """A new file; its name."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.fchmod(fd, 0o644)  # whatever the umask, as `atomic_file` makes them
+        _write_all(fd, data, path)
+    finally:
+        os.close(fd)
+    return path.name
 
 
 def fsync_path(path: str | Path) -> None:

@@ -8,14 +8,7 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 
 from __future__ import annotations
 
-import os
 import re
-import secrets
-import shutil
-import sys
-import tempfile
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,63 +17,21 @@ from pydantic import ValidationError
 from gamut_local.data.dataset import load_question_rows
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError, Problem
-from gamut_local.gc_pause import gc_paused
 from gamut_local.rubric.revision import (
     diff_lines,
-    diff_order,
-    diff_question,
+    diff_records,
     export_text,
     import_text,
-    items_text,
     line_of,
-    node_of,
     text_hash,
 )
-from gamut_local.rubric.workers import in_processes, shared
-from gamut_local.rundir.store import JOURNAL, dumps, fsync_path, write_text_atomic
+from gamut_local.rundir.store import dumps, write_folder_atomic, write_text_atomic
 
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def _file_name(i: int, question_id: str) -> str:
     return f"{i:04d}-{re.sub(r'[^A-Za-z0-9._-]', '_', question_id)}.yaml"
-
-
-PIECE = 200  # a meta-rubric of more items is written in pieces of this many, shared between processes
-
-
-def _pieces(rows) -> list[tuple[int, int, int]]:
-    """(question, first item, end item) for each piece of work: (question, 0, 0) for a whole
-    question, and a large meta-rubric's items PIECE at a time (its frame is written last)."""
-    out = []
-    for k, (_, _, rec) in enumerate(rows):
-        n = len((rec.get("meta_rubric") or {}).get("items") or [])
-        out += [(k, a, min(a + PIECE, n)) for a in range(0, n, PIECE)] if n > PIECE else [(k, 0, 0)]
-    return out
-
-
-def _render(start: int, stop: int) -> list[bytes | str]:
-    source, rows, pieces = shared()
-    out = []
-    for k, a, b in pieces[start:stop]:
-        q, _, rec = rows[k]
-        out.append(export_text(rec, q, source).encode("utf-8") if b == 0 else items_text(rec["meta_rubric"],
-                                                                                         q.meta_rubric, a, b))
-    return out
-
-
-def _rendered(source: str, rows) -> Iterator[bytes]:
-    """Each question's YAML, in order, from worker processes for a large dataset."""
-    pieces, parts = _pieces(rows), []
-    for (k, a, b), text in zip(pieces, in_processes(_render, len(pieces), [source, rows, pieces])):
-        if b == 0:
-            yield text
-            continue
-        parts.append(text)
-        q, _, rec = rows[k]
-        if b == len(rec["meta_rubric"]["items"]):  # the question's last piece
-            yield export_text(rec, q, source, items="".join(parts)).encode("utf-8")
-            parts = []
 
 
 def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
@@ -90,144 +41,15 @@ def export_dataset(dataset: str | Path, out_dir: str | Path) -> list[Path]:
     if out_dir.is_dir() and any(p.suffix in YAML_SUFFIXES for p in out_dir.iterdir()):
         raise InputError([Problem(str(out_dir), None, "", "already holds YAML files; export into a new folder "
                                   "(import reads every YAML file there)")])
-    names = [out_dir / _file_name(i, q.question_id) for i, (q, _, _) in enumerate(rows, start=1)]
-    return write_files(out_dir, zip(names, _rendered(dataset.name, rows)))
-
-
-def _write_temp(folder: Path, name: str, data: bytes) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return Path(tmp)
-
-
-SYNCFS_FROM = 100  # from this many files, one syncfs of their file system instead of an fsync each
-
-
-def _syncfs_works() -> bool:
-    """Linux from 5.8, where syncfs reports a failed write-back (before, it said 0 regardless)."""
-    if sys.platform != "linux":
-        return False
-    release = re.match(r"(\d+)\.(\d+)", os.uname().release)
-    return release is not None and (int(release[1]), int(release[2])) >= (5, 8)
-
-
-def syncfs(folder: Path) -> bool:
-    """Everything written to `folder`'s file system on disk, in one call: 10,000 files took
-    ~4 CPU-s of fsyncs (a journal commit each) and one syncfs 2 ms. False where there is no
-    such call (then fsync each file)."""
-    if not _syncfs_works():
-        return False
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        if libc.syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), str(folder))
-    finally:
-        os.close(fd)
-    return True
-
-
-def write_files(folder: Path, files) -> list[Path]:
-    """Write new files, (path in `folder`, bytes) pairs, so that each appears whole or not at
-    all and, once this returns, all of them are on disk; after a failure none of them is there.
-
-    Into a folder that does not exist yet (what `export` asks for), the files are written
-    under their own names in a temporary folder beside it, which is renamed into place once
-    they are on disk: one rename, not one per file (10,000 temporary files and their renames
-    took 1.5 s longer). Into a folder that exists, each file goes through a temporary file of
-    its own (`_write_each`)."""
-    if folder.exists() or folder.is_symlink():
-        return _write_each(folder, files)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".{folder.name}.{secrets.token_hex(8)}.tmp"
-    staging.mkdir()  # as `mkdir` makes the folder itself (mode, owner); never one that exists
-    try:
-        names = _write_all(staging, files)
-        _on_disk(staging, [staging / n for n in names])
-        os.replace(staging, folder)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    for d in (folder, folder.parent):
-        fsync_path(d)
-    written = [folder / n for n in names]
-    JOURNAL.replaced.extend(map(str, written))
-    return written
-
-
-def _write_new(folder: Path, name: str, data: bytes) -> str:
-    fd = os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        os.fchmod(fd, 0o644)  # whatever the umask, as `_write_temp` makes them
-        with os.fdopen(fd, "wb", closefd=False) as f:
-            f.write(data)
-    finally:
-        os.close(fd)
-    return name
-
-
-def _write_all(staging: Path, files) -> list[str]:
-    """Every file into the (private) `staging` folder, by a pool of threads while `files`
-    makes the next ones (creating a file is kernel time, about as long as rendering it: the
-    two overlap on two cores)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        pending = [pool.submit(_write_new, staging, path.name, data) for path, data in files]
-    return [f.result() for f in pending]
-
-
-def _on_disk(folder: Path, paths: list[Path]) -> None:
-    """`paths`, new files of `folder`, on disk: by one `syncfs` from SYNCFS_FROM files, else
-    (or without it) fsynced together from a pool of threads (the file system commits
-    concurrent fsyncs as one: 2,000 files took 0.5 s so, and 10 s one after another)."""
-    if len(paths) < SYNCFS_FROM or not syncfs(folder):
-        with ThreadPoolExecutor(max_workers=min(32, len(paths) or 1)) as pool:
-            list(pool.map(fsync_path, paths))
-        fsync_path(folder)
-
-
-def _write_each(folder: Path, files) -> list[Path]:
-    """`write_files` into a folder that exists: each file to a temporary file first (written
-    by a pool of threads while `files` makes the next ones), all put on disk (`_on_disk`),
-    then renamed into place, and the folder fsynced once so that the renames last too."""
-    pending: dict[Path, Future] = {}
-    temps: dict[Path, Path] = {}
-    written: list[Path] = []
-    try:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            try:
-                for path, data in files:
-                    pending[path] = pool.submit(_write_temp, folder, path.name, data)
-            finally:  # on a failure too: every temporary written is known, to be removed
-                wait(pending.values())
-        temps = {path: f.result() for path, f in pending.items()}
-        _on_disk(folder, list(temps.values()))
-        for path, tmp in temps.items():
-            os.replace(tmp, path)
-            written.append(path)
-        fsync_path(folder)
-    except BaseException:
-        made = [f.result() for f in pending.values() if f.done() and not f.cancelled() and f.exception() is None]
-        for tmp in [*made, *written]:
-            tmp.unlink(missing_ok=True)
-        raise
-    JOURNAL.replaced.extend(map(str, written))
-    return written
+    names = [_file_name(i, q.question_id) for i, (q, _, _) in enumerate(rows, start=1)]
+    return write_folder_atomic(out_dir, ((name, export_text(rec, q, dataset.name).encode("utf-8"))
+                                         for name, (q, _, rec) in zip(names, rows)))
 
 
 def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | None] | None:
     """(question id, the record as its JSON line, the record if it was edited) for one YAML
     file, or None with its problems added. The line is what `import` writes and what the
-    header's hash is of: dumped once, and only an edited record travels back whole from a
-    worker process."""
+    header's hash is of."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
@@ -240,22 +62,12 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | Non
     try:
         Question.model_validate(rec)
     except ValidationError as e:
-        node = node if node is not None else node_of(text)
         for err in e.errors():
             loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
             problems.append(Problem(str(path), line_of(node, loc), ".".join(map(str, loc)), err["msg"]))
         return None
     line = dumps(rec)
     return rec["question_id"], line, None if text_hash(line) == source_hash else rec
-
-
-def _read_some(start: int, stop: int) -> list[tuple[Path, tuple[str, str, dict | None] | None, list[Problem]]]:
-    out = []
-    with gc_paused():  # 100,000 items are millions of new objects, none in a cycle
-        for path in shared()[start:stop]:
-            problems: list[Problem] = []
-            out.append((path, _read_one(path, problems), problems))
-    return out
 
 
 def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
@@ -270,8 +82,8 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     problems: list[Problem] = []
     lines, revised, seen = [], [], {}
     today = revised_on or datetime.now(UTC).date().isoformat()
-    for path, got, found in in_processes(_read_some, len(files), files):
-        problems += found
+    for path in files:
+        got = _read_one(path, problems)
         if got is None:
             continue
         qid, line, edited = got
@@ -290,23 +102,11 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     return {"questions": len(lines), "revised": revised, "out": str(out)}
 
 
-_NEITHER = (None, None)
-
-
-def _diff_some(start: int, stop: int) -> list[dict | None]:
-    order, a, b = shared()
-    out = []
-    for qid in order[start:stop]:
-        (qa, ra), (qb, rb) = a.get(qid, _NEITHER), b.get(qid, _NEITHER)
-        out.append(diff_question(qa, qb, ra, rb))
-    return out
-
-
 def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:
-    """`diff_records` of two dataset files (in worker processes for large ones)."""
-    qa = {q.question_id: (q, rec) for q, _, rec in load_question_rows(a, check_images=False)}
-    qb = {q.question_id: (q, rec) for q, _, rec in load_question_rows(b, check_images=False)}
-    order = diff_order(qa, qb)
-    d = {qid: entry for qid, entry in zip(order, in_processes(_diff_some, len(order), [order, qa, qb]))
-         if entry is not None}
+    """`diff_records` of two dataset files, and its lines."""
+    qa, ra, qb, rb = {}, {}, {}, {}
+    for questions, records, path in ((qa, ra, a), (qb, rb, b)):
+        for q, _, rec in load_question_rows(path, check_images=False):
+            questions[q.question_id], records[q.question_id] = q, rec
+    d = diff_records(qa, qb, ra, rb)
     return d, diff_lines(d)

@@ -14,27 +14,6 @@ import yaml
 from tests.hostile.odd_texts import ODD_TEXTS, odd_record
 
 
-def test_export_text_is_what_one_emitter_call_per_value_wrote():
-    """Export dumps a question's items in one call with its own node builder; the text is the
-    plain safe dumper's, value by value."""
-    from gamut_local.rubric import revision
-
-    base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-    def plain(value, indent):
-        text = yaml.dump(value, Dumper=base, sort_keys=False, allow_unicode=True, width=revision.WIDTH,
-                         default_flow_style=False)
-        return "".join(" " * indent + line if line.strip() else line for line in text.splitlines(keepends=True))
-
-    for k in range(len(ODD_TEXTS)):
-        rec = odd_record(k)
-        items = [revision._readable(i) for i in rec["meta_rubric"]["items"]]
-        assert revision._dump_each(items, 2) == [plain([i], 2) for i in items]
-        assert revision._dump(rec, 0) == plain(rec, 0)
-        keys = {key: rec[key] for key in ("question_id", "domain", "question")}
-        assert revision._dump(keys, 0) == "".join(plain({key: v}, 0) for key, v in keys.items())
-
-
 def test_odd_texts_export_and_import_to_the_same_bytes(tmp_path):
     from gamut_local.stages.revise import export_dataset, import_dir
 
@@ -48,17 +27,18 @@ def test_odd_texts_export_and_import_to_the_same_bytes(tmp_path):
 
 @pytest.mark.parametrize("folder_exists", [False, True])
 def test_an_export_is_on_disk_when_it_says_so(tmp_path, monkeypatch, folder_exists):
-    """Every file's bytes are fsynced before its rename (a crash leaves it whole or absent)
-    and the folder after the last rename (so the names last too); before, nothing was. A new
-    folder is written whole under another name and renamed once, after its files and itself
-    were fsynced; into an existing one, each file is renamed from a temporary file."""
+    """Every file's bytes are on disk (one sync) before the first rename (a crash leaves them
+    whole or absent) and the folder is fsynced after the last rename (so the names last too).
+    A new folder is written whole under another name and renamed once; into an existing one,
+    each file is renamed from the temporary folder."""
     from gamut_local.stages import revise
 
     events = []
-    real_fsync, real_replace = os.fsync, os.replace
+    real_fsync, real_replace, real_sync = os.fsync, os.replace, os.sync
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))),
                                                  real_fsync(fd))[1])
     monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(a), str(b))), real_replace(a, b))[1])
+    monkeypatch.setattr(os, "sync", lambda: (events.append(("sync",)), real_sync())[1])
     src = tmp_path / "d.jsonl"
     src.write_text("".join(json.dumps(odd_record(k)) + "\n" for k in range(5)))
     folder = tmp_path / "yaml"
@@ -66,13 +46,12 @@ def test_an_export_is_on_disk_when_it_says_so(tmp_path, monkeypatch, folder_exis
         folder.mkdir()
     paths = revise.export_dataset(src, folder)
     assert len(paths) == 5 and sorted(folder.iterdir()) == paths
-    synced = [e[1] for e in events if e[0] == "fsync"]
-    renames = [i for i, e in enumerate(events) if e[0] == "replace"]
-    for i in renames:
-        assert events[i][1] in synced[:i], f"{events[i][1]} renamed before it was fsynced"
+    kinds = [e[0] for e in events]
+    renames = [i for i, k in enumerate(kinds) if k == "replace"]
+    assert kinds.count("sync") == 1 and kinds.index("sync") < renames[0]
     assert len(renames) == (5 if folder_exists else 1)
-    assert str(folder) in [e[1] for e in events[renames[-1]:] if e[0] == "fsync"]
-    assert folder_exists or str(tmp_path) in synced  # the folder was new: its name is in its parent
+    after = [e[1] for e in events[renames[-1]:] if e[0] == "fsync"]
+    assert str(folder) in after and str(tmp_path) in after  # the names in the folder, the folder in its parent
 
 
 @pytest.mark.parametrize("folder_exists", [False, True])

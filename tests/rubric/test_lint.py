@@ -257,26 +257,15 @@ def test_near_duplicates_of_many_items_are_found_and_named():
                    f"'i{k - 7}.fact' [duplicate_checks]" for k in range(10, 2000, 10)]
 
 
-@pytest.mark.parametrize("texts", [["A  b", "a b"], ["a b ", " a\tb", "a\u00a0b", "A\nB"], ["x\x00y", "x y"],
-                                   ["ΣΑΣ", "σας", "Σ a"], ["plain text", "other text"], []])
-def test_texts_normalised_at_once_are_each_text_normalised(texts):
-    """The duplicate rule lower-cases and collapses the spaces of all the checks' texts at once:
-    the same as one at a time, whatever spaces, separators or final sigmas they hold."""
-    from gamut_local.rubric.lint import _normalised
-
-    assert _normalised(texts) == [" ".join(t.lower().split()) for t in texts]
-
-
-def test_the_search_in_a_thread_finds_what_it_finds_here(monkeypatch):
-    """A large batch searches for near-duplicates in a thread beside the other rules: the same
-    findings, rule by rule in the same order, as searching first."""
-    from gamut_local.rubric import lint
-
-    entries = [(_build(change), k) for k, (_, change, _) in enumerate(CORPUS, start=1)]
-    here = lint.lint_batch(entries, "bad.jsonl")
-    monkeypatch.setattr(lint, "NEAR_IN_THREAD_FROM", 0)
-    assert lint.lint_batch(entries, "bad.jsonl") == here
-    assert {f.rule for found, _ in here for f in found} >= {"duplicate_checks", "no_subject", "check_count"}
+@pytest.mark.parametrize("fact", ["It is an  ESPRESSO", "it\tis an\nespresso", " it is an espresso",
+                                  "it\u00a0is an espresso"])
+def test_checks_that_differ_in_case_and_spaces_alone_repeat_word_for_word(fact):
+    """Case, runs of white space (tabs, line breaks, no-break spaces) and spaces at the ends
+    do not make two checks say different things."""
+    q = _question(_simple("a", "it is an espresso"), _simple("x", fact), *GOOD[1:])
+    got = [str(f) for f in lint_question(q, "f.jsonl", 1) if f.rule == "duplicate_checks"]
+    assert got == ["f.jsonl:1: meta_rubric.items.1: error: check 'x.fact' repeats check 'a.fact' "
+                   "word for word [duplicate_checks]"]
 
 
 @settings(max_examples=150, deadline=None)
@@ -294,3 +283,15 @@ def test_the_search_with_its_filters_finds_what_all_pairs_find(texts, groups, t)
     groups = groups[:len(texts)]
     assert first_near_duplicates(texts, groups, t) == all_pairs_near_duplicates(
         [content_words(x) for x in texts], groups, t)
+
+
+def test_linting_in_batches_finds_what_one_batch_finds(monkeypatch):
+    """Questions are linted a batch at a time; each question is its own scope, so the batches'
+    findings, and the tier balance over all of them, are those of one batch."""
+    from gamut_local.rubric import lint
+
+    entries = [(_build(change), k) for k, (_, change, _) in enumerate(CORPUS, start=1)]
+    whole = lint.with_tier_balance(lint.lint_batch(entries, "bad.jsonl"), "bad.jsonl")
+    monkeypatch.setattr(lint, "BATCH", 2)
+    assert lint.lint_questions(entries, "bad.jsonl") == whole
+    assert {f.rule for f in whole} >= {"duplicate_checks", "no_subject", "check_count"}
