@@ -507,9 +507,9 @@ def report(
                                          "(default: the only one in RUN/samples/)."),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
-    from gamut_local.reporting import current
     from gamut_local.rundir.layout import check_seed
     from gamut_local.rundir.paths import check_outputs
+    from gamut_local.stages.report import write_report
 
     check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures", "tables": run_dir / "tables",
                    "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
@@ -518,19 +518,8 @@ def report(
     def warn(line):
         err.print(f"warning: {line}", style="bold red")
 
-    # A current report is checked before the analysis is imported (numpy, pydantic: most of its time).
-    again = current.current_report(run_dir, current.settings(
-        run_dir, dataset=dataset, seed=seed, allow_missing=allow_missing, allow_incomplete=allow_incomplete,
-        pilot=None, correct_with=correct_with, sample=sample)) if run_dir.is_dir() else None
-    if again is None:
-        from gamut_local.stages.report import write_report
-
-        path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
-                            allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample, warn=warn)
-    else:
-        for line in again:
-            warn(line)
-        path = run_dir / "report.md"
+    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
+                        allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample, warn=warn)
     out.print(f"{path}")
 
 

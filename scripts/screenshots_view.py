@@ -13,8 +13,7 @@ import tempfile
 from pathlib import Path
 
 from gamut_local.rundir.layout import scores_path, verdict_files
-from gamut_local.rundir.store import write_json
-from gamut_local.stages.score import score_files
+from gamut_local.stages.score import write_scores
 from gamut_local.testing.live_server import chromium, live_server
 from gamut_local.testing.sample_run import build_sample_run
 from gamut_local.viewer.app import create_app
@@ -27,7 +26,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run = build_sample_run(Path(tmp) / "sample-view")
-        write_json(scores_path(run), score_files(verdict_files(run), seed=0))
+        write_scores(scores_path(run), verdict_files(run), seed=0)
         app = create_app(open_run(run), annotator="alice")
         with live_server(app) as url, chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -112,7 +112,7 @@ def test_not_scored_responses_are_outside_the_population():
 
 
 def test_scoring_without_correction_does_not_import_ppi():
-    code = ("import sys; from gamut_local.stages.score import score_records; "
+    code = ("import sys; from tests.scoring import score_records; "
             "score_records([{'question_id': 'q', 'model': 'm', 'judge': 'j', 'check_id': 'c', "
             "'tier': 'valuable', 'verdict': 'meets'}], n_boot=5); "
             "assert 'ppi_py' not in sys.modules and 'crowdkit' not in sys.modules")

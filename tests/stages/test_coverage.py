@@ -13,7 +13,7 @@ import pytest
 from gamut_local.analysis.comparisons import variant_comparison
 from gamut_local.rundir.layout import Shard, scores_path, verdict_files
 from gamut_local.rundir.store import write_json, write_jsonl
-from gamut_local.stages.score import score_records
+from tests.scoring import score_records
 from gamut_local.testing.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
 from gamut_local.testing.synthetic import make_records
 

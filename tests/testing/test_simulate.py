@@ -5,7 +5,7 @@ import numpy as np
 
 from gamut_local.analysis.metrics import score_responses
 from gamut_local.analysis.stats import cohen_kappa, confusion_matrix
-from gamut_local.stages.score import score_records
+from tests.scoring import score_records
 from gamut_local.testing.simulate import ACCURATE, LENIENT, SimJudge, simulate
 
 
