@@ -441,16 +441,14 @@ def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),
               sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration "
                                                    "sample (default: the only one in RUN/samples/).")):
     """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
-    import json
-
     from gamut_local.stages.score import score_run as score_run_stage
 
-    path = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete, correct_with=correct_with,
-                           sample=sample)
-    for m in json.loads(path.read_text())["models"]:
+    scored = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete, correct_with=correct_with,
+                             sample=sample)
+    for m in scored.scores.model_dump()["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}"
                   f"{_coverage_mark(m)}{_corrected(m)}")
-    out.print(f"scores: {path}")
+    out.print(f"scores: {scored.path}")
 
 
 @app.command()
