@@ -441,16 +441,14 @@ def score_run(config: Path = typer.Option(..., "--config", help="Run YAML."),
               sample: Optional[str] = typer.Option(None, "--sample", help="Name of the run's calibration "
                                                    "sample (default: the only one in RUN/samples/).")):
     """Score every verdict file in the run directory (all judges, shards and extra_verdicts)."""
-    import json
-
     from gamut_local.stages.score import score_run as score_run_stage
 
-    path = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete, correct_with=correct_with,
-                           sample=sample)
-    for m in json.loads(path.read_text())["models"]:
+    scored = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete, correct_with=correct_with,
+                             sample=sample)
+    for m in scored.scores.model_dump()["models"]:
         out.print(f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}"
                   f"{_coverage_mark(m)}{_corrected(m)}")
-    out.print(f"scores: {path}")
+    out.print(f"scores: {scored.path}")
 
 
 @app.command()
@@ -507,9 +505,9 @@ def report(
                                          "(default: the only one in RUN/samples/)."),
 ):
     """Write report.md, figures/*.png and tables/ for a run directory."""
-    from gamut_local.reporting import current
     from gamut_local.rundir.layout import check_seed
     from gamut_local.rundir.paths import check_outputs
+    from gamut_local.stages.report import write_report
 
     check_outputs({"report.md": run_dir / "report.md", "figures": run_dir / "figures", "tables": run_dir / "tables",
                    "scores": run_dir / "scores"}, [dataset], folders=("figures", "tables", "scores"))
@@ -518,19 +516,8 @@ def report(
     def warn(line):
         err.print(f"warning: {line}", style="bold red")
 
-    # A current report is checked before the analysis is imported (numpy, pydantic: most of its time).
-    again = current.current_report(run_dir, current.settings(
-        run_dir, dataset=dataset, seed=seed, allow_missing=allow_missing, allow_incomplete=allow_incomplete,
-        pilot=None, correct_with=correct_with, sample=sample)) if run_dir.is_dir() else None
-    if again is None:
-        from gamut_local.stages.report import write_report
-
-        path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
-                            allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample, warn=warn)
-    else:
-        for line in again:
-            warn(line)
-        path = run_dir / "report.md"
+    path = write_report(run_dir, dataset, seed=seed, allow_missing=allow_missing,
+                        allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample, warn=warn)
     out.print(f"{path}")
 
 

@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from gamut_local.rundir.layout import scores_path, verdict_files
-from gamut_local.rundir.store import write_json
-from gamut_local.stages.score import score_files
+from gamut_local.stages.score import write_scores
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.support
 from tests.support.live_server import chromium, live_server
 from tests.support.sample_run import build_sample_run
@@ -29,7 +28,7 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run = build_sample_run(Path(tmp) / "sample-view")
-        write_json(scores_path(run), score_files(verdict_files(run), seed=0))
+        write_scores(scores_path(run), verdict_files(run), seed=0)
         app = create_app(open_run(run), annotator="alice")
         with live_server(app) as url, chromium() as browser:
             page = browser.new_page(viewport={"width": 1280, "height": 900})

@@ -1,125 +1,110 @@
-"""Whether a run's report is current: `report.stamp.json`, next to report.md, records what the
-last report was made from, so a report with nothing new to say is the files already there.
-
-The stamp holds the command's settings (dataset, seed, flags, the directory relative paths
-were resolved from), the code (a hash of every file of the `gamut_local` package and the
-Python version), and the stat (size, mtime, inode) of every file the report could have read
-(every file of the run directory but the report's own outputs, plus the files outside it that
-it read: the dataset, extra verdicts and answers) taken *before* reading them, and of every
-output (report.md, figures/, tables/, scores/) after writing them. The report is current only
-while all of these are exactly so: a file added, removed, touched or rewritten, on either
-side, another setting or another version of the code makes it fresh. An input changed within
-`RACY_NS` before it was recorded could change again within the same mtime tick unseen (git's
-"racily clean" case): then no stamp is written. Nothing here imports numpy or pydantic:
-`gamut-local report` on a current run is this check and Python's start-up.
+"""Whether an analysis output is current: the one rule every stage that reads another's
+output follows (`same_inputs`). `score` and `agree` record in `scores.json` and
+`agreement.json` the identity of every input file (path, size, mtime, sha256:
+`rundir.identity.file_record`) and the settings that change the result; an output is current
+while each recorded input is still the file wanted, with the same content (rehashed only when
+its size or mtime changed, as git's index does: `rundir.identity.current_record`), and the
+settings are the ones asked for. `report` reads such outputs, and runs the computation again
+only for what is missing or not current.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import sys
 from pathlib import Path
 
-STAMP = "report.stamp.json"
-STAMP_VERSION = 1
-OUTPUTS = ("report.md", "figures", "tables", "scores")  # written by `report` (scores/ also by `score-run`)
-RACY_NS = 2_000_000_000
-STAGING_PREFIX = ".report-staging-"  # where `report` writes its outputs before moving them in
+import numpy as np
+from pydantic import ValidationError
+
+from gamut_local.analysis.agreement import agree_panel, panel_from_table
+from gamut_local.analysis.outputs import AgreementFile, ScoresFile
+from gamut_local.analysis.scoring import Scores, domain_rows, model_rows, score_table, scores_from_columns, system_index
+from gamut_local.data.reading import read_responses
+from gamut_local.data.verdict_table import VerdictTable
+from gamut_local.rundir.identity import current_record
+from gamut_local.vocab import SMALL_POOL_MAX, TIERS, VERDICTS
 
 
-def code_identity() -> str:
-    """Every file of the installed `gamut_local` package (its bytes) and the Python version."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256(sys.version.encode())
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        h.update(f"\0{path.relative_to(root).as_posix()}\0".encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+def same_inputs(recorded: list[dict], wanted: list[Path]) -> bool:
+    """The rule: an output is current while the inputs it records (`rundir.identity.file_record`)
+    are exactly the files wanted now (paths resolved), each with the content hash recorded."""
+    if {str(Path(r["path"]).resolve()) for r in recorded} != {str(Path(p).resolve()) for p in wanted}:
+        return False
+    for old in recorded:
+        now = current_record(old)
+        if now is None or now["sha256"] != old["sha256"]:
+            return False
+    return True
 
 
-def settings(run_dir: Path, **options) -> dict:
-    """What the report was asked for: the command's options and where relative paths resolve."""
-    return {"run_dir": str(Path(run_dir).resolve()), "cwd": os.getcwd(),
-            **{k: str(v) if isinstance(v, Path) else v for k, v in sorted(options.items())}}
-
-
-def _stat(path: Path) -> list[int] | None:
+def current_scores(scores_json: Path, paths: list[Path], dataset: Path | None, *,
+                        seed: int, n_boot: int, answers: list[Path] = (),
+                        small_pool_max: int = SMALL_POOL_MAX) -> tuple[ScoresFile, Scores] | None:
+    """The scores file and its response scores, if current for these inputs; else None."""
     try:
-        st = path.stat()
-    except OSError:
+        doc = ScoresFile.model_validate_json(Path(scores_json).read_bytes())
+    except (OSError, ValidationError, ValueError):
         return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _walk(folder: Path, skip: set[str]) -> list[Path]:
-    out = []
+    if (doc.bootstrap.seed, doc.bootstrap.n_boot) != (seed, n_boot) or doc.responses_file is None:
+        return None
+    if dataset is not None and doc.compile != {"small_pool_max": small_pool_max}:
+        return None
+    want_dataset = [] if dataset is None else [dataset]
+    have_dataset = [] if doc.dataset is None else [doc.dataset.model_dump()]
+    if not same_inputs([i.model_dump() for i in doc.inputs], paths) or \
+            not same_inputs(have_dataset, want_dataset) or \
+            not same_inputs([i.model_dump() for i in doc.answers], list(answers)):
+        return None
     try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return out
-    for e in entries:
-        if e.name in skip:
-            continue
-        if e.is_dir(follow_symlinks=False):
-            out += _walk(Path(e.path), set())
-        else:
-            out.append(Path(e.path))
-    return out
+        responses = Path(scores_json).with_name(doc.responses_file)  # a name, never a path
+    except ValueError:
+        return None
+    scores = _responses_as_scores(responses, doc) if responses.is_file() else None
+    return None if scores is None else (doc, scores)
 
 
-def inputs_now(run_dir: Path, outside: list[Path] = ()) -> dict[str, list[int] | None]:
-    """{path: stat} of every file of the run directory but the report's outputs (its staging
-    folders too: a report's, or one a killed report left), and `outside`."""
-    run_dir = Path(run_dir).resolve()
+RESPONSE_COLUMNS = {"judge", "model", "variant", "question_id", "domain", "score", *TIERS,
+                    *(f"n_{verdict}" for verdict in VERDICTS), "n_expected", "complete"}
+# What reading a damaged per-response file can raise (pyarrow's errors subclass these).
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, IndexError, NotImplementedError)
+
+
+def _responses_as_scores(path: Path, doc: ScoresFile) -> Scores | None:
+    """The Scores a per-response file holds, if it is the file `doc` describes: readable, the
+    columns `write_responses` writes, and every row of `doc` (all but the bootstrap CIs)
+    recomputed from it as written. Else None: a damaged or hand-edited file is not current,
+    and the caller computes the scores again from the verdicts."""
     try:
-        staging = {e.name for e in os.scandir(run_dir) if e.name.startswith(STAGING_PREFIX)}
-    except OSError:
-        staging = set()
-    paths = _walk(run_dir, {*OUTPUTS, STAMP, *staging}) + [Path(p).resolve() for p in outside]
-    return {str(p): _stat(p) for p in sorted(set(paths))}
+        cols = read_responses(path)
+        if set(cols) != RESPONSE_COLUMNS:
+            return None
+        scores = scores_from_columns(cols, list(doc.judges), seed=doc.bootstrap.seed, n_boot=doc.bootstrap.n_boot,
+                                     formula=doc.formula.model_dump(), from_dataset=doc.coverage_from == "dataset")
+    except _UNREADABLE:
+        return None
+    written = doc.model_dump(mode="json")
+    # Bootstrap CIs and corrected estimates are not in the per-response file.
+    rows = [{k: v for k, v in row.items() if k != "ci95"} for row in model_rows(scores, boot=np.empty(0))]
+    if rows != [{k: v for k, v in row.items() if k not in ("ci95", "corrected")} for row in written["models"]] \
+            or domain_rows(scores) != written["domains"]:
+        return None
+    return scores
 
 
-def outputs_now(run_dir: Path) -> dict[str, list[int] | None]:
-    run_dir = Path(run_dir).resolve()
-    paths = [run_dir / OUTPUTS[0]] + [p for folder in OUTPUTS[1:] for p in _walk(run_dir / folder, set())]
-    return {str(p): _stat(p) for p in sorted(set(paths))}
-
-
-def current_report(run_dir: Path, options: dict) -> list[str] | None:
-    """The warnings the current report was made with (to say again), or None if the report
-    is not current for these options (`settings`)."""
+def current_agreement(path: Path, paths: list[Path]) -> AgreementFile | None:
+    """The agreement file, if current for these verdict inputs; else None."""
     try:
-        stamp = json.loads((Path(run_dir) / STAMP).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = AgreementFile.model_validate_json(Path(path).read_bytes())
+    except (OSError, ValidationError, ValueError):
         return None
-    if not isinstance(stamp, dict) or stamp.get("version") != STAMP_VERSION or stamp.get("settings") != options:
-        return None
-    recorded = stamp.get("inputs")
-    if not isinstance(recorded, dict) or stamp.get("outputs") != outputs_now(run_dir):
-        return None
-    outside = [Path(p) for p in recorded if not _inside(Path(p), Path(run_dir).resolve())]
-    if inputs_now(run_dir, outside) != recorded or stamp.get("code") != code_identity():
-        return None
-    warnings = stamp.get("warnings")
-    return warnings if isinstance(warnings, list) and all(isinstance(w, str) for w in warnings) else None
+    return doc if same_inputs([i.model_dump() for i in doc.inputs], paths) else None
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    return path == folder or folder in path.parents
-
-
-def forget(run_dir: Path) -> None:
-    """No stamp while the outputs are being rewritten (a report stopped half-way is not current)."""
-    (Path(run_dir) / STAMP).unlink(missing_ok=True)
-
-
-def record(run_dir: Path, options: dict, inputs: dict, started_ns: int, warnings: list[str]) -> None:
-    """Write the stamp once every output is written; `inputs`: `inputs_now` before reading."""
-    from gamut_local.rundir.store import write_json
-
-    if any(s is None or s[1] >= started_ns - RACY_NS for s in inputs.values()):
-        return  # a file gone, or changed so recently that a change in the same tick would go unseen
-    write_json(Path(run_dir) / STAMP, {"version": STAMP_VERSION, "settings": options, "code": code_identity(),
-                                       "inputs": inputs, "outputs": outputs_now(run_dir), "warnings": warnings})
+def agreement_document(table: VerdictTable, scores: Scores | None = None,
+                       systems: tuple | None = None) -> AgreementFile:
+    """Agreement of the table's judges; `scores`: the table's response scores, if at hand
+    (without a dataset the expected grid is what the verdicts imply: `coverage_from`), and
+    `systems` its `system_index`, which both take (11 ms at paper scale)."""
+    systems = systems or system_index(table)
+    scores = score_table(table, systems=systems) if scores is None else scores
+    result = agree_panel(panel_from_table(table, systems), scores)
+    return AgreementFile(inputs=table.inputs, **result)

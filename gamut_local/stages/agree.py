@@ -10,25 +10,13 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
-from gamut_local.analysis.agreement import agree_panel, panel_from_table
 from gamut_local.analysis.outputs import AgreementFile
-from gamut_local.analysis.scoring import Scores, require_complete, score_table, system_index
-from gamut_local.data.verdict_table import VerdictTable, read_verdicts, table_from_records
+from gamut_local.analysis.scoring import require_complete, score_table, system_index
 from gamut_local.errors import InputError, Problem
 from gamut_local.data.reading import read_verdicts_and_dataset
+from gamut_local.reporting.current import agreement_document
 from gamut_local.reporting.tables import write_model
 from gamut_local.rundir.human import gold_judges
-
-
-def agreement_document(table: VerdictTable, scores: Scores | None = None,
-                       systems: tuple | None = None) -> AgreementFile:
-    """Agreement of the table's judges; `scores`: the table's response scores, if at hand
-    (without a dataset the expected grid is what the verdicts imply: `coverage_from`), and
-    `systems` its `system_index`, which both take (11 ms at paper scale)."""
-    systems = systems or system_index(table)
-    scores = score_table(table, systems=systems) if scores is None else scores
-    result = agree_panel(panel_from_table(table, systems), scores)
-    return AgreementFile(inputs=table.inputs, **result)
 
 
 def write_agreement(out: Path, paths: list[Path], console: Console | None = None, gold: str | None = None,
@@ -57,13 +45,3 @@ def write_agreement(out: Path, paths: list[Path], console: Console | None = None
 
         write_calibration(table, gold, *beside(Path(out)))
     return doc
-
-
-def agree_records(records: list[dict]) -> dict:
-    """Everything `gamut-local agree` writes, from verdict dicts of several judges."""
-    return agreement_document(table_from_records(records)).model_dump(mode="json")
-
-
-def agree_files(paths: list[Path]) -> dict:
-    """Everything `gamut-local agree` writes, from verdict JSONL files (writes nothing)."""
-    return agreement_document(read_verdicts([Path(p) for p in paths])).model_dump(mode="json")

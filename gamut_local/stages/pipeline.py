@@ -145,7 +145,7 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
         timed("sample", lambda: str(draw_sample(Path(spec.output_dir), cal.responses, per=cal.per, seed=cal.seed,
                                                 name=sample, console=console)[0]))
     gold = None if cal is None else cal.gold
-    timed("score", lambda: str(score_run(spec, allow_incomplete=allow, correct_with=gold, sample=sample)))
+    timed("score", lambda: str(score_run(spec, allow_incomplete=allow, correct_with=gold, sample=sample).path))
     timed("report", lambda: str(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed,
                                              allow_incomplete=allow, pilot=limit, correct_with=gold,
                                              sample=sample)))

@@ -5,12 +5,15 @@ verdicts, an old run's); answers are not read. This stage
 only reads inputs, calls the analysis and the reporting, and writes files:
 
 1. the run's verdict files (plus the manifest's `extra_verdicts`) and dataset;
-2. `scores/scores.json` + its per-response file, reused when current (same inputs' hashes,
-   same seed), else computed from the verdict table and written (as `score-run` would);
-3. `scores/agreement.json` likewise (two or more judges);
+2. `scores/scores.json` + its per-response file, as `score-run` wrote them where they are
+   current (`reporting.current`: the one rule), else computed and written as `score-run`
+   writes them;
+3. `scores/agreement.json` likewise (two or more judges), from the same read of the verdicts;
 4. the report's tables (`analysis.summary`), written by `reporting.tables`, the figures
-   (`reporting.figures`, redrawn only when the tables changed) and report.md
-   (`reporting.markdown`).
+   (`reporting.figures`) and report.md (`reporting.markdown`).
+
+Everything is written into a staging folder inside the run directory and moved in once
+whole: a report that stops half-way changes nothing there.
 
 Every section that cannot be computed from what is there (one judge only, no model in both
 variants, no dataset for domains) is listed in the report with the reason.
@@ -26,41 +29,35 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.analysis.agreement import agree_panel, panel_from_table
-from gamut_local.analysis.outputs import AgreementFile, ReportTablesFile, ScoresFile
+from gamut_local.analysis.outputs import ReportTablesFile, ScoresFile
 from gamut_local.analysis.scoring import N_BOOT, Scores, require_complete, score_table
 from gamut_local.analysis.summary import report_tables
 from gamut_local.errors import InputError, Problem
 from gamut_local.analysis.design import read_sample
 from gamut_local.reporting.correction import section as correction_section
-from gamut_local.reporting import current
-from gamut_local.reporting.current import STAGING_PREFIX
+from gamut_local.reporting.current import agreement_document, current_agreement, current_scores
 from gamut_local.reporting.jury import section as jury_section
 from gamut_local.reporting.drawing import draw_all, drawing_pool
 from gamut_local.reporting.markdown import render
 from gamut_local.data.reading import expected_checks, read_verdicts_and_dataset
 from gamut_local.reporting.tables import (
-    current_figures,
-    read_current_agreement,
-    read_current_scores,
-    record_figures,
-    tables_digest,
-    write_model,
+    Correction,
     with_correction,
+    write_model,
     write_report_tables,
     write_scores_files,
 )
 from gamut_local.data.consistency import describe_stale
-from gamut_local.data.dataset import TEXT_ONLY_SUFFIX
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
 from gamut_local.rundir.manifest_schema import Manifest, read_manifest
 from gamut_local.rundir.store import JOURNAL, fsync_path, write_text_atomic
+
+STAGING_PREFIX = ".report-staging-"  # where `report` writes its outputs before moving them in
 
 # ---------------------------------------------------------------- reading the run directory
 
@@ -153,39 +150,40 @@ def run_inputs(run_dir: Path, dataset: Path | None = None, *,
 def current_or_computed(run_dir: Path, files: list[Path], dataset: Path | None, *, seed: int,
                         console: Console | None = None, computing=lambda: None,
                         allow_incomplete: bool = False, out: Path | None = None) -> tuple[ScoresFile, Scores, dict | None]:
-    """The run's scores and agreement: read where current, else computed and written under
+    """The run's scores and agreement: read where current (`reporting.current`), else computed
+    as `score-run` and `agree` compute them, from one read of the verdicts, and written under
     `out` (default: the run directory; `write_report` gives its staging folder) as the run
     directory lays them out (`computing()` is called once the verdicts are read: the figures
-    will change). Stale verdicts are left out; an incomplete system stops it, before anything
-    is written, unless `allow_incomplete`."""
+    will be drawn). Stale verdicts are left out; an incomplete system stops it, before
+    anything is written, unless `allow_incomplete`."""
     out = run_dir if out is None else out
     table = None
     answers, small_pool_max = run_answers(run_dir)
-    current = read_current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT,
-                                  answers=answers, small_pool_max=small_pool_max)
-    # `computing()` comes after each read: the read forks processes for the dataset and the
-    # answers where no other thread runs yet (`rubric.workers.beside`), and the drawing
-    # workers it starts bring a thread. Before the read, it made that work take turns with
-    # the read in threads (a fresh report at paper scale: 4.45 s against 4.06).
-    if current is None:
-        table, (_, domains, dataset_input, checks) = read_verdicts_and_dataset(
-            files, dataset, console, answers=answers, small_pool_max=small_pool_max)
+
+    def read():
+        got = read_verdicts_and_dataset(files, dataset, console, answers=answers, small_pool_max=small_pool_max)
+        # After the read: it forks processes for the dataset and the answers where no other
+        # thread runs yet (`rubric.workers.beside`); the drawing workers bring a thread.
         computing()
+        return got
+
+    found = current_scores(scores_path(run_dir), files, dataset, seed=seed, n_boot=N_BOOT, answers=answers,
+                           small_pool_max=small_pool_max)
+    if found is None:
+        table, (_, domains, dataset_input, checks) = read()
         scores = score_table(table, domains, expected=expected_checks(checks), seed=seed)
         require_complete(scores, str(run_dir), allow_incomplete)
         doc = write_scores_files(scores_path(out), table, scores, dataset_input)
     else:
-        doc, scores = current
+        doc, scores = found
         require_complete(scores, str(run_dir), allow_incomplete)
     if len(scores.judges) < 2:
         return doc, scores, None
-    agreement = read_current_agreement(agreement_path(run_dir), files)
+    agreement = current_agreement(agreement_path(run_dir), files)
     if agreement is None:
-        table = table if table is not None else read_verdicts_and_dataset(
-            files, dataset, console, answers=answers, small_pool_max=small_pool_max)[0]
-        computing()
+        table = read()[0] if table is None else table
         # The panel's full-coverage scores are the very response scores above.
-        agreement = AgreementFile(inputs=table.inputs, **agree_panel(panel_from_table(table), scores))
+        agreement = agreement_document(table, scores)
         write_model(agreement_path(out), agreement)
     return doc, scores, agreement.model_dump(mode="json", exclude={"schema_version", "kind", "inputs"})
 
@@ -203,9 +201,7 @@ def _corrected(out: Path, doc: ScoresFile, scores: Scores, correct_with: str | N
     under `out`; `design`: (its path, `analysis.design.CheckedSample`)."""
     if correct_with is None:
         return doc
-    from gamut_local.analysis.correction import correct
-
-    doc = with_correction(doc, scores, correct(scores, design[1], correct_with, str(design[0])))
+    doc = with_correction(doc, scores, Correction(correct_with, design[1], str(design[0])))
     write_model(scores_path(out), doc)
     return doc
 
@@ -222,14 +218,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
     on the run's calibration sample (`sample`: its name) correct each model judge's scores
     (scores.json gains them, the report a section)."""
     run_dir = Path(run_dir)
-    options = current.settings(run_dir, dataset=dataset, seed=seed, allow_missing=allow_missing,
-                               allow_incomplete=allow_incomplete, pilot=pilot, correct_with=correct_with, sample=sample)
-    again = current.current_report(run_dir, options) if run_dir.is_dir() else None
-    if again is not None:  # the report there was made from exactly these inputs, settings and code
-        for note in again if warn else []:
-            warn(note)
-        return run_dir / "report.md"
-    started, inputs = time.time_ns(), current.inputs_now(run_dir) if run_dir.is_dir() else {}
     design = None
     if correct_with is not None:  # a missing or bad design stops the report before any reading
         path = find_sample(run_dir, sample)
@@ -240,9 +228,6 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
 
         design = (design[0], checked_sample(design[1], files, correct_with))
     _needs_matplotlib()
-    # The files outside the run directory, before they are read; those inside were taken first.
-    inputs = {**current.inputs_now(run_dir, [*files, *run_answers(run_dir)[0], *_dataset_files(dataset_path)]),
-              **inputs}
     pilot = pilot if pilot is not None else pilot_limit(run_dir)
     missing = [n for n in notes if n.startswith(MISSING_VERDICTS)]
     for note in missing if warn else []:
@@ -251,14 +236,13 @@ def write_report(run_dir: Path, dataset: Path | None = None, *, seed: int = 0,
         _write_outputs(run_dir, out, files, dataset_path, notes, missing, seed=seed, console=console, pilot=pilot,
                        allow_incomplete=allow_incomplete, correct_with=correct_with, design=design)
         commit(out, run_dir)
-    current.record(run_dir, options, inputs, started, missing)
     return run_dir / "report.md"
 
 
 def _write_outputs(run_dir: Path, out: Path, files: list[Path], dataset_path: Path | None, notes: list[str],
                    missing: list[str], *, seed: int, console, pilot, allow_incomplete: bool, correct_with, design) -> None:
     """Every output of the report (scores/, tables/, figures/, report.md) under `out`, laid out
-    as in the run directory; what is current there (scores, agreement, figures) is kept, not
+    as in the run directory; scores and agreement that are current there are kept, not
     written again."""
     # The drawing workers start before anything is computed: they load matplotlib meanwhile.
     with drawing_pool() as workers:
@@ -269,11 +253,7 @@ def _write_outputs(run_dir: Path, out: Path, files: list[Path], dataset_path: Pa
         t = {**report_tables(scores, agreement), "pilot": pilot}
         write_report_tables(out / "tables", ReportTablesFile(
             inputs=doc.inputs, dataset=doc.dataset, **{**t, "missing": notes + t["missing"]}))
-        digest = tables_digest(t)
-        figures = current_figures(run_dir / "figures", digest)
-        if figures is None:
-            figures = draw_all(t, out / "figures", workers)
-            record_figures(out / "figures", digest, figures)
+        figures = draw_all(t, out / "figures", workers)
     from gamut_local.reporting.calibration import report_section  # runs with verdicts/human-*/ only
 
     # Gaps and stale verdicts come first: a reader must see them before any number.
@@ -310,8 +290,7 @@ def staged(run_dir: Path):
 
 def commit(out: Path, run_dir: Path) -> None:
     """Move every file written under `out` to its place in the run directory: renames, after
-    every output was written. The stamp goes first: outputs part-moved are never current."""
-    current.forget(run_dir)
+    every output was written."""
     moved = []
     for src in sorted(p for p in out.rglob("*") if p.is_file()):
         dst = run_dir / src.relative_to(out)
@@ -321,11 +300,3 @@ def commit(out: Path, run_dir: Path) -> None:
     for folder in {Path(p).parent for p in moved}:
         fsync_path(folder)
     JOURNAL.replaced.extend(moved)
-
-
-def _dataset_files(dataset: Path | None) -> list[Path]:
-    """The dataset's file, and the text-only half of a GAMUT release read with it."""
-    if dataset is None:
-        return []
-    pair = dataset.with_name(f"{dataset.stem}{TEXT_ONLY_SUFFIX}{dataset.suffix}")
-    return [dataset, pair] if pair.is_file() else [dataset]

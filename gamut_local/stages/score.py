@@ -14,7 +14,7 @@ refused, naming the gaps, unless `allow_incomplete` (`--allow-incomplete`)."""
 
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,16 +22,12 @@ from rich.console import Console
 
 from gamut_local.analysis.design import read_sample
 from gamut_local.analysis.outputs import ScoresFile
-from gamut_local.analysis.scoring import N_BOOT, Coded, Scores, require_complete, response_columns, score_table
-from gamut_local.data.verdict_table import (
-    VerdictTable,
-    table_from_records,
-)
+from gamut_local.analysis.scoring import N_BOOT, require_complete, score_table
 from gamut_local.errors import InputError, Problem
 from gamut_local.data.reading import expected_checks, read_verdicts_and_dataset
-from gamut_local.reporting.tables import scores_document, write_scores_files
+from gamut_local.reporting.tables import Correction, write_scores_files
 from gamut_local.rundir.layout import all_answer_files, find_sample, scores_path, verdict_files
-from gamut_local.vocab import SMALL_POOL_MAX, TIERS
+from gamut_local.vocab import SMALL_POOL_MAX
 
 if TYPE_CHECKING:  # `score` reads no config: their models cost 0.05 s to import
     from gamut_local.config import RunSpec
@@ -56,13 +52,13 @@ def write_scores(out: Path, paths, dataset: Path | None = None, *, seed: int = 0
     require_complete(scores, ", ".join(str(p) for p in paths), allow_incomplete)
     correction = None
     if design is not None:
-        from gamut_local.analysis.correction import correct
         from gamut_local.reporting.correction import checked_sample
 
-        correction = correct(scores, checked_sample(design, paths, correct_with, table), correct_with, str(sample))
-        for note in correction[1]["notes"] if console is not None else []:
-            console.print(f"note: {note}", markup=False)
-    return write_scores_files(Path(out), table, scores, dataset_input, correction)
+        correction = Correction(correct_with, checked_sample(design, paths, correct_with, table), str(sample))
+    doc = write_scores_files(Path(out), table, scores, dataset_input, correction)
+    for note in doc.correction.notes if doc.correction is not None and console is not None else []:
+        console.print(f"note: {note}", markup=False)
+    return doc
 
 
 def _sample_for(correct_with: str | None, sample: Path | None):
@@ -83,37 +79,16 @@ def _read_checked(paths, dataset: Path | None, console: Console | None = None, a
     return table, domains, dataset_input, expected_checks(checks)
 
 
-def _as_dict(table: VerdictTable, scores: Scores, dataset: dict | None) -> dict:
-    """The scores document as a dict, with the per-response rows inline (`responses`)."""
-    out = scores_document(table, scores, dataset, None).model_dump(mode="json")
-    cols = {k: v.tolist() if isinstance(v, Coded) else v for k, v in response_columns(scores).items()}
-    out["responses"] = [{
-        "judge": cols["judge"][i], "model": cols["model"][i], "variant": cols["variant"][i],
-        "question_id": cols["question_id"][i], "score": _num(cols["score"][i]),
-        "tier_scores": {t: _num(cols[t][i]) for t in TIERS}, "n_expected": int(cols["n_expected"][i]),
-        "complete": bool(cols["complete"][i])} for i in range(len(cols["judge"]))]
-    return out
+@dataclass(frozen=True)
+class ScoredRun:
+    """What `score_run` wrote: scores.json's path and its content."""
 
-
-def _num(x) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
-def score_files(paths, dataset: Path | None = None, *, seed: int = 0, n_boot: int = N_BOOT) -> dict:
-    """Scores of verdict files as one dict (models, domains, responses inline); writes nothing."""
-    table, domains, dataset_input, expected = _read_checked([Path(p) for p in paths], dataset)
-    return _as_dict(table, score_table(table, domains, expected=expected, seed=seed, n_boot=n_boot), dataset_input)
-
-
-def score_records(records, domains: dict[str, str] | None = None, *, seed: int = 0, n_boot: int = N_BOOT,
-                  **formula) -> dict:
-    """Score verdict dicts of any mix of judges, models and variants (as `score_files`)."""
-    table = table_from_records(list(records))
-    return _as_dict(table, score_table(table, domains, seed=seed, n_boot=n_boot, **formula), None)
+    path: Path
+    scores: ScoresFile
 
 
 def score_run(spec: RunSpec, console: Console | None = None, allow_incomplete: bool = False,
-              correct_with: str | None = None, sample: str | None = None) -> Path:
+              correct_with: str | None = None, sample: str | None = None) -> ScoredRun:
     """Score every verdict file of the run and its extra_verdicts together; with `correct_with`,
     corrected by those gold judges over the run's calibration sample (`sample`: its name)."""
     paths = verdict_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_verdicts]
@@ -123,7 +98,7 @@ def score_run(spec: RunSpec, console: Console | None = None, allow_incomplete: b
     out = scores_path(Path(spec.output_dir))
     answers = all_answer_files(Path(spec.output_dir)) + [Path(p) for p in spec.extra_answers]
     design = None if correct_with is None else find_sample(Path(spec.output_dir), sample)
-    write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, answers=answers,
-                 small_pool_max=spec.compile.small_pool_max, allow_incomplete=allow_incomplete,
-                 correct_with=correct_with, sample=design)
-    return out
+    doc = write_scores(out, paths, Path(spec.dataset), seed=spec.seed, console=console, answers=answers,
+                       small_pool_max=spec.compile.small_pool_max, allow_incomplete=allow_incomplete,
+                       correct_with=correct_with, sample=design)
+    return ScoredRun(out, doc)

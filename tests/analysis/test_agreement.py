@@ -10,8 +10,10 @@ from scipy import stats as sps
 
 from gamut_local.errors import InputError
 from gamut_local.rundir.store import write_jsonl
-from gamut_local.stages.agree import agree_files, agree_records
-from gamut_local.stages.score import score_records
+from gamut_local.data.verdict_table import table_from_records
+from gamut_local.reporting.current import agreement_document
+from tests.support.scoring import agree_files, agree_records
+from tests.support.scoring import score_records
 from tests.support.synthetic import make_records
 from gamut_local.vocab import VERDICTS
 
@@ -189,7 +191,12 @@ def test_judges_that_share_no_keys():
 
 
 def test_one_judge_gives_defined_output():
-    res = agree_records(make_records(seed=8, judges=(("judge-a", 1.0),)))
+    """`agree` refuses one judge (an empty comparison would look like a result); the panel
+    itself still gives defined output for it."""
+    records = make_records(seed=8, judges=(("judge-a", 1.0),))
+    with pytest.raises(InputError, match="only one judge"):
+        agree_records(records)
+    res = agreement_document(table_from_records(records)).model_dump(mode="json")
     assert res["pairs"] == [] and res["vs_gold"] == {}
     assert res["notes"]["pairs"] == "needs at least 2 judges, got 1"
     assert res["krippendorff_alpha"] == {"nominal": None, "ordinal": None}

@@ -111,10 +111,12 @@ def test_not_scored_responses_are_outside_the_population():
     assert (r["n_labeled"], r["n_total"]) == (2, 4)
 
 
-def test_scoring_without_correction_does_not_import_ppi():
-    code = ("import sys; from gamut_local.stages.score import score_records; "
-            "score_records([{'question_id': 'q', 'model': 'm', 'judge': 'j', 'check_id': 'c', "
-            "'tier': 'valuable', 'verdict': 'meets'}], n_boot=5); "
+def test_scoring_without_correction_does_not_import_ppi(tmp_path):
+    path = tmp_path / "v.jsonl"
+    path.write_text('{"question_id": "q", "model": "m", "judge": "j", "check_id": "c", "tier": "valuable", '
+                    '"verdict": "meets"}\n')
+    code = ("import sys; from pathlib import Path; from gamut_local.stages.score import write_scores; "
+            f"write_scores(Path({str(tmp_path / 's.json')!r}), [Path({str(path)!r})], n_boot=5); "
             "assert 'ppi_py' not in sys.modules and 'crowdkit' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -144,7 +144,7 @@ def test_scores_rebuilt_from_the_parquet_equal_the_computed_ones(scored):
 
 def test_responses_written_as_jsonl_read_back_as_the_scores(scored, tmp_path, monkeypatch):
     import gamut_local.reporting.tables as tables
-    from gamut_local.reporting.tables import read_current_scores
+    from gamut_local.reporting.current import current_scores as read_current_scores
     from gamut_local.stages.score import write_scores
 
     _, paths, out = scored

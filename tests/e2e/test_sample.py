@@ -20,7 +20,7 @@ from gamut_local.data.records import (
 )
 from gamut_local.errors import InputError
 from gamut_local.rubric import compile_dataset
-from gamut_local.stages.score import score_files
+from tests.support.scoring import score_files
 
 SAMPLE = Path(gamut_local.__file__).parent / "data" / "sample"
 QUESTIONS = SAMPLE / "questions.jsonl"

@@ -13,7 +13,7 @@ import pytest
 from gamut_local.analysis.comparisons import variant_comparison
 from gamut_local.rundir.layout import Shard, scores_path, verdict_files
 from gamut_local.rundir.store import write_json, write_jsonl
-from gamut_local.stages.score import score_records
+from tests.support.scoring import score_records
 from tests.support.sample_run import SAMPLE, SYNTHETIC_JUDGE, build_sample_run
 from tests.support.synthetic import make_records
 

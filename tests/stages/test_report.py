@@ -9,11 +9,10 @@ from PIL import Image
 
 from gamut_local.analysis.comparisons import variant_comparison
 from gamut_local.errors import InputError
-from gamut_local.reporting.drawing import Workers
 from gamut_local.rundir.store import write_json, write_jsonl
 from gamut_local.stages.compare import compare_scores_file
 from gamut_local.stages.report import write_report
-from gamut_local.stages.score import score_records
+from tests.support.scoring import score_records
 from tests.support.synthetic import make_records
 
 DOMAINS = ("food", "plants", "animals")
@@ -221,25 +220,24 @@ def _mtimes(root):
             for sub in ("scores", "figures") for p in (root / sub).iterdir()}
 
 
-def test_report_reuses_current_scores_agreement_and_figures(tmp_path, monkeypatch):
+def test_report_reuses_current_scores_and_agreement(tmp_path, monkeypatch):
     import gamut_local.stages.report as report_stage
 
     records = make_records(seed=18, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=8)
     root = _write_run(tmp_path, records)
     write_report(root)
     first = _mtimes(root)
-    assert {"scores/scores.json", "scores/scores.responses.parquet", "scores/agreement.json",
-            "figures/figures.json"} <= {str(p) for p in first}
+    assert {"scores/scores.json", "scores/scores.responses.parquet", "scores/agreement.json"} <= \
+        {str(p) for p in first if p.parts[0] == "scores"}
     board = (root / "tables" / "leaderboard.csv").read_text()
 
     def no_reading(*args, **kwargs):
         raise AssertionError("read the verdicts although scores and agreement are current")
-    def no_workers(self):
-        raise AssertionError("started drawing workers with nothing to draw")
     monkeypatch.setattr(report_stage, "read_verdicts_and_dataset", no_reading)
-    monkeypatch.setattr(Workers, "start", no_workers)
     write_report(root)
-    assert _mtimes(root) == first  # nothing recomputed, no figure redrawn
+    again = _mtimes(root)
+    assert {p: t for p, t in again.items() if p.parts[0] == "scores"} == \
+        {p: t for p, t in first.items() if p.parts[0] == "scores"}  # nothing recomputed
     assert (root / "tables" / "leaderboard.csv").read_text() == board
     monkeypatch.undo()
 
@@ -298,24 +296,6 @@ def test_a_damaged_per_response_file_is_not_current(tmp_path, how):
     write_report(root)
     assert {name: (root / "scores" / name).read_bytes() for name in written} == written
     assert (root / "tables" / "leaderboard.csv").read_text() == board
-
-
-@pytest.mark.parametrize("figures", [{"leaderboard": "../manifest.json"}, {"leaderboard": "tiers.png"},
-                                     {"unknown": "unknown.png"}, ["leaderboard.png"], None])
-def test_a_figures_stamp_naming_other_files_is_not_current(tmp_path, figures):
-    """figures/figures.json says which figures are current; one naming files that are not the
-    figures (outside the run, another figure) is not ours: every figure is drawn again and
-    the report links only to figures/NAME.png."""
-    records = make_records(seed=24, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=6)
-    root = _write_run(tmp_path, records)
-    write_report(root)
-    text = (root / "report.md").read_text()
-    stamp = root / "figures" / "figures.json"
-    record = json.loads(stamp.read_text())
-    stamp.write_text(json.dumps({**record, "figures": figures}))
-    write_report(root)
-    assert (root / "report.md").read_text() == text
-    assert json.loads(stamp.read_text()) == record
 
 
 def test_report_reads_what_score_wrote(gamut, tmp_path, monkeypatch):
@@ -393,120 +373,22 @@ print(seen)
     assert any((root / "figures").glob("*.png"))  # and the workers drew the figures
 
 
-# ---------------------------------------------------------------- a current report (report.stamp.json)
-
-def _aged(root, *paths):
-    """Every file of the run (and `paths`) last changed an hour ago: older than the racy window."""
-    import os
-    import time
-
-    old = time.time() - 3600
-    for p in [*root.rglob("*"), *paths]:
-        if p.is_file():
-            os.utime(p, (old, old))
-
-
-@pytest.fixture
-def stamped(tmp_path, monkeypatch):
-    """A reported run whose report is current (stamped), and a counter of reports computed."""
+@pytest.mark.parametrize("gone", [(), ("scores.json",), ("agreement.json",), ("scores.json", "agreement.json")])
+def test_a_report_reads_the_verdicts_once_for_what_is_not_current(tmp_path, monkeypatch, gone):
+    """What score and agree wrote is read where current; what is missing is computed, scores
+    and agreement from one read of the verdicts (the slow part at paper scale)."""
     import gamut_local.stages.report as report_stage
 
-    records = make_records(seed=31, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=6)
-    root = _write_run(tmp_path / "run", records)
-    outside = tmp_path / "elsewhere.jsonl"
-    outside.write_bytes((root / "dataset.jsonl").read_bytes())
-    _aged(root, outside)
-    computed = []
-    real = report_stage.current_or_computed
-    monkeypatch.setattr(report_stage, "current_or_computed", lambda *a, **k: computed.append(1) or real(*a, **k))
-    write_report(root, outside)
-    assert (root / "report.stamp.json").is_file() and len(computed) == 1
-    write_report(root, outside)
-    assert len(computed) == 1  # current: nothing read, nothing written
-    return root, outside, computed
-
-
-def _edit(root, outside, how, monkeypatch):
-    import gamut_local.reporting.current as current
-
-    verdicts = root / "verdicts" / "judge-a" / "m-large.multimodal.jsonl"
-    if how == "verdict_changed":
-        verdicts.write_text(verdicts.read_text().replace('"meets"', '"missing"', 1))
-    elif how == "verdict_touched":
-        verdicts.touch()
-    elif how == "verdict_file_added":
-        rows = [{**json.loads(x), "judge": "judge-b"} for x in verdicts.read_text().splitlines()]
-        write_jsonl(root / "verdicts" / "judge-b" / verdicts.name, rows)
-    elif how == "verdict_file_removed":
-        verdicts.unlink()
-    elif how == "dataset_outside_changed":
-        outside.write_text(outside.read_text().replace('"food"', '"plants"'))
-    elif how == "manifest_changed":
-        write_json(root / "manifest.json", {"config": {"dataset": "dataset.jsonl", "name": "renamed"}})
-    elif how == "output_edited":
-        (root / "tables" / "leaderboard.csv").write_text("edited by hand\n")
-    elif how == "output_removed":
-        (root / "figures" / "leaderboard.png").unlink()
-    elif how == "code_changed":
-        monkeypatch.setattr(current, "code_identity", lambda: "another version of gamut-local")
-
-
-EDITS = ["verdict_changed", "verdict_touched", "verdict_file_added", "verdict_file_removed", "dataset_outside_changed",
-         "manifest_changed", "output_edited", "output_removed", "code_changed", "seed", "dataset_option"]
-
-
-def test_a_current_report_is_not_current_after_any_change(stamped, monkeypatch):
-    """Each input the stamp covers (verdicts, the dataset outside the run, the manifest, the
-    code, the options) and each output, changed in turn on a freshly stamped run, makes the
-    report not current. Fails if the stamp ignored any of them."""
-    import time
-
-    import gamut_local.reporting.current as current
-
-    root, outside, _ = stamped
-    for how in EDITS:
-        _aged(root, outside)
-        options = current.settings(root, dataset=outside, seed=0, allow_missing=False, allow_incomplete=False,
-                                   pilot=None, correct_with=None, sample=None)
-        current.record(root, options, current.inputs_now(root, [outside]), time.time_ns(), ["a gap"])
-        assert current.current_report(root, options) == ["a gap"], how
-        _edit(root, outside, how, monkeypatch)
-        asked = {**options, "seed": 1} if how == "seed" else {**options, "dataset": None} \
-            if how == "dataset_option" else options
-        assert current.current_report(root, asked) is None, how
-        monkeypatch.undo()
-
-
-@pytest.mark.parametrize("how", ["verdict_changed", "output_edited"])
-def test_a_changed_run_is_reported_again(stamped, how, monkeypatch):
-    root, outside, computed = stamped
-    _edit(root, outside, how, monkeypatch)
-    write_report(root, outside)
-    assert len(computed) == 2
-    assert (root / "tables" / "leaderboard.csv").read_text() != "edited by hand\n"
-
-
-def test_no_stamp_for_inputs_changed_within_the_racy_window(tmp_path):
-    """A file changed in the last 2 s could change again in the same mtime tick unseen: the
-    report is computed again next time rather than trusted."""
-    records = make_records(seed=32, judges=(("gold", 1.0),), questions=4)
-    root = _write_run(tmp_path, records)  # just written
-    write_report(root)
-    assert (root / "report.md").is_file() and not (root / "report.stamp.json").exists()
-
-
-def test_a_current_report_needs_no_analysis_imports(tmp_path):
-    """`gamut-local report` on a current run checks the stamp before importing the analysis
-    (numpy, pydantic, the report stage): under 1 s at paper scale (scripts/bench_analysis.py)."""
-    import subprocess
-    import sys
-
-    records = make_records(seed=33, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=4)
+    records = make_records(seed=25, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=6)
     root = _write_run(tmp_path, records)
-    _aged(root)
-    code = ("import sys; from gamut_local.cli import app\n"
-            "try: app(['report', sys.argv[1]])\nexcept SystemExit: pass\n"
-            "print(sorted(m for m in ('numpy', 'gamut_local.stages.report') if m in sys.modules))")
     write_report(root)
-    again = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True)
-    assert again.stdout.splitlines() == [str(root / "report.md"), "[]"]
+    board = (root / "tables" / "leaderboard.csv").read_text()
+    for name in gone:
+        (root / "scores" / name).unlink()
+    reads = []
+    real = report_stage.read_verdicts_and_dataset
+    monkeypatch.setattr(report_stage, "read_verdicts_and_dataset", lambda *a, **k: reads.append(1) or real(*a, **k))
+    write_report(root)
+    assert len(reads) == (1 if gone else 0)
+    assert all((root / "scores" / name).is_file() for name in ("scores.json", "agreement.json"))
+    assert (root / "tables" / "leaderboard.csv").read_text() == board

@@ -5,7 +5,7 @@ import numpy as np
 
 from gamut_local.analysis.metrics import score_responses
 from gamut_local.analysis.stats import cohen_kappa, confusion_matrix
-from gamut_local.stages.score import score_records
+from tests.support.scoring import score_records
 from tests.support.simulate import ACCURATE, LENIENT, SimJudge, simulate
 
 

@@ -127,7 +127,7 @@ def test_verdicts_are_appended_and_the_newest_wins(sample_run, client_for):
 
 
 def test_score_reads_human_verdicts_like_any_judge(sample_run, client_for):
-    from gamut_local.stages.score import score_files
+    from tests.support.scoring import score_files
 
     client = client_for(sample_run, annotator="ann")
     cell = client.get("/api/queue", params={"pos": 0}).json()
