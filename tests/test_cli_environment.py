@@ -13,7 +13,7 @@ from gamut_local.testing import processes
 SAMPLE = f"{gamut_local.__path__[0]}/data/sample/questions.jsonl"
 RUN = f"""
 import os, sys
-from gamut_local.cli import app
+from gamut_local.cli.main import app
 sys.argv = ["gamut-local", "validate", {SAMPLE!r}]
 try:
     app()
@@ -41,11 +41,11 @@ def test_a_users_own_choice_is_kept():
 
 
 def test_the_executable_runs_the_command_then_exits_without_a_last_collection():
-    """`gamut-local` is `cli.main`: the command, then everything left frozen (`gc.freeze`), so
+    """`gamut-local` is `cli.main.main`: the command, then everything left frozen (`gc.freeze`), so
     the collector's pass at interpreter exit does not walk it all (0.03 s a command). The exit
     code is the command's."""
-    probe = ("import gc, sys\nfrom gamut_local import cli\nsys.argv = ['gamut-local', *sys.argv[1:]]\n"
-             "try:\n    cli.main()\nexcept SystemExit as e:\n"
+    probe = ("import gc, sys\nfrom gamut_local.cli.main import main\nsys.argv = ['gamut-local', *sys.argv[1:]]\n"
+             "try:\n    main()\nexcept SystemExit as e:\n"
              "    print(e.code or 0, gc.get_freeze_count() > 10_000)\n")
     for argv, code in ((["--help"], 0), (["validate", "/nonexistent/questions.jsonl"], 1)):  # neither reads a dataset
         done = processes.run([sys.executable, "-c", probe, *argv], timeout=120, waiting_for="`gamut-local`")
@@ -54,4 +54,4 @@ def test_the_executable_runs_the_command_then_exits_without_a_last_collection():
     from pathlib import Path
 
     project = tomllib.loads((Path(gamut_local.__path__[0]).parent / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["gamut-local"] == "gamut_local.cli:main"
+    assert project["project"]["scripts"]["gamut-local"] == "gamut_local.cli.main:main"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gamut_local.cli import app
+from gamut_local.cli.main import app
 from gamut_local.testing.fake_engine import install
 
 if __name__ == "__main__":

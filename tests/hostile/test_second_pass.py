@@ -122,7 +122,7 @@ def test_engine_extra_that_gamut_local_reads_is_checked(world, expect, value, co
     cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False,
                                 "engine": {"extra": {"pipeline_parallel_size": value}}}])
     argv = ["--dry-run"] if command == "slurm" else []
-    expect(1, command, *(["--config"] if command == "run" else []), cfg, *argv,
+    expect(1, command, "--config", cfg, *argv,
            named=["run.yaml", "extra.pipeline_parallel_size", repr(value)], loads=0)
     assert not world.run_dir.exists()
 

@@ -212,7 +212,7 @@ def test_no_secret_in_any_output_of_any_path(world, tmp_path, case):
         cfg = config(world, judge)
         env = {"GAMUT_SERVER_URL": url, "GAMUT_PLANTED_KEY": "" if how.get("unset") else KEY}
         outputs = []
-        for argv in (["judge", "--config", cfg], ["judge", "--config", cfg], ["status", cfg],
+        for argv in (["judge", "--config", cfg], ["judge", "--config", cfg], ["status", "--config", cfg],
                      ["score", world.run_dir / "verdicts"]):
             res = gamut(world, *argv, env=env)
             outputs.append(res.stdout + res.stderr)

@@ -504,7 +504,7 @@ def test_a_current_report_needs_no_analysis_imports(tmp_path):
     records = make_records(seed=33, judges=(("gold", 1.0), ("judge-a", 0.7)), questions=4)
     root = _write_run(tmp_path, records)
     _aged(root)
-    code = ("import sys; from gamut_local.cli import app\n"
+    code = ("import sys; from gamut_local.cli.main import app\n"
             "try: app(['report', sys.argv[1]])\nexcept SystemExit: pass\n"
             "print(sorted(m for m in ('numpy', 'gamut_local.stages.report') if m in sys.modules))")
     write_report(root)
