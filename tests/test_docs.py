@@ -306,7 +306,7 @@ def test_every_documented_command_runs(project, monkeypatch):
 INLINE = re.compile(r"`((?:\.venv/bin/)?gamut-local(?: [^`]*)?)`")
 
 
-GROUPS = {"verdicts"}  # commands that hold commands (cli.py's add_typer)
+GROUPS = {"verdicts"}  # commands that hold commands (cli/main.py's add_typer)
 
 
 def _help(argv: list[str]) -> tuple[int, str]:

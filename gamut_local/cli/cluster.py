@@ -11,7 +11,7 @@ import typer
 
 from gamut_local.cli.console import err, out
 from gamut_local.cli.errors import reads_dataset, user_errors
-from gamut_local.cli.options import AsJson, RunConfig, Strict
+from gamut_local.cli.options import RUN_CONFIG_HELP, AsJson, RunConfig, Strict
 from gamut_local.errors import InputError, Problem
 
 
@@ -64,7 +64,7 @@ def slurm_cmd(
 def status_cmd(
     run_dir: Optional[Path] = typer.Argument(None, help="The run directory of a submitted run, instead of "
                                              "--config: its last submission recorded the config."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Run YAML."),
+    config: Optional[Path] = typer.Option(None, "--config", help=RUN_CONFIG_HELP),
     as_json: AsJson = False,
 ):
     """Per stage, model, variant and judge: how much is done (from the files), which SLURM tasks

@@ -23,7 +23,8 @@ VERDICTS_HELP = ("Verdicts: a run's verdict folders (RUN/verdicts/JUDGE), store 
 
 # The run config is `--config RUN.yaml` in every command that reads one; a run directory, where
 # a command takes one, is its positional argument.
-RunConfig = Annotated[Path, typer.Option("--config", help="Run YAML (e.g. configs/runs/sample.yaml).")]
+RUN_CONFIG_HELP = "Run YAML (e.g. configs/runs/sample.yaml)."
+RunConfig = Annotated[Path, typer.Option("--config", help=RUN_CONFIG_HELP)]
 
 Strict = Annotated[bool, typer.Option("--strict", help=STRICT_HELP)]
 Limit = Annotated[Optional[int], typer.Option("--limit", help=LIMIT_HELP)]
