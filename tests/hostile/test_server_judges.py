@@ -167,7 +167,7 @@ def _hits(world, server: FaultServer, cfg: Path) -> dict[str, int]:
     ({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "a3f9c2b7d1e8f0a3f9c2b7d1e8f0a3f9"},
      "server.api_key_env", "a3f9c2b7d1e8f0a3f9c2b7d1e8f0a3f9"),
 ])
-@pytest.mark.parametrize("command", [["judge", "--config"], ["status"]])
+@pytest.mark.parametrize("command", [["judge", "--config"], ["status", "--config"]])
 def test_a_secret_in_the_config_is_refused_without_being_quoted(world, server_cfg, field, secret, command):
     cfg = world.config(judges=[{"name": "served", "path": MODEL, "backend": "openai", "server": server_cfg}])
     before = world.snapshot()
