@@ -140,7 +140,7 @@ def gamut():
     """Run `gamut-local` in-process, as a user would type it (stdout and stderr together)."""
     from typer.testing import CliRunner
 
-    from gamut_local.cli import app
+    from gamut_local.cli.main import app
 
     runner = CliRunner()
     return lambda *args: runner.invoke(app, [str(a) for a in args])

@@ -13,7 +13,7 @@ from tests.support import processes
 SAMPLE = f"{gamut_local.__path__[0]}/data/sample/questions.jsonl"
 RUN = f"""
 import os, sys
-from gamut_local.cli import app
+from gamut_local.cli.main import app
 sys.argv = ["gamut-local", "validate", {SAMPLE!r}]
 try:
     app()
@@ -41,9 +41,9 @@ def test_a_users_own_choice_is_kept():
 
 
 def test_the_executable_runs_the_command_and_exits_with_its_code():
-    """`gamut-local` is `cli.main`: the command; the exit code is the command's."""
-    probe = ("import sys\nfrom gamut_local import cli\nsys.argv = ['gamut-local', *sys.argv[1:]]\n"
-             "try:\n    cli.main()\nexcept SystemExit as e:\n"
+    """`gamut-local` is `cli.main.main`: the command; the exit code is the command's."""
+    probe = ("import sys\nfrom gamut_local.cli.main import main\nsys.argv = ['gamut-local', *sys.argv[1:]]\n"
+             "try:\n    main()\nexcept SystemExit as e:\n"
              "    print(e.code or 0)\n")
     for argv, code in ((["--help"], 0), (["validate", "/nonexistent/questions.jsonl"], 1)):  # neither reads a dataset
         done = processes.run([sys.executable, "-c", probe, *argv], timeout=120, waiting_for="`gamut-local`")
@@ -52,4 +52,4 @@ def test_the_executable_runs_the_command_and_exits_with_its_code():
     from pathlib import Path
 
     project = tomllib.loads((Path(gamut_local.__path__[0]).parent / "pyproject.toml").read_text())
-    assert project["project"]["scripts"]["gamut-local"] == "gamut_local.cli:main"
+    assert project["project"]["scripts"]["gamut-local"] == "gamut_local.cli.main:main"

@@ -15,7 +15,7 @@ SAMPLE = f"{gamut_local.__path__[0]}/data/sample/questions.jsonl"
 RUN = """
 import sys
 sys.modules["click"] = None
-from gamut_local.cli import app
+from gamut_local.cli.main import app
 from tests.support import processes
 sys.argv = ["gamut-local", *sys.argv[1:]]
 app()

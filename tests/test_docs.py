@@ -160,7 +160,7 @@ def _expand(args: list[str]) -> list[str]:
 def _gamut(argv: list[str]) -> tuple[int, str]:
     from typer.testing import CliRunner
 
-    from gamut_local.cli import app
+    from gamut_local.cli.main import app
 
     if argv[:1] == ["view"]:  # serves until stopped; tests/viewer start it
         argv = ["view", "--help"]
@@ -308,13 +308,13 @@ def test_every_documented_command_runs(project, monkeypatch):
 INLINE = re.compile(r"`((?:\.venv/bin/)?gamut-local(?: [^`]*)?)`")
 
 
-GROUPS = {"verdicts"}  # commands that hold commands (cli.py's add_typer)
+GROUPS = {"verdicts"}  # commands that hold commands (cli/main.py's add_typer)
 
 
 def _help(argv: list[str]) -> tuple[int, str]:
     from typer.testing import CliRunner
 
-    from gamut_local.cli import app
+    from gamut_local.cli.main import app
 
     res = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "200", "TERMINAL_WIDTH": "200"})
     return res.exit_code, res.output

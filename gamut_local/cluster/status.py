@@ -184,7 +184,7 @@ def render(status: dict, console) -> None:
         console.print("Every task is done.", markup=False)
     elif ended:
         console.print(f"{len(ended)} task(s) ended without finishing. Fix the cause (see the log), then resubmit "
-                      f"what is not done: gamut-local slurm {status['config']} --submit", markup=False)
+                      f"what is not done: gamut-local slurm --config {status['config']} --submit", markup=False)
     elif not status["slurm"]:
         console.print(f"Without SLURM here, queued and running tasks cannot be told apart from ended ones; once none "
-                      f"runs, resubmit what is not done: gamut-local slurm {status['config']} --submit", markup=False)
+                      f"runs, resubmit what is not done: gamut-local slurm --config {status['config']} --submit", markup=False)

@@ -60,7 +60,7 @@ def gamut_cli():
     # conftest's `gamut`, at module scope so the scores are computed once for these tests.
     from typer.testing import CliRunner
 
-    from gamut_local.cli import app
+    from gamut_local.cli.main import app
 
     runner = CliRunner()
     return lambda *args: runner.invoke(app, [str(a) for a in args])

@@ -105,7 +105,7 @@ def test_fixed_means_throughput_scale_and_time_limit(gamut, tmp_path):
     run["slurm"].update(time_generate="1:00:00", shards_generate=1)  # 2.78 GPU-h / 2 GPUs > 1 h
     path.write_text(yaml.safe_dump(run))
     assert [r["over_time_limit"] for r in plan_run(path)["rows"]] == [True, False]
-    res = gamut("plan", path)
+    res = gamut("plan", "--config", path)
     assert res.exit_code == 0 and ">limit" in res.output
     # Left to the plan, the count is raised until a task ends within the limit: 2 tasks of 0.69 h.
     del run["slurm"]["shards_generate"]
@@ -122,7 +122,7 @@ def test_plan_on_the_bundled_sample(gamut):
     questions = load_questions(spec.dataset, check_images=False)
     checks = {r["question_id"]: len(r["checks"]) for r in compile_dataset(questions)}
     given = [rec for p in spec.extra_answers for _, rec in read_jsonl(p)]
-    res = gamut("plan", SAMPLE, "--json")
+    res = gamut("plan", "--config", SAMPLE, "--json")
     assert res.exit_code == 0, res.output
     result = json.loads(res.output)
     n_gen = len(questions) * sum(len([v for v in spec.variants if v != "multimodal" or m.vision])
@@ -134,7 +134,7 @@ def test_plan_on_the_bundled_sample(gamut):
     # Judge prompts repeat the instructions and the answer for every check: sharing saves most.
     tot = result["totals"]["judge"]
     assert tot["prompt_tokens_shared"] < 0.5 * tot["prompt_tokens"]
-    table = gamut("plan", SAMPLE)
+    table = gamut("plan", "--config", SAMPLE)
     assert table.exit_code == 0 and "GPU-hours in all" in table.output
 
 
@@ -155,7 +155,7 @@ def test_bad_dataset_is_a_clean_error(gamut, tmp_path):
     run = {"name": "bad", "dataset": "q.jsonl", "output_dir": "out",
            "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}]}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
-    res = gamut("plan", tmp_path / "run.yaml")
+    res = gamut("plan", "--config", tmp_path / "run.yaml")
     assert res.exit_code == 1 and "q.jsonl:1: domain" in res.output and "Traceback" not in res.output
 
 
@@ -209,10 +209,10 @@ def test_left_open_the_shard_count_keeps_loading_within_its_share(gamut, tmp_pat
     assert [w for w in fixed["warnings"] if w.startswith("judge j:")] == [
         "judge j: loading the weights takes 0.000167 of 0.000303 GPU-h (55%) in 10 tasks (slurm.shards_judge); "
         "1 would keep it within plan.max_load_share: leave the count unset for j"]
-    res = gamut("plan", _with(path, slurm={"shards_judge": None}))
+    res = gamut("plan", "--config", _with(path, slurm={"shards_judge": None}))
     assert res.exit_code == 0 and "1 tasks, 1 engine loads" in res.output
     # A name the run does not have is refused, naming the setting.
-    res = gamut("plan", _with(path, slurm={"shards_judge": {"jj": 2}}))
+    res = gamut("plan", "--config", _with(path, slurm={"shards_judge": {"jj": 2}}))
     assert res.exit_code == 1 and "slurm.shards_judge: no judge of the run is named 'jj'" in res.output
 
 
@@ -223,7 +223,7 @@ def test_a_missing_throughput_scale_or_model_folder_is_a_warning_naming_what_was
             in warnings)
     assert f"{path}:9: models.0.path: model folder not found: /m (a submission refuses this)" in warnings
     assert "m: weights not found to measure; assumed 16 GB (set plan.weights_gb.m)" in warnings
-    res = gamut("plan", path)
+    res = gamut("plan", "--config", path)
     assert res.exit_code == 0 and "warning: plan.throughput_scale has no entry for m, j" in res.output
     scaled = plan_run(_with(path, plan={"throughput_scale": {"m": 1, "j": 2}}))["warnings"]
     assert not [w for w in scaled if "throughput_scale" in w]
@@ -254,12 +254,12 @@ def test_before_the_download_the_plan_counts_on_the_release_shape(gamut, tmp_pat
     assert result["questions_with_image"] == RELEASE_QUESTIONS
     assert result["warnings"][0].startswith(f"{tmp_path / 'data' / 'gamut.jsonl'} is not downloaded yet")
     assert f"questions and checks of 30 and {RELEASE_CHECK_TOKENS} tokens" in result["warnings"][0]
-    res = gamut("plan", tmp_path / "run.yaml")
+    res = gamut("plan", "--config", tmp_path / "run.yaml")
     assert res.exit_code == 0 and "planned on the GAMUT release's shape" in res.output
     # Any other missing dataset is a typo, not a download to come.
     run["dataset"] = "data/gamut.jsonll"
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
-    res = gamut("plan", tmp_path / "run.yaml")
+    res = gamut("plan", "--config", tmp_path / "run.yaml")
     assert res.exit_code == 1 and "gamut.jsonll" in res.output and "release's shape" not in res.output
 
 

@@ -63,12 +63,12 @@ def test_the_local_cluster_is_up_with_fake_gpus(real_slurm):
 
 def test_a_request_the_partition_cannot_hold_is_named_before_submitting(real_slurm, gamut, tmp_path):
     cfg = write_run(tmp_path, mem_per_gpu="4000G", partition=None)
-    res = gamut("slurm", cfg, "--dry-run")
+    res = gamut("slurm", "--config", cfg, "--dry-run")
     assert res.exit_code == 1 and "slurm.mem_per_gpu" in res.output and "job generate.m asks for 1 GPUs" in res.output
     assert not (tmp_path / "run" / "slurm").exists()
-    res = gamut("slurm", write_run(tmp_path, partition="nosuch"), "--dry-run")
+    res = gamut("slurm", "--config", write_run(tmp_path, partition="nosuch"), "--dry-run")
     assert res.exit_code == 1 and "partition nosuch is not on this cluster" in res.output
-    res = gamut("plan", write_run(tmp_path, cpus_per_gpu=999))
+    res = gamut("plan", "--config", write_run(tmp_path, cpus_per_gpu=999))
     assert res.exit_code == 0 and "slurm.cpus_per_gpu" in res.output and "999 CPUs" in res.output
 
 
@@ -78,20 +78,20 @@ def test_a_fake_gpu_job_fails_clearly_then_a_fixed_resubmission_completes(real_s
     fix (the job says it runs on CPU) completes, and one more submits nothing."""
     cfg = write_run(tmp_path)
     run_dir = tmp_path / "run"
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert res.exit_code == 0, res.output
     wait_until_gone(job_ids(run_dir))
-    st = gamut("status", cfg)
+    st = gamut("status", "--config", cfg)
     assert st.exit_code == 0, st.output
     assert "generate.m" in st.output and "FAILED" in st.output and "exit 2:0" in st.output
     log = next((run_dir / "slurm" / "logs").glob("loc.gen.m-*_0.out"))
     assert f"log: {log}" in st.output and "no GPU device" in log.read_text()
     assert "CANCELLED, DependencyNeverSatisfied; it never started (no log)" in st.output  # judging waited for it
-    assert f"gamut-local slurm {cfg.resolve()} --submit" in st.output
+    assert f"gamut-local slurm --config {cfg.resolve()} --submit" in st.output
     assert not (run_dir / "slurm" / "done").exists() or not any((run_dir / "slurm" / "done").iterdir())
 
     cfg = write_run(tmp_path, setup=["export GAMUT_FAKE_GPUS=1"])
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert res.exit_code == 0 and "Submitted 4 jobs (5 tasks)" in res.output, res.output
     wait_until_gone(job_ids(run_dir))
     done = sorted(p.name for p in (run_dir / "slurm" / "done").iterdir())
@@ -99,7 +99,7 @@ def test_a_fake_gpu_job_fails_clearly_then_a_fixed_resubmission_completes(real_s
                     "judge.j.m.text_only.shard-1-of-2", "report", "score"]
     st = gamut("status", run_dir)  # the run directory finds its config in jobs.json
     assert st.exit_code == 0 and "Every task is done." in st.output, st.output
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output
     assert len(json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"]) == 2
 
@@ -127,7 +127,7 @@ def test_a_cancelled_and_a_timed_out_task_are_shown_and_resubmitted_alone(real_s
     monkeypatch.setenv("SLOW_FLAG", str(tmp_path / "fast-now"))
     cfg = write_run(tmp_path, launcher=str(launcher), setup=["export GAMUT_FAKE_GPUS=1"])
     run_dir = tmp_path / "run"
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     judge_id = next(line.split()[0] for line in res.output.splitlines() if "judge.j" in line)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and {_task_state(judge_id, t) for t in (0, 1)} != {"RUNNING"}:
@@ -136,17 +136,17 @@ def test_a_cancelled_and_a_timed_out_task_are_shown_and_resubmitted_alone(real_s
     # A one-minute limit on task 1 alone; SLURM checks limits about every 30 s.
     subprocess.run(["scontrol", "update", f"JobId={judge_id}_1", "TimeLimit=1"], check=True, timeout=30)
     wait_until_gone(job_ids(run_dir), timeout=150)
-    st = gamut("status", cfg).output
+    st = gamut("status", "--config", cfg).output
     logs = run_dir / "slurm" / "logs"
     assert f"task 0 (job {judge_id}_0): CANCELLED; log: {logs}/loc.judge.j-{judge_id}_0.out" in st
     assert f"task 1 (job {judge_id}_1): TIMEOUT, TimeLimit; log: {logs}/loc.judge.j-{judge_id}_1.out" in st
     assert "DUE TO TIME LIMIT" in (logs / f"loc.judge.j-{judge_id}_1.out").read_text()
     assert st.count("CANCELLED, DependencyNeverSatisfied; it never started (no log)") == 2  # score, report
     (tmp_path / "fast-now").touch()
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert "Submitted 3 jobs (4 tasks)" in res.output and "generate" not in res.output, res.output
     wait_until_gone(job_ids(run_dir))
-    assert "Every task is done." in gamut("status", cfg).output
+    assert "Every task is done." in gamut("status", "--config", cfg).output
 
 
 FAILING_JUDGE_LAUNCHER = """#!/bin/bash
@@ -176,7 +176,7 @@ def test_a_judge_server_stops_once_its_failed_clients_have_left_the_queue(real_s
                       "server": {"base_url": "http://localhost:8000/v1", "serve": str(tmp_path / "served")}}]
     cfg.write_text(yaml.safe_dump(run))
     run_dir = tmp_path / "run"
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert res.exit_code == 0, res.output
     subs = json.loads((run_dir / "slurm" / "jobs.json").read_text())["submissions"][-1]["jobs"]
     server = next(j["job_id"] for j in subs if j["key"] == "judge.j.server")
@@ -185,7 +185,7 @@ def test_a_judge_server_stops_once_its_failed_clients_have_left_the_queue(real_s
         log = next((run_dir / "slurm" / "logs").glob(f"*judge.j.server-{server}.out")).read_text()
         assert "no judging task of j is queued or running" in log, log
         assert "serving j at http://127.0.0.1:" in log  # it did serve first
-        st = gamut("status", cfg)
+        st = gamut("status", "--config", cfg)
         assert "FAILED" in st.output, st.output
     finally:
         subprocess.run(["scancel", *job_ids(run_dir)], timeout=30)

@@ -209,7 +209,7 @@ def test_a_model_added_to_a_finished_run_reruns_each_judging_task_once(cluster, 
 def test_nothing_left_submits_nothing(gamut, cluster, tmp_path):
     _mark_done(cluster, *(m for job in prepare(cluster).jobs for m in job.markers))
     assert prepare(cluster).todo == []
-    res = gamut("slurm", cluster, "--submit")
+    res = gamut("slurm", "--config", cluster, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output
     assert _calls(tmp_path) == []
 
@@ -300,7 +300,7 @@ def test_a_failed_sbatch_is_reported_and_what_went_in_is_recorded(cluster, tmp_p
 
 def test_a_bad_dataset_stops_the_submission_before_any_sbatch(gamut, cluster, tmp_path):
     (tmp_path / "data.jsonl").write_text('{"question_id": "q1", "domain": "d"}\n')
-    res = gamut("slurm", cluster)
+    res = gamut("slurm", "--config", cluster)
     assert res.exit_code == 1 and "data.jsonl:1: question" in res.output
     assert _calls(tmp_path) == [] and not (tmp_path / "run" / "slurm" / "jobs.json").exists()
 
@@ -328,7 +328,7 @@ def test_gpu_layout_problems_are_input_errors(tmp_path):
 
 
 def test_dry_run_prints_scripts_and_commands_and_writes_nothing(gamut, cluster, tmp_path):
-    res = gamut("slurm", cluster, "--dry-run")
+    res = gamut("slurm", "--config", cluster, "--dry-run")
     assert res.exit_code == 0, res.output
     assert res.output.count("#!/bin/bash") == 7
     assert "JOB_generate_small=$(sbatch --parsable --array=0-2%5 " in res.output
@@ -339,7 +339,7 @@ def test_dry_run_prints_scripts_and_commands_and_writes_nothing(gamut, cluster, 
 
 
 def test_without_a_flag_slurm_only_prints_the_graph(gamut, cluster, tmp_path):
-    res = gamut("slurm", cluster)
+    res = gamut("slurm", "--config", cluster)
     assert res.exit_code == 0, res.output
     assert res.output.count("#!/bin/bash") == 7 and "nothing was submitted or written; add --submit" in res.output
     assert _calls(tmp_path) == [] and not (tmp_path / "run").exists()
@@ -348,7 +348,7 @@ def test_without_a_flag_slurm_only_prints_the_graph(gamut, cluster, tmp_path):
 def test_a_dry_run_checks_model_folders_as_a_submission_does(gamut, cluster, tmp_path):
     shutil.rmtree(tmp_path / "models" / "big")
     for argv in ((), ("--dry-run",), ("--submit",)):
-        res = gamut("slurm", cluster, *argv)
+        res = gamut("slurm", "--config", cluster, *argv)
         assert res.exit_code == 1 and f"path: model folder not found: {tmp_path / 'models' / 'big'}" in res.output
         assert "#!/bin/bash" not in res.output and _calls(tmp_path) == []
 
@@ -378,13 +378,13 @@ def test_a_job_script_works_from_any_submission_directory(cluster, fake_site, tm
 
 
 def test_cli_submit_and_bad_input(gamut, cluster, tmp_path):
-    res = gamut("slurm", cluster, "--submit")
+    res = gamut("slurm", "--config", cluster, "--submit")
     assert res.exit_code == 0, res.output
     # 3 generation arrays of 3 tasks, 2 judge arrays of 2, score, report
     assert "Submitted 7 jobs (15 tasks)" in res.output
-    res = gamut("slurm", cluster, "--dry-run", "--submit")
+    res = gamut("slurm", "--config", cluster, "--dry-run", "--submit")
     assert res.exit_code == 1 and "give one of them" in res.output
-    res = gamut("slurm", tmp_path / "missing.yaml")
+    res = gamut("slurm", "--config", tmp_path / "missing.yaml")
     assert res.exit_code == 1 and "config file not found" in res.output and "Traceback" not in res.output
 
 
@@ -545,11 +545,11 @@ def test_status_without_slurm_reads_the_files(gamut, cluster, tmp_path, monkeypa
     # reference answers so far.
     judge = next(x for x in lines if x.startswith("judge.judge-a"))
     assert "0/2 tasks done" in judge and "0/2 verdicts of the answers of 6 systems so far" in judge
-    data = json.loads(gamut("status", cluster, "--json").output)
+    data = json.loads(gamut("status", "--config", cluster, "--json").output)
     assert data["slurm"] is False and data["complete"] is False
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 0
     _mark_done(cluster, *(f"generate.small.text_only.shard-{i}-of-3" for i in range(3)))
-    data = json.loads(gamut("status", cluster, "--json").output)
+    data = json.loads(gamut("status", "--config", cluster, "--json").output)
     assert {r["key"]: r["tasks_done"] for r in data["rows"]}["generate.small"] == 3
 
 

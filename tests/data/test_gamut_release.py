@@ -353,13 +353,13 @@ def test_cli_plan_and_slurm_print_the_warnings_and_take_strict(gamut, tmp_path):
     run = {"name": "rel", "dataset": "test.parquet", "output_dir": "out", "variants": ["text_only"],
            "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}]}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
-    res = gamut("plan", str(tmp_path / "run.yaml"))
+    res = gamut("plan", "--config", str(tmp_path / "run.yaml"))
     assert res.exit_code == 0, res.output
     assert "warning: " in res.output and "this question is left out" in res.output
     assert "3 questions" in res.output
-    res = gamut("plan", str(tmp_path / "run.yaml"), "--strict")
+    res = gamut("plan", "--config", str(tmp_path / "run.yaml"), "--strict")
     assert res.exit_code == 1 and "rubrics.Valuable.1.Ingredient: missing or empty" in res.output
-    res = gamut("slurm", str(tmp_path / "run.yaml"), "--dry-run", "--strict")
+    res = gamut("slurm", "--config", str(tmp_path / "run.yaml"), "--dry-run", "--strict")
     assert res.exit_code == 1 and "rubrics.Valuable.1.Ingredient: missing or empty" in res.output
 
 

@@ -124,7 +124,7 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
         "setup": ["export GAMUT_FAKE_GPUS=1"]})
     run_dir = Path(load_run_config(cfg).output_dir)
 
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     # Generation (one task), one judging array whose tasks each grade both systems (the
     # candidate's answers and the given reference answers), score, report.
     assert res.exit_code == 0 and f"Submitted 4 jobs ({1 + SHARDS + 2} tasks)" in res.output, res.output
@@ -134,18 +134,18 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     # One judging task cancelled part-way; the others run to the end, score and report never start.
     shard, partial = _cancel_a_judging_task_part_way(run_dir)
     assert partial > 0, _logs(run_dir)
-    status = gamut("status", cfg).output
+    status = gamut("status", "--config", cfg).output
     assert re.search(rf"task {shard} \(job \d+_{shard}\): CANCELLED", status), status
     assert not (run_dir / "scores" / "scores.json").exists()
 
     # The resubmission: that task alone (then score and report), resuming from what it wrote.
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert res.exit_code == 0 and "Submitted 3 jobs (3 tasks)" in res.output, res.output
     first, again = _submission(run_dir, 0), _submission(run_dir)
     assert sorted(again) == sorted([key, "report", "score"])
     assert again[key]["array"] == str(shard)
     _wait_until_gone(run_dir, RUN_WAIT_S)
-    status = gamut("status", cfg).output
+    status = gamut("status", "--config", cfg).output
     assert "Every task is done." in status, status
     assert (run_dir / "report.md").is_file()
     resumed_log = Path(again[key]["log"].replace("%a", str(shard)))
@@ -154,7 +154,7 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     assert _loads(Path(first["generate.smol"]["log"].replace("%a", "0")), "smol") == 1
     other = Path(first[key]["log"].replace("%a", str(1 - shard)))
     assert (_loads(other, "smolj"), _loads(resumed_log, "smolj")) == (1, 1), _logs(run_dir)
-    res = gamut("slurm", cfg, "--submit")
+    res = gamut("slurm", "--config", cfg, "--submit")
     assert res.exit_code == 0 and "Nothing to submit" in res.output, res.output
 
     # On disk: every answer and verdict once, and the same as the in-process run's.

@@ -96,7 +96,7 @@ def expect(world, fake):
     asserts the exit code, no traceback, each `named` text in the output, inputs unchanged."""
     from typer.testing import CliRunner
 
-    from gamut_local.cli import app
+    from gamut_local.cli.main import app
 
     runner = CliRunner()
 

@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.support
 
-from gamut_local.cli import app  # noqa: E402
+from gamut_local.cli.main import app  # noqa: E402
 from tests.support.fake_engine import install  # noqa: E402
 
 if __name__ == "__main__":

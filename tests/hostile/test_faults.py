@@ -371,7 +371,7 @@ def test_failed_rename_keeps_the_old_file_and_leaves_no_temp(world, expect, monk
 def test_internal_error_is_one_line_exit_2_and_debug_prints_the_traceback(world, expect, monkeypatch):
     from typer.testing import CliRunner
 
-    from gamut_local.cli import app
+    from gamut_local.cli.main import app
     from gamut_local.stages import compile as compile_stage
 
     def boom(*a, **k):

@@ -49,8 +49,8 @@ def test_model_numbers_out_of_bounds_are_refused(world, expect, over, field):
 ])
 def test_run_numbers_out_of_bounds_are_refused_by_plan_and_slurm(world, expect, over, field):
     cfg = world.config(**over)
-    expect(1, "plan", cfg, named=["run.yaml", field])
-    out = expect(1, "slurm", cfg, "--dry-run", named=[field])
+    expect(1, "plan", "--config", cfg, named=["run.yaml", field])
+    out = expect(1, "slurm", "--config", cfg, "--dry-run", named=[field])
     assert "#SBATCH" not in out
 
 
@@ -70,13 +70,13 @@ def test_shard_out_of_range_is_refused(world, expect):
 
 def test_yaml_key_given_twice_is_refused_with_its_line(world, expect):
     cfg = world.config(text="name: a\ndataset: data.jsonl\noutput_dir: run\nname: b\njudges: [x]\n")
-    expect(1, "plan", cfg, named=["run.yaml:4", "key 'name' appears twice (first on line 1)"])
+    expect(1, "plan", "--config", cfg, named=["run.yaml:4", "key 'name' appears twice (first on line 1)"])
 
 
 def test_yaml_key_given_twice_in_a_flow_mapping_is_refused(world, expect):
     cfg = world.config(text="name: a\ndataset: data.jsonl\noutput_dir: run\n"
                             "judges: [{name: j, name: k, path: models/judge}]\n")
-    expect(1, "plan", cfg, named=["run.yaml:4", "appears twice"])
+    expect(1, "plan", "--config", cfg, named=["run.yaml:4", "appears twice"])
 
 
 def test_yaml_alias_bomb_is_refused_quickly(world, expect):
@@ -92,13 +92,13 @@ def test_yaml_alias_bomb_is_refused_quickly(world, expect):
 
 def test_yaml_cyclic_alias_is_refused(world, expect):
     cfg = world.config(text="name: &n [*n]\n")
-    expect(1, "plan", cfg, named=["run.yaml", "cycle"])
+    expect(1, "plan", "--config", cfg, named=["run.yaml", "cycle"])
 
 
 def test_yaml_that_is_not_a_mapping_or_not_utf8(world, expect):
-    expect(1, "plan", world.config(text="- a\n- b\n"), named=["expected a YAML mapping"])
+    expect(1, "plan", "--config", world.config(text="- a\n- b\n"), named=["expected a YAML mapping"])
     (world.root / "bin.yaml").write_bytes(b"name: \xff\xfe\n")
-    expect(1, "plan", world.root / "bin.yaml", named=["bin.yaml", "not valid YAML"])
+    expect(1, "plan", "--config", world.root / "bin.yaml", named=["bin.yaml", "not valid YAML"])
 
 
 def test_a_typo_in_a_named_model_config_is_reported_in_that_file(world, expect):
@@ -106,7 +106,7 @@ def test_a_typo_in_a_named_model_config_is_reported_in_that_file(world, expect):
     model = world.root / "configs" / "models" / "cand.yaml"
     model.write_text("path: ../../models/cand\nvision: false\nengine:\n  max_model_lenght: 4096\n")
     cfg = world.config(models=["cand"])
-    for argv in (("plan", cfg), ("slurm", cfg), ("run", "--config", cfg)):
+    for argv in (("plan", "--config", cfg), ("slurm", "--config", cfg), ("run", "--config", cfg)):
         out = expect(1, *argv, named=[f"{model}:4: engine.max_model_lenght: unknown key; did you mean "
                                        "`max_model_len`?"], loads=0)
         assert "run.yaml" not in out and "Extra inputs" not in out
@@ -246,7 +246,7 @@ def _heads(world, monkeypatch, cand: int, judge: int) -> None:
                                     "judges.0.engine.tensor_parallel_size: 4 does not divide the model's 6 attention heads"]),
     (["generate", "--config", "{cfg}"], ["models.0.engine.tensor_parallel_size: 2", "9 attention heads"]),
     (["judge", "--config", "{cfg}"], ["judges.0.engine.tensor_parallel_size: 4", "6 attention heads"]),
-    (["slurm", "{cfg}", "--dry-run"], ["models.0.engine.tensor_parallel_size: 2", "judges.0.engine.tensor_parallel_size: 4"]),
+    (["slurm", "--config", "{cfg}", "--dry-run"], ["models.0.engine.tensor_parallel_size: 2", "judges.0.engine.tensor_parallel_size: 4"]),
 ])
 def test_a_tensor_parallel_size_that_does_not_divide_the_heads_is_refused_before_anything_loads(world, expect, monkeypatch,
                                                                                                 argv, named):
@@ -263,7 +263,7 @@ def test_a_tensor_parallel_size_that_divides_the_heads_is_accepted(world, expect
     _heads(world, monkeypatch, cand=9, judge=6)
     cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False, "engine": {"tensor_parallel_size": 3}}],
                        judges=[{"name": "judge", "path": "models/judge", "engine": {"tensor_parallel_size": 2}}])
-    expect(0, "slurm", cfg, "--dry-run", named=["#SBATCH --gres=gpu:3", "#SBATCH --gres=gpu:2"])
+    expect(0, "slurm", "--config", cfg, "--dry-run", named=["#SBATCH --gres=gpu:3", "#SBATCH --gres=gpu:2"])
 
 
 def test_judge_that_cannot_see_is_refused_before_generating(world, expect):
@@ -348,6 +348,6 @@ def test_engine_extra_that_gamut_local_reads_is_checked(world, expect, value, co
     cfg = world.config(models=[{"name": "cand", "path": "models/cand", "vision": False,
                                 "engine": {"extra": {"pipeline_parallel_size": value}}}])
     argv = ["--dry-run"] if command == "slurm" else []
-    expect(1, command, *(["--config"] if command == "run" else []), cfg, *argv,
+    expect(1, command, "--config", cfg, *argv,
            named=["run.yaml", "extra.pipeline_parallel_size", repr(value)], loads=0)
     assert not world.run_dir.exists()

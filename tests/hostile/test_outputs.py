@@ -137,12 +137,12 @@ def test_config_reference_that_is_a_path_is_refused(world, expect):
 
 
 def test_run_name_that_is_a_path_is_refused(world, expect):
-    expect(1, "slurm", world.config(name="../../jobs"), "--dry-run", named=["run.yaml", "name"])
+    expect(1, "slurm", "--config", world.config(name="../../jobs"), "--dry-run", named=["run.yaml", "name"])
 
 
 def test_slurm_dry_run_refuses_extra_answer_names_that_leave_the_scripts_folder(world, expect):
     a = world.answers(world.root / "ref.jsonl", model="../../../etc")
-    out = expect(1, "slurm", world.config(extra_answers=[str(a)]), "--dry-run", named=["ref.jsonl:1", "model"])
+    out = expect(1, "slurm", "--config", world.config(extra_answers=[str(a)]), "--dry-run", named=["ref.jsonl:1", "model"])
     assert "#!/bin/bash" not in out
 
 

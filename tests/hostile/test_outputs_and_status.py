@@ -69,7 +69,7 @@ def test_status_names_a_damaged_jobs_record(world, expect, case, given):
     jobs = _damage(world, content)
     target = world.run_dir if given == "run directory" else cfg  # a run directory: its config is in the record
     before = _tree(world.root)
-    out = expect(1, "status", target, named=[str(jobs), *words])
+    out = expect(1, "status", *(["--config"] if given == "config" else []), target, named=[str(jobs), *words])
     assert "internal error" not in out and _tree(world.root) == before
 
 
@@ -98,16 +98,16 @@ def test_submit_refuses_a_damaged_jobs_record_before_any_sbatch(world, expect, s
     cfg = world.config()
     jobs = _damage(world, content)
     before = _tree(world.root)
-    expect(1, "slurm", cfg, "--submit", *(["--force"] if force else []), named=[str(jobs), *words])
+    expect(1, "slurm", "--config", cfg, "--submit", *(["--force"] if force else []), named=[str(jobs), *words])
     assert not sbatch.exists() and _tree(world.root) == before
 
 
 def test_a_good_record_is_read_and_a_resubmission_appends_to_it(world, expect, sbatch):
     cfg = world.config()
     _damage(world, _jobs(array="0-1,3%2"))
-    out = expect(0, "status", cfg, inputs_change=True)
+    out = expect(0, "status", "--config", cfg, inputs_change=True)
     assert "job 4242" in out
-    expect(0, "slurm", cfg, "--submit", "--force", inputs_change=True)
+    expect(0, "slurm", "--config", cfg, "--submit", "--force", inputs_change=True)
     subs = json.loads((world.run_dir / "slurm" / "jobs.json").read_text())["submissions"]
     assert len(subs) == 2 and subs[0]["jobs"][0]["array"] == "0-1,3%2" and subs[1]["jobs"][0]["job_id"] == "4243"
 
@@ -116,7 +116,7 @@ def test_a_good_record_is_read_and_a_resubmission_appends_to_it(world, expect, s
 def test_optional_fields_of_a_record_may_be_empty(world, expect, job):
     cfg = world.config()
     _damage(world, _jobs(**job))
-    assert "job 4242" in expect(0, "status", cfg, inputs_change=True)
+    assert "job 4242" in expect(0, "status", "--config", cfg, inputs_change=True)
 
 
 # ------------------------------------------------------------------ status: what it counts
@@ -138,10 +138,10 @@ def test_status_counts_extra_answers_with_the_runs_compile_setting(world, expect
     _two_questions(world)
     world.answers(world.root / "ref.jsonl", model="ref", qids=("animals-tabby-cat", "animals-horse"))
     cfg = world.config(extra_answers=["ref.jsonl"], compile={"small_pool_max": pool})
-    out = expect(0, "status", cfg, inputs_change=True)
+    out = expect(0, "status", "--config", cfg, inputs_change=True)
     assert f"0/{expected} verdicts of the answers of 2 systems" in out
     expect(0, "judge", "--config", cfg, "--model", "ref", inputs_change=True)
-    out = expect(0, "status", cfg, inputs_change=True)
+    out = expect(0, "status", "--config", cfg, inputs_change=True)
     assert f"{expected}/{expected} verdicts of the answers of 2 systems" in out
 
 

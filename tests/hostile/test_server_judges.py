@@ -175,7 +175,7 @@ def _hits(world, server: FaultServer, cfg: Path) -> dict[str, int]:
     ({"base_url": "http://127.0.0.1:9/v1", "api_key_env": "a3f9c2b7d1e8f0a3f9c2b7d1e8f0a3f9"},
      "server.api_key_env", "a3f9c2b7d1e8f0a3f9c2b7d1e8f0a3f9"),
 ])
-@pytest.mark.parametrize("command", [["judge", "--config"], ["status"]])
+@pytest.mark.parametrize("command", [["judge", "--config"], ["status", "--config"]])
 def test_a_secret_in_the_config_is_refused_without_being_quoted(world, server_cfg, field, secret, command):
     cfg = world.config(judges=[{"name": "served", "path": MODEL, "backend": "openai", "server": server_cfg}])
     before = world.snapshot()
@@ -220,7 +220,7 @@ def test_no_secret_in_any_output_of_any_path(world, tmp_path, case):
         cfg = config(world, judge)
         env = {"GAMUT_SERVER_URL": url, "GAMUT_PLANTED_KEY": "" if how.get("unset") else KEY}
         outputs = []
-        for argv in (["judge", "--config", cfg], ["judge", "--config", cfg], ["status", cfg],
+        for argv in (["judge", "--config", cfg], ["judge", "--config", cfg], ["status", "--config", cfg],
                      ["score", world.run_dir / "verdicts"]):
             res = gamut(world, *argv, env=env)
             outputs.append(res.stdout + res.stderr)

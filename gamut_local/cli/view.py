@@ -1,0 +1,31 @@
+"""`gamut-local view`: the local web app over a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from gamut_local.cli.console import out
+from gamut_local.cli.errors import OPTIONS, user_errors
+from gamut_local.errors import InputError, Problem
+
+
+@user_errors
+def view(
+    run_dir: Path = typer.Argument(..., help="Run directory to look inside."),
+    port: int = typer.Option(8765, help="Port on 127.0.0.1 (the app never listens on other addresses)."),
+    annotator: Optional[str] = typer.Option(None, help="Adjudicate as judge human-NAME (lower-case letters, digits, _ -)."),
+    read_only: bool = typer.Option(False, "--read-only", help="Write nothing, even with --annotator."),
+    dataset: Optional[Path] = typer.Option(None, help="Dataset (default: the one manifest.json names)."),
+):
+    """Local web app over a run: leaderboard, questions, rubric trees, responses, verdicts, and an
+    adjudication queue that writes human verdicts to verdicts/human-NAME/ (needs the `view` extra)."""
+    try:
+        from gamut_local.viewer.app import serve
+    except ImportError as e:
+        raise InputError([Problem("gamut-local view", None, "", f"needs the `view` extra ({e.name} is "
+                                  "missing): pip install -e '.[view]'")])
+    serve(run_dir, port=port, annotator=annotator, read_only=read_only, dataset=dataset,
+          echo=lambda line: out.print(line), debug=OPTIONS["debug"])
