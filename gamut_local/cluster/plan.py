@@ -1,7 +1,7 @@
 """`gamut-local plan`: requests, tokens, tasks, engine loads and GPU-hours of the job graph the
 run would submit, before it is submitted.
 
-The rows are the graph's own jobs (`slurm.run_graph`): one per generation array, judging array
+The rows are the graph's own jobs (`graph.run_graph`): one per generation array, judging array
 and judge server, with the tasks and engine loads that job makes, so the plan counts exactly what
 `gamut-local slurm --submit` sends. Each job's work comes from `cost.engine_work`; a task adds one
 start-up and weight load on every GPU it holds. A served judge's clients run on CPU (no GPU, no
@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from gamut_local.cluster.cost import EngineWork, auto_shards, engine_work, questions_to_plan, shard_counts, work_hours
-from gamut_local.cluster.slurm import Job, build_graph, check_engine_inputs, check_graph_inputs, fit_problems
+from gamut_local.cluster.graph import Job, build_graph, check_graph_inputs
+from gamut_local.cluster.slurm import check_engine_inputs, fit_problems
 from gamut_local.config import RunSpec, load_run_config, slurm_hours
 from gamut_local.data.records import Question
 from gamut_local.errors import InputError

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 from gamut_local.cluster.jobs_file import expand_indices, read_jobs
-from gamut_local.cluster.slurm import Job, mark_pending, run_graph
+from gamut_local.cluster.done import mark_pending
+from gamut_local.cluster.graph import Job, run_graph
 from gamut_local.config import load_run_config
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import answer_key, load_answers, verdict_key

@@ -51,6 +51,14 @@ _MUTEX = threading.Lock()
 _BEAT: threading.Thread | None = None
 
 
+class Held(InputError):
+    """A refusal because another live process holds a task (not a damaged lock file): the
+    caller may try again later."""
+
+    def __reduce__(self):
+        return Held, (self.problems,)
+
+
 def _beat() -> None:
     """Touch every beating lock of this process, every HEARTBEAT seconds, for good (looking each
     second, so a changed HEARTBEAT takes effect within one)."""
@@ -257,7 +265,7 @@ def _one(path: Path, wait: float, heartbeat: bool):
         end = time.monotonic() + wait
         while (holder := _try_take(lock, heartbeat)) is not None:
             if time.monotonic() >= end:
-                raise InputError([refusal(path, lock, holder)])
+                raise Held([refusal(path, lock, holder)])
             time.sleep(_POLL)
         with _MUTEX:
             _HELD[key] = 1
@@ -306,5 +314,5 @@ def hold(paths, *, wait: float = 0.0, beside=lambda path: (), heartbeat: bool = 
                     for path in sorted(mine) for other in beside(path) if _real(other) not in mine
                     if (holder := held_by_other(lock_path(other))) is not None]
         if problems:
-            raise InputError(list(dict.fromkeys(problems)))
+            raise Held(list(dict.fromkeys(problems)))
         yield

@@ -6,29 +6,45 @@ Each verdict is one atomic append (`rundir.store.append_jsonl`: one write + fsyn
 this annotator, +1 each time they change their mind; the file keeps every revision). Like a
 model judge's, it carries the `check_hash` and `answer_hash` of what the annotator was shown
 (`rundir.identity`), so a reworded check or a regenerated answer makes it stale, not gold.
+
+The file has other writers while the viewer runs: `verdicts import` of the person's own
+verdicts, another viewer of the same annotator. So every append holds the file's task lock
+(`rundir.task_lock`, waiting its turn like the store's short writes) and numbers its revision
+from what the file holds then, never from what the viewer read when it started; what the
+others added to that file is taken into the viewer's memory at the same time.
 """
 
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from datetime import datetime, timezone
+
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from gamut_local.data.records import Verdict
 from gamut_local.errors import InputError, Problem, pydantic_problems
+from gamut_local.rundir import task_lock
 from gamut_local.rundir.human import human_judge
 from gamut_local.rundir.layout import check_name, verdicts_path
-from gamut_local.rundir.store import append_jsonl
+from gamut_local.rundir.store import append_jsonl, read_jsonl
 from gamut_local.viewer.body import Field
-from gamut_local.viewer.index import RunIndex
+from gamut_local.viewer.index import RunIndex, read_humans
 from gamut_local.vocab import JUDGE_LABELS, TIERS
 
 NOTE_MAX = 2000
 # What a verdict request holds, exactly (viewer.body.read_json_body checks names and types).
 VERDICT_FIELDS = {"question_id": Field(), "model": Field(), "variant": Field(), "check_id": Field(),
                   "verdict": Field(), "note": Field(required=False), "sample": Field(required=False)}
-_LOCK = threading.Lock()  # one append at a time, so file order is time order
+# One append at a time within the viewer (a task lock is re-entrant within a process, so it
+# does not order this process's own threads).
+_LOCK = threading.Lock()
+
+
+class Busy(Exception):
+    """Another process holds the person's file for longer than a short write waits."""
 
 
 def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
@@ -48,22 +64,49 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
     check_name(model, "model", "request")
     drawn = _sample_fields(index, body.get("sample") or None, (model, variant, qid))
     key = (qid, model, variant, check_id)
-    with _LOCK:
+    path = verdicts_path(index.run_dir, judge, model, variant)
+    with _LOCK, _holding(path):
         mine = index.humans.setdefault(judge, {})
+        top = _on_disk(path, index, judge)
         rec = {"question_id": qid, "model": model, "variant": variant, "judge": judge,
                "check_id": check_id, "tier": TIERS[int(index.cells.tier[cell])],
                "verdict": fields["verdict"], "raw": None, "probs": None, "note": note,
                **index.shown_identity(qid, model, variant, check_id),
                "annotated_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-               "revision": int(mine[key].get("revision") or 1) + 1 if key in mine else 1, **drawn}
+               "revision": top.get(key, 0) + 1, **drawn}
         try:
             Verdict.model_validate(rec)
         except ValidationError as e:
             raise InputError(pydantic_problems(e, "request", None))
-        append_jsonl(verdicts_path(index.run_dir, judge, model, variant), [rec])
+        append_jsonl(path, [rec])
         mine[key] = rec
         index.humans_version += 1
     return rec
+
+
+def _holding(path: Path) -> ExitStack:
+    """The person's file's task lock, taken (waiting `task_lock.WAIT` for its turn), to be
+    held for a `with` block; Busy where another process keeps it longer."""
+    stack = ExitStack()
+    try:
+        stack.enter_context(task_lock.hold([path], wait=task_lock.WAIT))
+    except task_lock.Held as e:
+        raise Busy("; ".join(str(p) for p in e.problems)) from None
+    return stack
+
+
+def _on_disk(path: Path, index: RunIndex, judge: str) -> dict[tuple, int]:
+    """The highest revision of each cell in the person's file as it is now, the lock held;
+    the file's newest verdicts (another writer's included) replace the viewer's."""
+    if not path.exists():
+        return {}
+    top: dict[tuple, int] = {}
+    for _, r in read_jsonl(path, allow_empty=True):
+        key = (r.get("question_id"), r.get("model"), r.get("variant"), r.get("check_id"))
+        rev = r.get("revision")
+        top[key] = max(top.get(key, 0), rev if isinstance(rev, int) and not isinstance(rev, bool) else 1)
+    index.humans.setdefault(judge, {}).update(read_humans([path]).get(judge, {}))
+    return top
 
 
 def _sample_fields(index: RunIndex, name: str | None, response: tuple[str, str, str]) -> dict:

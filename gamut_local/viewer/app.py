@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -39,6 +40,7 @@ HERE = Path(__file__).parent
 # How long a page that needs the verdicts waits for the background read before it answers
 # 503 "still reading" (and reloads itself): a small run is read well within it.
 WAIT_S = 20.0
+BUSY_RETRY_S = 5  # Retry-After of a verdict refused because another process writes the person's file
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 STATIC = {"app.js": "text/javascript", "style.css": "text/css"}
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
@@ -245,13 +247,16 @@ async def post_verdict(request):
     if not v.writable:
         why = "read-only" if v.read_only else "no --annotator given"
         return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
-    from gamut_local.viewer.adjudicate import VERDICT_FIELDS, record_verdict
+    from gamut_local.viewer.adjudicate import VERDICT_FIELDS, Busy, record_verdict
 
     try:
         body = await read_json_body(request, VERDICT_FIELDS)
-        rec = record_verdict(v.index, v.annotator, body)
+        # In a worker thread: a write waiting for the person's file lets pages be served.
+        rec = await run_in_threadpool(record_verdict, v.index, v.annotator, body)
     except BodyError as e:
         return JSONResponse({"error": e.reason}, e.status)
+    except Busy as e:
+        return JSONResponse({"error": str(e)}, 503, headers={"Retry-After": str(BUSY_RETRY_S)})
     except InputError as e:
         return JSONResponse({"error": "; ".join(str(p) for p in e.problems)}, 400)
     except LookupError as e:

