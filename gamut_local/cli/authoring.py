@@ -50,8 +50,8 @@ def compile_cmd(
     from gamut_local.stages.compile import compile_file
 
     check_outputs({"--out": out_path}, [dataset])
-    n_questions, n_checks = compile_file(dataset, out_path, small_pool_max)
-    out.print(f"{out_path}: {n_checks} checks for {n_questions} questions.")
+    compiled = compile_file(dataset, out_path, small_pool_max)
+    out.print(f"{out_path}: {compiled.checks} checks for {compiled.questions} questions.")
 
 
 @user_errors
@@ -71,11 +71,11 @@ def draft(
     check_outputs({"--out": out_path, "--out (its drafts log)": drafts_log_path(out_path)},
                   [questions, evidence, config])
     s = draft_stage(questions, evidence, config, out_path, chunk_size=chunk_size, console=err)
-    out.print(f"{s['out']}: {s['valid']} of {s['questions']} questions drafted and valid "
-              f"({s['drafted']} drafted now, {s['already_done']} already done); every draft in {s['log']}")
-    if s["failed"]:
-        out.print(f"{len(s['failed'])} failed validation, kept with their errors in the log: "
-                  f"{', '.join(s['failed'][:10])}")
+    out.print(f"{s.out}: {s.valid} of {s.questions} questions drafted and valid "
+              f"({s.drafted} drafted now, {s.already_done} already done); every draft in {s.log}")
+    if s.failed:
+        out.print(f"{len(s.failed)} failed validation, kept with their errors in the log: "
+                  f"{', '.join(s.failed[:10])}")
 
 
 @user_errors
@@ -91,9 +91,9 @@ def audit(
     check_outputs({"--out": out_path, "--out (its grounding log)": side_path(out_path, "grounding"),
                    "--out (its report)": side_path(out_path, "report", ".md")}, [dataset, config])
     s = audit_stage(dataset, config, out_path, console=err)
-    out.print(f"{s['out']}: {s['questions']} questions, {s['requests']} (item, snippet) pairs graded "
-              f"({s['already_done']} already done), {s['ungrounded']} ungrounded items, "
-              f"{len(s['poorly_covered'])} poorly covered questions; report {s['report']}")
+    out.print(f"{s.out}: {s.questions} questions, {s.requests} (item, snippet) pairs graded "
+              f"({s.already_done} already done), {s.ungrounded} ungrounded items, "
+              f"{len(s.poorly_covered)} poorly covered questions; report {s.report}")
 
 
 @user_errors
@@ -139,7 +139,7 @@ def import_cmd(
 
     check_outputs({"--out": out_path}, [folder])
     s = import_dir(folder, out_path, revised_by=by)
-    out.print(f"{s['out']}: {s['questions']} questions, {len(s['revised'])} revised")
+    out.print(f"{s.out}: {s.questions} questions, {len(s.revised)} revised")
 
 
 @user_errors

@@ -33,12 +33,11 @@ def sample(
         raise InputError([Problem("--per", None, "", f"expected model or shared (or --shared alone), got {per!r}"
                                   f"{' with --shared' if shared else ''}")])
     shared = shared or per == "shared"
-    path, design, written = draw_sample(run_dir, responses, per="shared" if shared else "model", seed=seed,
-                                        name=name, console=err)
-    state = "drawn" if written else "already drawn, unchanged"
-    out.print(f"{path}: sample {design.sample_id} {state}: {len(design.responses)} responses "
+    drawn = draw_sample(run_dir, responses, per="shared" if shared else "model", seed=seed, name=name, console=err)
+    state = "drawn" if drawn.written else "already drawn, unchanged"
+    out.print(f"{drawn.path}: sample {drawn.design.sample_id} {state}: {len(drawn.design.responses)} responses "
               f"({'shared questions' if shared else 'per system'}, seed {seed})")
-    echo(out, strata_lines(design))
+    echo(out, strata_lines(drawn.design))
     out.print(f"Grade it in full: gamut-local view {run_dir} --annotator NAME, then \"Calibration sample\".")
 
 
@@ -53,11 +52,12 @@ def plan_sample(
     """How many responses people must grade in full for a CI half-width, corrected and human-only
     side by side, and how many keypresses that is (one a check); needs the `correct` extra."""
     import json
+    from dataclasses import asdict
 
     from gamut_local.stages.sample import plan_sample as plan_stage
 
     rows = plan_stage(run_dir, half_width, correct_with, sample, console=err)
     if as_json:
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        sys.stdout.write(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
         return
     echo(out, sample_plan_lines(rows))

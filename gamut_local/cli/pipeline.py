@@ -43,7 +43,7 @@ def run(config: RunConfig, chunk_size: ChunkSize = None, limit: Limit = None, st
 
     stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit, allow_incomplete=allow_incomplete)
     for name, s in stages.items():
-        out.print(f"{name:<9} {s['seconds']:8.1f} s")
+        out.print(f"{name:<9} {s.seconds:8.1f} s")
     spec = _run_config(config)
     out.print(f"run directory: {spec.output_dir}")
 
@@ -60,8 +60,8 @@ def generate(config: RunConfig, model: Model = None, variant: Variant = None, sh
     spec = _run_config(config)
     for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard, limit),
                             chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
-        out.print(f"{s['model']}: {s['written']} answers written, {s['already_done']} already done "
-                  f"({', '.join(s['variants'])})")
+        out.print(f"{s.model}: {s.written} answers written, {s.already_done} already done "
+                  f"({', '.join(s.variants)})")
 
 
 @user_errors
@@ -84,8 +84,8 @@ def judge(
     spec = _run_config(config)
     for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard, limit),
                          chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
-        out.print(f"{s['judge']}: {s['written']} verdicts written ({s['invalid']} invalid), "
-                  f"{s['already_done']} already done, {s['answers']} answers")
+        out.print(f"{s.judge}: {s.written} verdicts written ({s.invalid} invalid), "
+                  f"{s.already_done} already done, {s.answers} answers")
 
 
 @user_errors
@@ -96,7 +96,7 @@ def score_run(config: RunConfig, allow_incomplete: AllowIncomplete = False, corr
 
     scored = score_run_stage(_run_config(config), allow_incomplete=allow_incomplete, correct_with=correct_with,
                              sample=sample)
-    echo(out, score_lines(scored.scores.model_dump()["models"], ci=False))
+    echo(out, score_lines(scored.scores.models, ci=False))
     out.print(f"scores: {scored.path}")
 
 
@@ -123,10 +123,10 @@ def score(
     beside = responses_path(out_path) if out_path.name else None  # `--out .` is refused as a folder
     check_outputs({"--out": out_path, "--out (per-response file)": beside}, [*verdicts, dataset, *answers, sample])
     result = write_scores(out_path, verdicts, dataset, seed=seed, console=err, answers=list(answers) or None,
-                          allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample).model_dump()
+                          allow_incomplete=allow_incomplete, correct_with=correct_with, sample=sample)
     # Plain lines (`echo`): rich's rendering of one line per system cost 0.12 s at paper scale.
-    echo(out, score_lines(result["models"]))
-    if result["coverage_from"] == "verdicts":
+    echo(out, score_lines(result.models))
+    if result.coverage_from == "verdicts":
         out.print("coverage judged without the dataset: the checks the verdicts show per question and variant")
 
 
@@ -152,7 +152,7 @@ def agree(
     extra = {"--gold (calibration JSON)": cal_json, "--gold (reliability PNG)": cal_png} if gold else {}
     check_outputs({"--out": out_path, **extra}, [*verdicts, dataset, *answers])
     result = write_agreement(out_path, verdicts, console=err, gold=gold, dataset=dataset,
-                             answers=list(answers) or None, allow_incomplete=allow_incomplete).model_dump()
+                             answers=list(answers) or None, allow_incomplete=allow_incomplete)
     if gold is not None:
         out.print(f"{cal_json}: model judges against {gold!r} ({cal_png})")
     echo(out, agreement_lines(result, out_path))
@@ -172,7 +172,7 @@ def compare(
     check_outputs({"--out": out_path}, [scores_path])
     result = compare_scores_file(scores_path, allow_incomplete=allow_incomplete)
     if out_path is not None:
-        write_json(out_path, result)
+        write_json(out_path, result.as_json())
     echo(out, comparison_lines(result))
 
 

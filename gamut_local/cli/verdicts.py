@@ -68,7 +68,7 @@ def jury(
 
     members = [j.strip() for j in judges.split(",") if j.strip()]
     s = run_jury(run_dir, members, rule, name)
-    fallback = f"; {s['by_majority']} by majority, no member had probabilities there" if s["by_majority"] else ""
-    out.print(f"{run_dir / 'verdicts' / name}: {s['cells']} verdicts of jury {name!r} ({rule} of "
-              f"{', '.join(members)}; {s['invalid']} invalid{fallback}) in {s['files']} file(s); "
+    fallback = f"; {s.by_majority} by majority, no member had probabilities there" if s.by_majority else ""
+    out.print(f"{run_dir / 'verdicts' / name}: {s.cells} verdicts of jury {name!r} ({rule} of "
+              f"{', '.join(members)}; {s.invalid} invalid{fallback}) in {s.files} file(s); "
               f"{jury_path(run_dir, name)}")

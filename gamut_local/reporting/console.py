@@ -13,62 +13,64 @@ def echo(console, lines) -> None:
         console.file.flush()
 
 
-def coverage_mark(m: dict) -> str:
-    return "" if m["complete"] else (f"  INCOMPLETE: {m['n_complete_responses']}/{m['n_questions']} questions, "
-                                     f"{m['n_missing_verdicts']} verdicts missing")
+def coverage_mark(m) -> str:
+    """`m`: a scores file's ModelScore."""
+    return "" if m.complete else (f"  INCOMPLETE: {m.n_complete_responses}/{m.n_questions} questions, "
+                                  f"{m.n_missing_verdicts} verdicts missing")
 
 
-def corrected(row: dict) -> str:
-    c = row.get("corrected")
+def corrected(m) -> str:
+    c = m.corrected
     if c is None:
         return ""
-    if c["score"] is None:
-        return f"  corrected: none ({c['reason']})"
-    return (f"  corrected {c['score']:6.1f} [{c['ci_low']:.1f}, {c['ci_high']:.1f}]  human-only "
-            f"{c['human_only']:.1f} [{c['human_only_ci_low']:.1f}, {c['human_only_ci_high']:.1f}]  "
-            f"n {c['n_labeled']}/{c['n_total']}  bias {c['bias']:+.1f}")
+    if c.score is None:
+        return f"  corrected: none ({c.reason})"
+    return (f"  corrected {c.score:6.1f} [{c.ci_low:.1f}, {c.ci_high:.1f}]  human-only "
+            f"{c.human_only:.1f} [{c.human_only_ci_low:.1f}, {c.human_only_ci_high:.1f}]  "
+            f"n {c.n_labeled}/{c.n_total}  bias {c.bias:+.1f}")
 
 
-def score_lines(models: list[dict], *, ci: bool = True) -> list[str]:
-    """One line per system (judge, model, variant) of a scores file's `models`."""
+def score_lines(models, *, ci: bool = True) -> list[str]:
+    """One line per system (judge, model, variant) of a scores file's `models` (ModelScore)."""
     if not ci:
-        return [f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} GAMUT {m['gamut_score']:6.1f}"
+        return [f"{m.judge:>20}  {m.model:<28} {m.variant:<10} GAMUT {m.gamut_score:6.1f}"
                 f"{coverage_mark(m)}{corrected(m)}" for m in models]
-    return [f"{m['judge']:>20}  {m['model']:<28} {m['variant']:<10} "
-            f"GAMUT {m['gamut_score']:6.1f}  [{m['ci95'][0]:.1f}, {m['ci95'][1]:.1f}]{coverage_mark(m)}"
+    return [f"{m.judge:>20}  {m.model:<28} {m.variant:<10} "
+            f"GAMUT {m.gamut_score:6.1f}  [{m.ci95[0]:.1f}, {m.ci95[1]:.1f}]{coverage_mark(m)}"
             f"{corrected(m)}" for m in models]
 
 
-def agreement_lines(result: dict, out_path) -> list[str]:
-    """The judges, the keys each lacks, and per pair of judges tau and kappa (and why any is null)."""
-    missing = ", ".join(f"{j} {n}" for j, n in result["keys"]["missing"].items())
-    lines = [f"{out_path}: {len(result['judges'])} judges on {result['keys']['total']} keys "
+def agreement_lines(result, out_path) -> list[str]:
+    """The judges, the keys each lacks, and per pair of judges tau and kappa (and why any is
+    null), of an AgreementFile."""
+    missing = ", ".join(f"{j} {n}" for j, n in result.keys.missing.items())
+    lines = [f"{out_path}: {len(result.judges)} judges on {result.keys.total} keys "
              f"(keys each judge lacks: {missing})"]
-    for p in result["pairs"]:
-        tau = "—" if p["kendall_tau_b"] is None else f"{p['kendall_tau_b']:.3f}"
-        kappa = "—" if p["cohen_kappa"] is None else f"{p['cohen_kappa']:.3f}"
-        lines.append(f"  {p['judge_a']} vs {p['judge_b']}: Kendall tau-b {tau} (on {p['n_questions']} questions), "
+    for p in result.pairs:
+        tau = "—" if p.kendall_tau_b is None else f"{p.kendall_tau_b:.3f}"
+        kappa = "—" if p.cohen_kappa is None else f"{p.cohen_kappa:.3f}"
+        lines.append(f"  {p.judge_a} vs {p.judge_b}: Kendall tau-b {tau} (on {p.n_questions} questions), "
                      f"Cohen kappa {kappa}")
-    for where, why in result["notes"].items():
+    for where, why in result.notes.items():
         lines.append(f"  null {where}: {why}")
     return lines
 
 
-def comparison_lines(result: dict) -> list[str]:
-    """Per judge: text-only against multimodal, the gain per model and the rank agreement."""
+def comparison_lines(result) -> list[str]:
+    """Per judge of a `Comparison`: text-only against multimodal, the gain per model and the
+    rank agreement."""
     lines = []
-    for judge, c in result.items():
-        if not c["n_models"]:
-            lines.append(f"{judge}: {c['notes']['models']}")
+    for judge, c in result.judges.items():
+        if not c.n_models:
+            lines.append(f"{judge}: {c.notes['models']}")
             continue
-        r = c["pearson_r_multimodal_gain"]
-        tau = c["kendall_tau_b_rankings"]
-        lines.append(f"{judge}: {c['n_models']} models, mean gain {c['mean_gain']:+.2f}, "
+        r, tau = c.pearson_r_multimodal_gain, c.kendall_tau_b_rankings
+        lines.append(f"{judge}: {c.n_models} models, mean gain {c.mean_gain:+.2f}, "
                      f"r(multimodal, gain) {'—' if r is None else f'{r:.3f}'}, "
                      f"Kendall tau-b {'—' if tau is None else f'{tau:.3f}'}")
-        for m in c["models"]:
-            lines.append(f"  {m['model']:<28} multimodal {m['multimodal']:6.1f}  text_only {m['text_only']:6.1f}  "
-                         f"gain {m['gain']:+6.1f}")
+        for m in c.models:
+            lines.append(f"  {m.model:<28} multimodal {m.multimodal:6.1f}  text_only {m.text_only:6.1f}  "
+                         f"gain {m.gain:+6.1f}")
     return lines
 
 
@@ -78,15 +80,16 @@ def strata_lines(design) -> list[str]:
             f"(inclusion probability {st.inclusion_probability:.4g})" for st in design.strata]
 
 
-def sample_plan_lines(rows: list[dict]) -> list[str]:
-    """Per system: the responses (and keypresses) people must grade, corrected and human-only."""
+def sample_plan_lines(rows) -> list[str]:
+    """Per system (`SystemPlan`): the responses (and keypresses) people must grade, corrected
+    and human-only."""
     lines = []
     for r in rows:
-        head = f"{r['judge']:>20}  {r['model']:<28} {r['variant']:<10} pilot {r['pilot_n']:>4} of {r['n_total']}"
-        if r["reason"]:
-            lines.append(f"{head}  {r['reason']}")
+        head = f"{r.judge:>20}  {r.model:<28} {r.variant:<10} pilot {r.pilot_n:>4} of {r.n_total}"
+        if r.reason:
+            lines.append(f"{head}  {r.reason}")
             continue
-        short = "" if r["reachable"] else " (not reachable: fewer responses than that)"
-        lines.append(f"{head}  corrected {r['corrected_n']} ({r['corrected_keypresses']} keypresses){short}  "
-                     f"human-only {r['human_only_n']} ({r['human_only_keypresses']} keypresses)")
+        short = "" if r.reachable else " (not reachable: fewer responses than that)"
+        lines.append(f"{head}  corrected {r.corrected_n} ({r.corrected_keypresses} keypresses){short}  "
+                     f"human-only {r.human_only_n} ({r.human_only_keypresses} keypresses)")
     return lines

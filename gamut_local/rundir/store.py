@@ -231,11 +231,13 @@ def append_jsonl(path: str | Path, records: Iterable[dict]) -> int:
 
 
 @contextmanager
-def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+def atomic_file(path: str | Path, *, journal: bool = True) -> Iterator[BinaryIO]:
     """The one way a whole file is written: a temporary file in the same folder, given to the
     caller to write; then fsync, rename over `path`, fsync the folder. Readers see the old file
     or the new one, never half of one, and once this returns the new one survives a crash; a
-    failure (disk full, interrupt) leaves the old file and no temporary one."""
+    failure (disk full, interrupt) leaves the old file and no temporary one. `journal` False:
+    the caller says in `JOURNAL` what the write means (a verdict part is lines added to its
+    unit, not a file of its own)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_dir():
@@ -252,7 +254,8 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_path(path.parent)
-    JOURNAL.replaced.append(str(path))
+    if journal:
+        JOURNAL.replaced.append(str(path))
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:

@@ -31,9 +31,7 @@ stopped at its source. A file of this version may still be rewritten later by an
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,7 +39,7 @@ from pathlib import Path
 from gamut_local.errors import InputError, Problem
 from gamut_local.rundir import task_lock
 from gamut_local.rundir.human import is_human
-from gamut_local.rundir.store import JOURNAL, fsync_path
+from gamut_local.rundir.store import JOURNAL, atomic_file
 from gamut_local.rundir.verdict_schema import (  # noqa: F401 (the store's schema, read and written here)
     CODED_OPTIONAL,
     FIXED,
@@ -77,22 +75,12 @@ def parts_dir(unit: Path) -> Path:
 
 
 def _write_atomic(table, path: Path) -> None:
-    """Temporary file in the same folder, fsync, rename, fsync the folder."""
+    """The table as the whole of `path` (`store.atomic_file`); the callers journal what it
+    means for the unit."""
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f, compression=COMPRESSION)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    fsync_path(path.parent)
+    with atomic_file(path, journal=False) as f:
+        pq.write_table(table, f, compression=COMPRESSION)
 
 
 def _part_numbers(unit: Path) -> dict[int, Path]:

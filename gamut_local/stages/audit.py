@@ -14,6 +14,7 @@ ungrounded items and the questions whose evidence covers little of their rubric.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -178,8 +179,23 @@ def _question_row(q: Question, grounded: dict[str, bool], records: dict, notes: 
             "coverage": (n - len(bad)) / n if n else None, "notes": notes}
 
 
+@dataclass(frozen=True)
+class AuditSummary:
+    """What `audit` did: (item, snippet) pairs graded now or before, items ungrounded, the
+    questions whose grounded share is under `min_coverage`, and the files written."""
+
+    questions: int
+    requests: int
+    already_done: int
+    ungrounded: int
+    poorly_covered: tuple[str, ...]
+    out: Path
+    grounding: Path
+    report: Path
+
+
 def audit(dataset: str | Path, config_path: str | Path, out: str | Path, *, console: Console | None = None,
-          progress=None, open_engine=load_and_close) -> dict:
+          progress=None, open_engine=load_and_close) -> AuditSummary:
     """Ground every drafted item in the snippets it cites; write the audited dataset and report."""
     console = console or plain_console(stderr=True)
     spec = load_authoring_config(config_path, AuditSpec)
@@ -201,8 +217,8 @@ def audit(dataset: str | Path, config_path: str | Path, out: str | Path, *, cons
     write_jsonl(out, audited)
     report = side_path(out, "report", ".md")
     write_text_atomic(report, report_text(Path(dataset), spec, rows))
-    return {"questions": len(questions), "requests": len(requests), "already_done": already,
-            "ungrounded": sum(len(r["ungrounded"]) for r in rows),
-            "poorly_covered": [r["question_id"] for r in rows
-                               if r["coverage"] is not None and r["coverage"] < spec.min_coverage],
-            "out": str(out), "grounding": str(log), "report": str(report)}
+    return AuditSummary(questions=len(questions), requests=len(requests), already_done=already,
+                        ungrounded=sum(len(r["ungrounded"]) for r in rows),
+                        poorly_covered=tuple(r["question_id"] for r in rows
+                                             if r["coverage"] is not None and r["coverage"] < spec.min_coverage),
+                        out=Path(out), grounding=log, report=report)

@@ -10,6 +10,7 @@ complete (`analysis.scoring.common_questions`), and `n_questions` says how many.
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,38 @@ from gamut_local.rundir.store import parse_json_text
 NAMES = ("judge", "model", "variant")
 
 
-def compare_scores_file(path: Path, allow_incomplete: bool = False) -> dict:
+@dataclass(frozen=True)
+class ModelGain:
+    model: str
+    multimodal: float | None
+    text_only: float | None
+    gain: float | None
+
+
+@dataclass(frozen=True)
+class JudgeComparison:
+    """One judge's text-only against multimodal (`analysis.comparisons.variant_comparison`),
+    on `n_questions` questions (None, with a note, where the scores file cannot say)."""
+
+    models: tuple[ModelGain, ...]
+    n_models: int
+    mean_gain: float | None
+    pearson_r_multimodal_gain: float | None
+    kendall_tau_b_rankings: float | None
+    notes: dict[str, str]
+    n_questions: int | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    judges: dict[str, JudgeComparison]
+
+    def as_json(self) -> dict:
+        """The comparison file `compare --out` writes: per judge, its comparison."""
+        return {judge: asdict(c) for judge, c in self.judges.items()}
+
+
+def compare_scores_file(path: Path, allow_incomplete: bool = False) -> Comparison:
     """Variant comparison for every judge in a `gamut-local score` output file."""
     name = str(path)
     try:
@@ -71,10 +103,11 @@ def compare_scores_file(path: Path, allow_incomplete: bool = False) -> dict:
         if judge in common:
             values, n_questions, note = common[judge]
             values = [values.get(s, np.nan) for s in systems]
-        out[judge] = {**variant_comparison(systems, values), "n_questions": n_questions}
-        if note:
-            out[judge]["notes"]["coverage"] = note
-    return out
+        c = variant_comparison(systems, values)
+        models, notes = tuple(ModelGain(**m) for m in c.pop("models")), c.pop("notes")
+        out[judge] = JudgeComparison(models=models, **c, n_questions=n_questions,
+                                     notes={**notes, **({"coverage": note} if note else {})})
+    return Comparison(out)
 
 
 def _gap(name: str, m: dict) -> Problem:

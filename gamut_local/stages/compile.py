@@ -5,6 +5,7 @@ The rules themselves live in `rubric.compiler`; this stage reads, validates and 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from gamut_local.config import RunSpec
@@ -14,12 +15,19 @@ from gamut_local.rundir.store import write_jsonl
 from gamut_local.vocab import SMALL_POOL_MAX
 
 
-def compile_file(dataset: str | Path, out: str | Path, small_pool_max: int = SMALL_POOL_MAX) -> tuple[int, int]:
-    """Compile a dataset file (JSONL or the release parquet) to a rubric JSONL; returns
-    (questions, checks) written."""
+@dataclass(frozen=True)
+class Compiled:
+    """A rubric file written: its questions and their checks (both forms)."""
+
+    questions: int
+    checks: int
+
+
+def compile_file(dataset: str | Path, out: str | Path, small_pool_max: int = SMALL_POOL_MAX) -> Compiled:
+    """Compile a dataset file (JSONL or the release parquet) to a rubric JSONL."""
     rows = compile_dataset(load_questions(dataset, check_images=False), small_pool_max)
     write_jsonl(out, rows)
-    return len(rows), sum(len(r["checks"]) + len(r.get("checks_text_only", [])) for r in rows)
+    return Compiled(len(rows), sum(len(r["checks"]) + len(r.get("checks_text_only", [])) for r in rows))
 
 
 def compile_rubric(spec: RunSpec) -> Path:

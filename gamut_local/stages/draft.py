@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -188,9 +189,22 @@ def _check_inputs(questions, evidence, spec: DraftSpec, questions_path) -> None:
         raise InputError(problems)
 
 
+@dataclass(frozen=True)
+class DraftSummary:
+    """What `draft` did: questions in, drafted now or before, valid; the failed ids kept in the log."""
+
+    questions: int
+    drafted: int
+    already_done: int
+    valid: int
+    failed: tuple[str, ...]
+    out: Path
+    log: Path
+
+
 def draft(questions_path: str | Path, evidence_path: str | Path, config_path: str | Path,
           out: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
-          progress=None, open_engine=load_and_close) -> dict:
+          progress=None, open_engine=load_and_close) -> DraftSummary:
     """Draft a meta-rubric for every question still without one in the log (resumes)."""
     console = console or plain_console(stderr=True)
     spec = load_authoring_config(config_path, DraftSpec)
@@ -213,5 +227,5 @@ def draft(questions_path: str | Path, evidence_path: str | Path, config_path: st
     mine = [(q, latest[q.question_id]) for q in questions if q.question_id in latest]
     write_jsonl(out, [drafted_question(q, r, spec) for q, r in mine if r["valid"]])
     failed = [r["question_id"] for _, r in mine if not r["valid"]]
-    return {"questions": len(questions), "drafted": len(pending), "already_done": len(questions) - len(pending),
-            "valid": len(mine) - len(failed), "failed": failed, "out": str(out), "log": str(log)}
+    return DraftSummary(questions=len(questions), drafted=len(pending), already_done=len(questions) - len(pending),
+                        valid=len(mine) - len(failed), failed=tuple(failed), out=Path(out), log=log)

@@ -60,6 +60,16 @@ def prompt_hashes(questions: list[Question], variants: list[str], dataset: Path)
             for q in questions for v in variants}
 
 
+@dataclass(frozen=True)
+class Generated:
+    """One model's part of a `generate`: its variants, the answers written now and before."""
+
+    model: str
+    variants: tuple[str, ...]
+    written: int
+    already_done: int
+
+
 @dataclass
 class ModelWork:
     spec: ModelSpec
@@ -187,12 +197,11 @@ def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chu
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
              shard: Shard = Shard(), chunk_size: int | None = None,
              console: Console | None = None, progress=None, open_engine=load_and_close,
-             on_ready=None) -> list[dict]:
+             on_ready=None) -> list[Generated]:
     """Generate every missing answer of the run (or of one model / variant / shard).
 
     `on_ready` is called once everything is checked, before any model loads or any answer
-    is written (the CLI writes the manifest there). Returns one summary per model: name,
-    variants, written, already done.
+    is written (the CLI writes the manifest there). Returns what was done per model.
     """
     console = console or plain_console(stderr=True)
     check_chunk_size(chunk_size)
@@ -212,6 +221,6 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
                                          chunk_size or spec.chunk_size, bars, open_engine)
             else:
                 console.print(f"{w.spec.name}: all {w.done} answers already on disk; nothing to generate")
-            summary.append({"model": w.spec.name, "variants": w.variants, "written": written,
-                            "already_done": w.done})
+            summary.append(Generated(model=w.spec.name, variants=tuple(w.variants), written=written,
+                                     already_done=w.done))
     return summary

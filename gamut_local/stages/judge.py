@@ -220,6 +220,18 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
     return items, n_done
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One judge's part of a `judge`: the answers it grades, verdicts written now (invalid
+    among them) and before."""
+
+    judge: str
+    answers: int
+    written: int
+    invalid: int
+    already_done: int
+
+
 @dataclass
 class JudgePass:
     """What one judge's pass left: verdicts written, how many of them `invalid` (a reply that
@@ -312,7 +324,7 @@ def failed_problem(spec: JudgeSpec, done: JudgePass, n_done: int) -> Problem:
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
           variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
           console: Console | None = None, progress=None,
-          open_engine=load_and_close, on_ready=None) -> list[dict]:
+          open_engine=load_and_close, on_ready=None) -> list[Judged]:
     """Grade every answer of the run (or of one judge / model / variant / shard) on its checks.
 
     `on_ready` is called once everything is checked, before any judge loads or any verdict
@@ -354,8 +366,8 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
                 console.print(f"{j.name}: all {n_done} verdicts already on disk; nothing to judge")
             if done.failed:
                 failed.append(failed_problem(j, done, n_done))
-            summary.append({"judge": j.name, "answers": len(answers), "written": done.written,
-                            "invalid": done.invalid, "already_done": n_done})
+            summary.append(Judged(judge=j.name, answers=len(answers), written=done.written,
+                                  invalid=done.invalid, already_done=n_done))
     if failed:  # every verdict that came back is kept, every judge had its turn: now say what is left
         raise InputError(failed)
     return summary

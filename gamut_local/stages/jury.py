@@ -11,6 +11,7 @@ estimated confusion matrix (the report shows it).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +113,21 @@ def _cells(table: VerdictTable, members: list[str]):
     return info, labels, probs
 
 
-def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> dict:
+@dataclass(frozen=True)
+class JuryResult:
+    """What `run_jury` wrote: one verdict per cell (`invalid` of them invalid) in `files`
+    store units; `by_majority`: cells mean-probs decided by majority, no member having
+    probabilities there."""
+
+    name: str
+    rule: str
+    cells: int
+    files: int
+    by_majority: int
+    invalid: int
+
+
+def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> JuryResult:
     """Write the jury's verdicts and its record; a summary of what was written."""
     run_dir = Path(run_dir)
     files = _check(run_dir, members, rule, name)
@@ -147,5 +162,5 @@ def run_jury(run_dir: Path, members: list[str], rule: str, name: str) -> dict:
         "confusion": confusion})
     # mean-probs decides a cell where no member has probabilities by majority: say how many.
     by_majority = int((~np.isfinite(result["probs"]).all(axis=1)).sum()) if rule == "mean-probs" else 0
-    return {"name": name, "rule": rule, "cells": len(info), "files": len(out), "by_majority": by_majority,
-            "invalid": int((result["codes"] == VERDICTS.index("invalid")).sum())}
+    return JuryResult(name=name, rule=rule, cells=len(info), files=len(out), by_majority=by_majority,
+                      invalid=int((result["codes"] == VERDICTS.index("invalid")).sum()))

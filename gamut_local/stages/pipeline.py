@@ -17,6 +17,7 @@ import importlib.util
 import json
 import time
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -104,9 +105,24 @@ class EngineKeeper:
         self.key, self.engine = None, None
 
 
+@dataclass(frozen=True)
+class StageRun:
+    """One stage of `run`: its wall time, what it returned (a path, or per model or judge what
+    it did) and the pilot's `limit` (the report says "pilot")."""
+
+    seconds: float
+    result: object
+    limit: int | None = None
+
+    def as_json(self) -> dict:
+        """The manifest's record of the stage."""
+        result = [asdict(r) for r in self.result] if isinstance(self.result, list) else self.result
+        return {"seconds": self.seconds, "result": result, **({"limit": self.limit} if self.limit is not None else {})}
+
+
 def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
-        open_engine=None, limit: int | None = None, allow_incomplete: bool = False) -> dict:
-    """All stages for one config; returns {stage: {"seconds", ...}} as also kept in the manifest.
+        open_engine=None, limit: int | None = None, allow_incomplete: bool = False) -> dict[str, StageRun]:
+    """All stages for one config; returns each stage's `StageRun`, as also kept in the manifest.
 
     `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
     `limit`: a pilot on the first `limit` questions (rundir.layout.Shard); incomplete by
@@ -118,14 +134,13 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     spec = load_run_config(config_path)
     preflight(spec, chunk_size)
     write_manifest(spec, config_path)
-    stages: dict[str, dict] = {}
+    stages: dict[str, StageRun] = {}
 
     def timed(name, fn):
         t0 = time.perf_counter()
         result = fn()
-        stages[name] = {"seconds": round(time.perf_counter() - t0, 2), "result": result,
-                        **({"limit": limit} if limit is not None else {})}  # the report says "pilot"
-        write_manifest(spec, config_path, {name: stages[name]}, refresh=False)
+        stages[name] = StageRun(round(time.perf_counter() - t0, 2), result, limit)
+        write_manifest(spec, config_path, {name: stages[name].as_json()}, refresh=False)
         return result
 
     keeper = EngineKeeper()
@@ -143,7 +158,7 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     cal, sample = spec.calibration, calibration_name(limit)
     if cal is not None:
         timed("sample", lambda: str(draw_sample(Path(spec.output_dir), cal.responses, per=cal.per, seed=cal.seed,
-                                                name=sample, console=console)[0]))
+                                                name=sample, console=console).path))
     gold = None if cal is None else cal.gold
     timed("score", lambda: str(score_run(spec, allow_incomplete=allow, correct_with=gold, sample=sample).path))
     timed("report", lambda: str(write_report(Path(spec.output_dir), Path(spec.dataset), seed=spec.seed,

@@ -9,6 +9,7 @@ byte, in canonical JSON Lines. A record whose YAML was edited gets `provenance.r
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -70,8 +71,17 @@ def _read_one(path: Path, problems: list[Problem]) -> tuple[str, str, dict | Non
     return rec["question_id"], line, None if text_hash(line) == source_hash else rec
 
 
+@dataclass(frozen=True)
+class Imported:
+    """What `import_dir` wrote: how many questions, the ids edited since export, where."""
+
+    questions: int
+    revised: tuple[str, ...]
+    out: Path
+
+
 def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = None,
-               revised_on: str | None = None) -> dict:
+               revised_on: str | None = None) -> Imported:
     """Validate every YAML of a folder and write them, in file-name order, as one JSONL."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -99,7 +109,7 @@ def import_dir(folder: str | Path, out: str | Path, *, revised_by: str | None = 
     if problems:
         raise InputError(problems)
     write_text_atomic(out, "".join(lines))
-    return {"questions": len(lines), "revised": revised, "out": str(out)}
+    return Imported(questions=len(lines), revised=tuple(revised), out=Path(out))
 
 
 def diff_files(a: str | Path, b: str | Path) -> tuple[dict, list[str]]:

@@ -12,7 +12,9 @@ people are grading never changes under them.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from rich.console import Console
 
@@ -43,9 +45,40 @@ def population(run_dir: Path, console: Console | None = None) -> dict[tuple[str,
     return {k: sorted(qs) for k, qs in out.items()}
 
 
+class Drawn(NamedTuple):
+    """A sample's design file, its design, and whether it was written now. A tuple too:
+    callers take the three apart."""
+
+    path: Path
+    design: SampleFile
+    written: bool
+
+
+@dataclass(frozen=True)
+class SystemPlan:
+    """Per model judge and system (`plan_sample`): the pilot, the responses people must grade
+    corrected and human-only (None with a `reason` where the pilot cannot say), and the
+    keypresses that is, one a check (`analysis.correction.plan`)."""
+
+    judge: str
+    model: str
+    variant: str
+    pilot_n: int
+    n_total: int
+    half_width: float
+    human_only_n: int | None
+    corrected_n: int | None
+    reachable: bool | None
+    ppi_corr: float | None
+    reason: str | None
+    checks_per_response: float
+    corrected_keypresses: int | None
+    human_only_keypresses: int | None
+
+
 def draw_sample(run_dir: Path, responses: int, *, per: str = "model", seed: int = 0, name: str = "calibration",
-                console: Console | None = None) -> tuple[Path, SampleFile, bool]:
-    """(design file, design, whether it was written now) for the run's calibration sample."""
+                console: Console | None = None) -> Drawn:
+    """The run's calibration sample, drawn and written (or found unchanged)."""
     check_seed(seed)
     if isinstance(responses, bool) or not isinstance(responses, int) or responses < 1:
         raise InputError([Problem("--responses", None, "", f"must be a whole number >= 1, got {responses!r}")])
@@ -57,17 +90,17 @@ def draw_sample(run_dir: Path, responses: int, *, per: str = "model", seed: int 
     if path.exists():
         old = read_sample(path)
         if old == design:
-            return path, old, False
+            return Drawn(path, old, False)
         raise InputError([Problem(str(path), None, "", f"a sample named {name!r} exists with another design "
                                   f"({old.sample_id}: {old.responses_requested} per system, per {old.per}, seed "
                                   f"{old.seed}, or the run's responses changed); people may be grading it: give "
                                   "another --name, or delete the file to draw anew")])
     write_model(path, design)
-    return path, design, True
+    return Drawn(path, design, True)
 
 
 def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample: str | None = None,
-                console: Console | None = None) -> list[dict]:
+                console: Console | None = None) -> list[SystemPlan]:
     """Per model judge and system: responses (and keypresses, one a check) people must grade
     for a 95% CI half-width of `half_width` points, corrected and human-only side by side,
     from the pilot the sample's labeled responses make (`analysis.correction.plan`)."""
@@ -99,8 +132,8 @@ def plan_sample(run_dir: Path, half_width: float, gold: str = "human-*", sample:
             lab = labels.labeled[s] & inside
             p = plan(y[s][lab], scores.score[j, s][lab], int(inside.sum()), half_width)
             checks = scores.counts[j, s].sum(axis=-1)[inside].mean()  # one keypress a check
-            rows.append({"judge": judge, "model": model, "variant": variant, **p,
-                         "checks_per_response": float(checks),
-                         "corrected_keypresses": None if p["corrected_n"] is None else int(round(p["corrected_n"] * checks)),
-                         "human_only_keypresses": None if p["human_only_n"] is None else int(round(p["human_only_n"] * checks))})
+            rows.append(SystemPlan(
+                judge=judge, model=model, variant=variant, **p, checks_per_response=float(checks),
+                corrected_keypresses=None if p["corrected_n"] is None else int(round(p["corrected_n"] * checks)),
+                human_only_keypresses=None if p["human_only_n"] is None else int(round(p["human_only_n"] * checks))))
     return rows

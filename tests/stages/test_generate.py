@@ -110,7 +110,7 @@ def test_an_edited_question_is_answered_again_and_no_other(tmp_path, monkeypatch
             r["image"] = str((SAMPLE.parent / r["image"]).resolve())
     edited.write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary = generate(spec.model_copy(update={"dataset": str(edited)}), console=_console())
-    assert summary[0]["written"] == 1 and summary[0]["already_done"] == 2 * len(rows) - 1
+    assert summary[0].written == 1 and summary[0].already_done == 2 * len(rows) - 1
     after = {v: {r["question_id"]: r for _, r in read_jsonl(answers_path(out, "m", v))}
              for v in ("multimodal", "text_only")}
     changed = rows[2]["question_id"]
@@ -119,7 +119,7 @@ def test_an_edited_question_is_answered_again_and_no_other(tmp_path, monkeypatch
         {q: r for q, r in before["text_only"].items() if q != changed}
     assert after["text_only"][changed]["prompt_hash"] != before["text_only"][changed]["prompt_hash"]
     # A rerun with nothing changed does nothing.
-    assert generate(spec.model_copy(update={"dataset": str(edited)}), console=_console())[0]["written"] == 0
+    assert generate(spec.model_copy(update={"dataset": str(edited)}), console=_console())[0].written == 0
 
 
 def test_prompt_hash_covers_the_text_and_the_image_bytes(tmp_path):
@@ -181,7 +181,7 @@ def test_multimodal_answers_from_a_tiny_qwen3_vl_through_transformers(tmp_path):
         "variants": ["multimodal", "text_only"], "judges": [{"name": "j", "path": str(weights)}]})
     summary = generate(spec, shard=Shard(0, 4), console=_console())
     mine = Shard(0, 4).select([q.question_id for q in load_questions(SAMPLE)])
-    assert summary[0]["written"] == 2 * len(mine)
+    assert summary[0].written == 2 * len(mine)
     by_variant = {}
     for v in ("multimodal", "text_only"):
         path = answers_path(Path(spec.output_dir), "tiny-vl", v, Shard(0, 4))

@@ -184,7 +184,7 @@ def test_variant_comparison_degenerate_and_compare_cli(gamut, tmp_path):
     records = make_records(seed=16, judges=(("a", 0.9),), variants=("multimodal", "text_only"), questions=6)
     scores = tmp_path / "scores.json"
     write_json(scores, score_records(records, n_boot=20))
-    assert compare_scores_file(scores)["a"]["n_models"] == 4
+    assert compare_scores_file(scores).judges["a"].n_models == 4
     res = gamut("compare", str(scores), "--out", str(tmp_path / "cmp.json"))
     assert res.exit_code == 0, res.output
     assert "mean gain" in res.output and json.loads((tmp_path / "cmp.json").read_text())["a"]["n_models"] == 4
