@@ -36,6 +36,7 @@ from gamut_local.engines.labels import (
     normalise,
     reasoning_problem,
 )
+from gamut_local.engines.logs import current_log
 from gamut_local.engines.reasoning import separate, thinking_for
 from gamut_local.engines.watchdog import guard_descendants
 from gamut_local.errors import InputError, Problem
@@ -323,8 +324,10 @@ class VllmEngine:
             "label tokens are read from what LLM.chat sends", self.name, theirs[-80:], ours[-80:])
         return theirs
 
-    def _chat(self, conversations: list[list[dict]], params, use_tqdm: bool = True):
-        return self.llm.chat(self._as_sent(conversations), params, use_tqdm=use_tqdm,
+    def _chat(self, conversations: list[list[dict]], params):
+        # vLLM's own progress bars only while its log is on the console: beside the stage's
+        # bars they would redraw over each other.
+        return self.llm.chat(self._as_sent(conversations), params, use_tqdm=current_log() is None,
                              chat_template_kwargs=self.template_kwargs)
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:
