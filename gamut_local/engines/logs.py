@@ -12,11 +12,15 @@ on; all of it buries the progress bars and reads like a crash. So before an engi
   (vllm/v1/engine/core.py:1395, vllm/v1/executor/multiproc_executor.py:864), from a
   `LoggingConfig` whose `pylogging_config_file` defaults to `VLLM_LOGGING_CONFIG_PATH`
   (vllm/config/logging.py:43-46); such a file replaces vLLM's own configuration
-  (vllm/logger.py:248-262). So a dictConfig file is written into the run and named there.
+  (vllm/logger.py:248-262). So a dictConfig file is written into the run and named there
+  while an engine is built (`vllm_logging`), and only then: the engine processes get it
+  with their config, and a later subprocess of this one does not inherit it.
 - Its handler (`engine_log_handler`), built in an engine process, also points that process's
   stdout and stderr at the log: what its libraries print without logging (progress bars of
   weight loading, native warnings) goes there too. This process keeps its console.
-- transformers', torch's and Hugging Face's loggers in this process go to the same file.
+- transformers', torch's and Hugging Face's loggers in this process go to the same file, and
+  so does multiprocessing's resource tracker (started here, beside the engine), whose exit
+  report of shared memory an engine killed at shutdown left behind is no user's concern.
 - At exit (`_teardown_to_log`) stderr itself is pointed at the log, after everything this
   process prints on purpose has been printed, so Triton's leak report lands there.
 
@@ -82,10 +86,9 @@ def route_engine_logs(run_dir: str | Path, stage: str, verbose: bool = False) ->
     with open(log, "a", encoding="utf-8") as f:
         f.write(f"==== gamut-local {stage}, pid {os.getpid()}, {time.strftime('%Y-%m-%d %H:%M:%S')} ====\n")
     config = logging_config(log, os.getpid())
-    config_path = log.with_suffix(".logging.json")
-    config_path.write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
-    os.environ[CONFIG_VAR] = str(config_path)
+    log.with_suffix(".logging.json").write_text(json.dumps(config, indent=1) + "\n", encoding="utf-8")
     logging.config.dictConfig(config)
+    _start_resource_tracker(log)
     _routed["log"] = log
     if not _routed["teardown"]:
         atexit.register(_teardown_to_log)
@@ -98,8 +101,6 @@ def _to_console() -> None:
     log = _routed["log"]
     if log is None:
         return
-    if os.environ.get(CONFIG_VAR) == str(log.with_suffix(".logging.json")):
-        del os.environ[CONFIG_VAR]
     for name in ENGINE_LOGGERS:
         logger = logging.getLogger(name)
         for handler in logger.handlers[:]:
@@ -108,6 +109,42 @@ def _to_console() -> None:
         logger.propagate = True
         logger.setLevel(logging.NOTSET)
     _routed["log"] = None
+
+
+@contextmanager
+def vllm_logging():
+    """While vLLM builds an engine: hand it the log's config (vllm/config/logging.py:43-46)."""
+    log = _routed["log"]
+    if log is None:
+        yield
+        return
+    before = os.environ.get(CONFIG_VAR)
+    os.environ[CONFIG_VAR] = str(log.with_suffix(".logging.json"))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONFIG_VAR, None)
+        else:
+            os.environ[CONFIG_VAR] = before
+
+
+def _start_resource_tracker(log: Path) -> None:
+    """multiprocessing's resource tracker, started now with the log as its stdout and stderr
+    (it is started once per process, at the first engine process otherwise: a child with our
+    console). Only the start is redirected: this process's console is back at once."""
+    try:
+        from multiprocessing import resource_tracker
+    except ImportError:  # not POSIX
+        return
+    saved = os.dup(1), os.dup(2)
+    try:
+        _point_at(str(log), (1, 2))
+        resource_tracker.ensure_running()
+    finally:
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 @contextmanager

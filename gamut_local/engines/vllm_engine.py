@@ -36,7 +36,7 @@ from gamut_local.engines.labels import (
     normalise,
     reasoning_problem,
 )
-from gamut_local.engines.logs import current_log
+from gamut_local.engines.logs import current_log, vllm_logging
 from gamut_local.engines.reasoning import separate, thinking_for
 from gamut_local.engines.watchdog import guard_descendants
 from gamut_local.errors import InputError, Problem
@@ -279,7 +279,8 @@ class VllmEngine:
         self.path = path
         self.template_kwargs = dict(spec.chat_template_kwargs)
         self.kwargs = engine_kwargs(spec, path, on_cpu)
-        self.llm = LLM(**self.kwargs)
+        with vllm_logging():  # its processes print into the run's engine log (engines/logs.py)
+            self.llm = LLM(**self.kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         # Mistral's tokenizer mode (Pixtral, a candidate) has no text chat template to readout

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -35,7 +36,10 @@ def test_route_names_a_log_in_the_run_and_hands_vllm_its_config(tmp_path):
     assert log == tmp_path / "logs" / "engine-judge.shard-1-of-2.log" == logs.current_log()
     header = log.read_text().splitlines()
     assert len(header) == 1 and header[0].startswith("==== gamut-local judge.shard-1-of-2, pid ")
-    config = json.loads(open(os.environ[logs.CONFIG_VAR]).read())
+    assert logs.CONFIG_VAR not in os.environ  # a later subprocess of this one must not inherit it
+    with logs.vllm_logging():  # only while vLLM builds an engine
+        config = json.loads(open(os.environ[logs.CONFIG_VAR]).read())
+    assert logs.CONFIG_VAR not in os.environ
     assert config["handlers"]["engine_log"]["filename"] == str(log)
     assert config["handlers"]["engine_log"]["parent"] == os.getpid()
     assert set(config["loggers"]) == set(logs.ENGINE_LOGGERS) and "root" not in config
@@ -52,7 +56,8 @@ def test_one_log_per_process_and_run(tmp_path):
     assert logs.route_engine_logs(tmp_path / "a", "judge") == first  # `run`'s judge keeps it
     other = logs.route_engine_logs(tmp_path / "b", "generate")
     assert other == tmp_path / "b" / "logs" / "engine-generate.log" and logs.current_log() == other
-    assert os.environ[logs.CONFIG_VAR] == str(other.with_suffix(".logging.json"))
+    with logs.vllm_logging():
+        assert os.environ[logs.CONFIG_VAR] == str(other.with_suffix(".logging.json"))
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
@@ -61,7 +66,9 @@ def test_verbose_keeps_engine_output_on_the_console(tmp_path, monkeypatch, how):
     if how == "environment":
         monkeypatch.setenv(logs.VERBOSE_VAR, "1")
     assert logs.route_engine_logs(tmp_path, "generate", verbose=how == "argument") is None
-    assert logs.current_log() is None and logs.CONFIG_VAR not in os.environ
+    assert logs.current_log() is None
+    with logs.vllm_logging():
+        assert logs.CONFIG_VAR not in os.environ
     assert not (tmp_path / "logs").exists()
     assert not logging.getLogger("vllm").handlers and logging.getLogger("vllm").propagate
 
@@ -75,14 +82,15 @@ def test_an_engine_process_prints_into_the_log(tmp_path):
     """What vLLM's engine processes do with the config (vllm/v1/engine/core.py:1395): apply it;
     from then on everything they print, logged or not, native or not, is in the log."""
     log = logs.route_engine_logs(tmp_path, "generate")
-    done = _python("""
+    with logs.vllm_logging():
+        done = _python("""
         import json, logging, logging.config, os, sys
         logging.config.dictConfig(json.load(open(os.environ["VLLM_LOGGING_CONFIG_PATH"])))
         logging.getLogger("vllm.worker").info("worker started")
         print("a progress bar")
         print("a warning", file=sys.stderr)
         os.write(2, b"native text\\n")
-    """)
+        """)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "" and done.stderr == ""
     text = log.read_text()
@@ -91,8 +99,8 @@ def test_an_engine_process_prints_into_the_log(tmp_path):
 
 
 def test_this_process_keeps_its_console(tmp_path, capfd):
-    logs.route_engine_logs(tmp_path, "generate")
-    logging.config.dictConfig(json.loads(open(os.environ[logs.CONFIG_VAR]).read()))  # as LLM() does
+    log = logs.route_engine_logs(tmp_path, "generate")
+    logging.config.dictConfig(json.loads(log.with_suffix(".logging.json").read_text()))  # as LLM() does
     print("gamut-local: smol loaded")
     assert "gamut-local: smol loaded" in capfd.readouterr().out
 
@@ -140,3 +148,27 @@ def test_a_failed_engine_names_its_log(tmp_path, capsys):
         with logs.naming_the_log("smolj"):
             raise RuntimeError("boom")
     assert capsys.readouterr().err == ""
+
+
+LEAKED_SHARED_MEMORY = """
+    import sys
+    from multiprocessing import shared_memory
+    from gamut_local.engines import logs
+    logs.route_engine_logs(sys.argv[1], "run")
+    shared_memory.SharedMemory(create=True, size=64)  # never unlinked, as by a killed engine
+    print("the summary")
+"""
+
+
+def test_the_resource_trackers_exit_report_goes_to_the_log(tmp_path):
+    """An engine process killed at shutdown leaves shared memory behind; multiprocessing's
+    resource tracker, a process of its own, reports it after this one has exited."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(LEAKED_SHARED_MEMORY), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "the summary\n" and done.stderr == ""
+    log = tmp_path / "logs" / "engine-run.log"
+    for _ in range(100):  # the tracker writes once it sees this process gone
+        if "leaked shared_memory" in log.read_text():
+            break
+        time.sleep(0.1)
+    assert "leaked shared_memory" in log.read_text()
