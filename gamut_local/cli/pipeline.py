@@ -23,6 +23,7 @@ from gamut_local.cli.options import (
     Seed,
     Shard,
     Strict,
+    Verbose,
     Variant,
 )
 from gamut_local.reporting.console import agreement_lines, comparison_lines, echo, score_lines
@@ -37,31 +38,42 @@ def _run_config(config: Path):
 @user_errors
 @reads_dataset
 def run(config: RunConfig, chunk_size: ChunkSize = None, limit: Limit = None, strict: Strict = False,
-        allow_incomplete: AllowIncomplete = False):
+        allow_incomplete: AllowIncomplete = False, verbose: Verbose = False):
     """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
     from gamut_local.stages.pipeline import run as run_all
 
-    stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit, allow_incomplete=allow_incomplete)
+    stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit, allow_incomplete=allow_incomplete,
+                     verbose=verbose)
     for name, s in stages.items():
         out.print(f"{name:<9} {s.seconds:8.1f} s")
     spec = _run_config(config)
     out.print(f"run directory: {spec.output_dir}")
+    _print_engine_logs([r for name in ("generate", "judge") if name in stages for r in stages[name].result])
+
+
+def _print_engine_logs(summary) -> None:
+    """Where the engines' own output went (once per file), when it left the console."""
+    for log in dict.fromkeys(s.engine_log for s in summary if s.engine_log):
+        out.print(f"engine log: {log}")
 
 
 @user_errors
 @reads_dataset
 def generate(config: RunConfig, model: Model = None, variant: Variant = None, shard: Shard = None,
-             chunk_size: ChunkSize = None, limit: Limit = None, strict: Strict = False):
+             chunk_size: ChunkSize = None, limit: Limit = None, strict: Strict = False, verbose: Verbose = False):
     """Generate the answers still missing from the run directory (resumes)."""
     from gamut_local.rundir.layout import parse_shard
     from gamut_local.rundir.manifest import ensure_manifest
     from gamut_local.stages.generate import generate as generate_stage
 
     spec = _run_config(config)
-    for s in generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard, limit),
-                            chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
+    summary = generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard, limit),
+                             chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config),
+                             verbose=verbose)
+    for s in summary:
         out.print(f"{s.model}: {s.written} answers written, {s.already_done} already done "
                   f"({', '.join(s.variants)})")
+    _print_engine_logs(summary)
 
 
 @user_errors
@@ -75,6 +87,7 @@ def judge(
     chunk_size: ChunkSize = None,
     limit: Limit = None,
     strict: Strict = False,
+    verbose: Verbose = False,
 ):
     """Grade every answer on each of its checks (resumes; one verdict per response and check)."""
     from gamut_local.rundir.layout import parse_shard
@@ -82,10 +95,13 @@ def judge(
     from gamut_local.stages.judge import judge as judge_stage
 
     spec = _run_config(config)
-    for s in judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard, limit),
-                         chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config)):
+    summary = judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard, limit),
+                          chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config),
+                          verbose=verbose)
+    for s in summary:
         out.print(f"{s.judge}: {s.written} verdicts written ({s.invalid} invalid), "
                   f"{s.already_done} already done, {s.answers} answers")
+    _print_engine_logs(summary)
 
 
 @user_errors

@@ -8,7 +8,8 @@ server). What they share sits below them:
 - `images`: which models see images, and images as data URLs;
 - `labels`, `reasoning`: reading a label off the model's first tokens, and a thinking
   model's reasoning split from its answer;
-- `watchdog`: vLLM's worker processes ended with their parent.
+- `watchdog`: vLLM's worker processes ended with their parent;
+- `logs`: the engines' own output sent to a log file in the run, not the console.
 Above them, without importing a back end at module level (no torch, no vLLM): `choice` (which
 back end a model gets, and what would stop it before it loads), `identity` (what a judge's
 verdicts depend on beyond its config) and `loading` (`load_engine`, which imports the chosen
@@ -38,8 +39,10 @@ from gamut_local.engines.identity import engine_build, judge_identity
 from gamut_local.engines.images import image_capacity, is_multimodal
 from gamut_local.engines.labels import reasoning_problem
 from gamut_local.engines.loading import load_and_close, load_engine
+from gamut_local.engines.logs import naming_the_log, route_engine_logs
 
 __all__ = ["BACKEND_NEEDS", "Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
            "RequestFailure", "STRUCTURED_CHOICE", "backend_problem", "engine_build", "image_capacity",
-           "is_multimodal", "judge_identity", "load_and_close", "load_engine", "model_problem", "pick_backend",
-           "reasoning_problem", "tensor_parallel_problem", "vllm_available"]
+           "is_multimodal", "judge_identity", "load_and_close", "load_engine", "model_problem", "naming_the_log",
+           "pick_backend", "reasoning_problem", "route_engine_logs", "tensor_parallel_problem",
+           "vllm_available"]

@@ -27,6 +27,7 @@ from gamut_local.engines.labels import (
     reasoning_problem,
     text_only,
 )
+from gamut_local.engines.logs import current_log
 from gamut_local.engines.reasoning import separate, thinking_for
 from gamut_local.errors import InputError
 from gamut_local.vocab import JUDGE_LABELS
@@ -81,7 +82,10 @@ class TransformersEngine:
             AutoProcessor,
             AutoTokenizer,
         )
+        from transformers.utils import logging as transformers_logging
 
+        if current_log() is not None:  # its weight-loading bar would draw over the stage's bars
+            transformers_logging.disable_progress_bar()
         if spec.thinking_budget is not None:
             raise InputError([spec.problem("thinking_budget", "only the vLLM engine enforces a thinking "
                                            "budget (with reasoning_parser); use backend: vllm, or unset it")])

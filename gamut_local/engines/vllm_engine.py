@@ -36,6 +36,7 @@ from gamut_local.engines.labels import (
     normalise,
     reasoning_problem,
 )
+from gamut_local.engines.logs import current_log, vllm_logging
 from gamut_local.engines.reasoning import separate, thinking_for
 from gamut_local.engines.watchdog import guard_descendants
 from gamut_local.errors import InputError, Problem
@@ -278,7 +279,8 @@ class VllmEngine:
         self.path = path
         self.template_kwargs = dict(spec.chat_template_kwargs)
         self.kwargs = engine_kwargs(spec, path, on_cpu)
-        self.llm = LLM(**self.kwargs)
+        with vllm_logging():  # its processes print into the run's engine log (engines/logs.py)
+            self.llm = LLM(**self.kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         # Mistral's tokenizer mode (Pixtral, a candidate) has no text chat template to readout
@@ -323,8 +325,10 @@ class VllmEngine:
             "label tokens are read from what LLM.chat sends", self.name, theirs[-80:], ours[-80:])
         return theirs
 
-    def _chat(self, conversations: list[list[dict]], params, use_tqdm: bool = True):
-        return self.llm.chat(self._as_sent(conversations), params, use_tqdm=use_tqdm,
+    def _chat(self, conversations: list[list[dict]], params):
+        # vLLM's own progress bars only while its log is on the console: beside the stage's
+        # bars they would redraw over each other.
+        return self.llm.chat(self._as_sent(conversations), params, use_tqdm=current_log() is None,
                              chat_template_kwargs=self.template_kwargs)
 
     def chat(self, conversations: list[list[dict]], sampling: Sampling) -> list[Completion]:

@@ -23,7 +23,7 @@ from rich.console import Console
 from gamut_local.config import ModelSpec, RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, image_sha256, load_image
-from gamut_local.engines import load_and_close, model_problem
+from gamut_local.engines import load_and_close, model_problem, naming_the_log, route_engine_logs
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.candidate import candidate_conversation
 from gamut_local.reporting.progress import plain_console, progress_bars
@@ -62,12 +62,14 @@ def prompt_hashes(questions: list[Question], variants: list[str], dataset: Path)
 
 @dataclass(frozen=True)
 class Generated:
-    """One model's part of a `generate`: its variants, the answers written now and before."""
+    """One model's part of a `generate`: its variants, the answers written now and before, and
+    the file its engine's own output went to (None: no engine loaded, or on the console)."""
 
     model: str
     variants: tuple[str, ...]
     written: int
     already_done: int
+    engine_log: str | None = None
 
 
 @dataclass
@@ -174,7 +176,7 @@ def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chu
     spec, h = w.spec, w.spec.settings_hash()
     task = progress.add_task(f"generate {spec.name}", total=len(w.pending)) if progress else None
     written = 0
-    with open_engine(spec) as engine:
+    with naming_the_log(spec.name), open_engine(spec) as engine:
         for chunk in _chunks(w.pending, chunk_size):
             convs = []
             for r in chunk:
@@ -197,11 +199,13 @@ def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chu
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
              shard: Shard = Shard(), chunk_size: int | None = None,
              console: Console | None = None, progress=None, open_engine=load_and_close,
-             on_ready=None) -> list[Generated]:
+             on_ready=None, verbose: bool = False) -> list[Generated]:
     """Generate every missing answer of the run (or of one model / variant / shard).
 
     `on_ready` is called once everything is checked, before any model loads or any answer
-    is written (the CLI writes the manifest there). Returns what was done per model.
+    is written (the CLI writes the manifest there). Returns what was done per model, with
+    `engine_log`: the file its engine's own output went to (engines/logs.py), None when no
+    engine loaded or `verbose` kept it on the console.
     """
     console = console or plain_console(stderr=True)
     check_chunk_size(chunk_size)
@@ -213,14 +217,15 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
     summary = []
     with progress_bars(console, progress) as bars:
         for w in work:
-            written = 0
+            written, log = 0, None
             if not w.variants:
                 console.print(f"{w.spec.name}: no variant of this run it can answer; skipped", style="yellow")
             elif w.pending:
+                log = route_engine_logs(spec.output_dir, f"generate{shard.suffix}", verbose)
                 written = generate_model(w, dataset, Path(spec.output_dir), shard,
                                          chunk_size or spec.chunk_size, bars, open_engine)
             else:
                 console.print(f"{w.spec.name}: all {w.done} answers already on disk; nothing to generate")
             summary.append(Generated(model=w.spec.name, variants=tuple(w.variants), written=written,
-                                     already_done=w.done))
+                                     already_done=w.done, engine_log=str(log) if log else None))
     return summary

@@ -30,7 +30,13 @@ from gamut_local.config import JudgeSpec, RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
 from gamut_local.data.verdict_io import adopt_jsonl
-from gamut_local.engines import judge_identity, load_and_close, model_problem
+from gamut_local.engines import (
+    judge_identity,
+    load_and_close,
+    model_problem,
+    naming_the_log,
+    route_engine_logs,
+)
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
 from gamut_local.reporting.progress import plain_console, progress_bars
@@ -223,13 +229,15 @@ def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, 
 @dataclass(frozen=True)
 class Judged:
     """One judge's part of a `judge`: the answers it grades, verdicts written now (invalid
-    among them) and before."""
+    among them) and before, and the file its engine's own output went to (None: no engine
+    loaded, or on the console)."""
 
     judge: str
     answers: int
     written: int
     invalid: int
     already_done: int
+    engine_log: str | None = None
 
 
 @dataclass
@@ -293,7 +301,7 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
     task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
     done = JudgePass()
     files: set[Path] = set()
-    with open_engine(spec) as engine:
+    with naming_the_log(spec.name), open_engine(spec) as engine:
         for chunk in chunk_items(items, chunk_size):
             convs = chunk_requests(spec, chunk, dataset)
             results = engine.classify(convs, list(JUDGE_LABELS))  # re-asks the unreadable itself
@@ -324,11 +332,13 @@ def failed_problem(spec: JudgeSpec, done: JudgePass, n_done: int) -> Problem:
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
           variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
           console: Console | None = None, progress=None,
-          open_engine=load_and_close, on_ready=None) -> list[Judged]:
+          open_engine=load_and_close, on_ready=None, verbose: bool = False) -> list[Judged]:
     """Grade every answer of the run (or of one judge / model / variant / shard) on its checks.
 
     `on_ready` is called once everything is checked, before any judge loads or any verdict
-    is written (the CLI writes the manifest there)."""
+    is written (the CLI writes the manifest there). Each judge's summary names in
+    `engine_log` the file its engine's own output went to (engines/logs.py), None when no
+    engine loaded or `verbose` kept it on the console."""
     console = console or plain_console(stderr=True)
     dataset = Path(spec.dataset)
     check_chunk_size(chunk_size)
@@ -358,8 +368,9 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
             h = resolved_settings_hash(j)
             items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard,
                                              settings_hash=h, console=console)
-            done = JudgePass()
+            done, log = JudgePass(), None
             if items:
+                log = route_engine_logs(out_dir, f"judge{shard.suffix}", verbose)
                 done = judge_with(j, items, dataset, out_dir, shard, chunk_size or spec.chunk_size,
                                   bars, open_engine, settings_hash=h)
             else:
@@ -367,7 +378,8 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
             if done.failed:
                 failed.append(failed_problem(j, done, n_done))
             summary.append(Judged(judge=j.name, answers=len(answers), written=done.written,
-                                  invalid=done.invalid, already_done=n_done))
+                                  invalid=done.invalid, already_done=n_done,
+                                  engine_log=str(log) if log else None))
     if failed:  # every verdict that came back is kept, every judge had its turn: now say what is left
         raise InputError(failed)
     return summary

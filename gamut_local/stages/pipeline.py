@@ -27,7 +27,7 @@ from gamut_local.data.consistency import current_checks, table_problems
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import load_answers
 from gamut_local.data.verdict_table import read_verdicts
-from gamut_local.engines import load_engine, model_problem, pick_backend
+from gamut_local.engines import load_engine, model_problem, pick_backend, route_engine_logs
 from gamut_local.errors import InputError
 from gamut_local.reporting.progress import plain_console, progress_bars
 from gamut_local.rundir.layout import check_chunk_size, parse_shard
@@ -121,12 +121,14 @@ class StageRun:
 
 
 def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
-        open_engine=None, limit: int | None = None, allow_incomplete: bool = False) -> dict[str, StageRun]:
+        open_engine=None, limit: int | None = None, allow_incomplete: bool = False,
+        verbose: bool = False) -> dict[str, StageRun]:
     """All stages for one config; returns each stage's `StageRun`, as also kept in the manifest.
 
     `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
     `limit`: a pilot on the first `limit` questions (rundir.layout.Shard); incomplete by
     design, so it is scored and reported as such (`allow_incomplete` for a full run).
+    `verbose`: engines print their own output on the console instead of `logs/engine-run.log`.
     """
     pilot = parse_shard(None, limit)
     console = console or plain_console(stderr=True)
@@ -145,13 +147,15 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
 
     keeper = EngineKeeper()
     open_engine = open_engine or keeper
+    # Both stages' engines write one log: a judge may reuse the candidate's engine and its processes.
+    route_engine_logs(spec.output_dir, "run", verbose)
     try:
         with progress_bars(console) as bars:
             timed("compile", lambda: str(compile_rubric(spec)))
             timed("generate", lambda: generate(spec, shard=pilot, chunk_size=chunk_size, console=console,
-                                               progress=bars, open_engine=open_engine))
+                                               progress=bars, open_engine=open_engine, verbose=verbose))
             timed("judge", lambda: judge(spec, shard=pilot, chunk_size=chunk_size, console=console,
-                                         progress=bars, open_engine=open_engine))
+                                         progress=bars, open_engine=open_engine, verbose=verbose))
     finally:
         keeper.close()
     allow = allow_incomplete or limit is not None

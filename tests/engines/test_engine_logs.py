@@ -1,0 +1,174 @@
+"""Engine output goes to a log file in the run (gamut_local/engines/logs.py), without a model:
+the logging config vLLM is handed, an engine process's stdout and stderr, what is printed at
+interpreter exit, the failure message that names the log, and GAMUT_VERBOSE. The same with a
+real vLLM engine: test_engine_logs_vllm.py."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from gamut_local.engines import logs
+from gamut_local.errors import InputError, Problem
+
+
+@pytest.fixture(autouse=True)
+def console_again(monkeypatch):
+    """Each test starts and ends with engine output on the console, as a fresh process."""
+    monkeypatch.delenv(logs.VERBOSE_VAR, raising=False)
+    monkeypatch.delenv(logs.CONFIG_VAR, raising=False)
+    yield
+    logs._to_console()
+    atexit.unregister(logs._teardown_to_log)
+    logs._routed["teardown"] = False
+
+
+def test_route_names_a_log_in_the_run_and_hands_vllm_its_config(tmp_path):
+    log = logs.route_engine_logs(tmp_path, "judge.shard-1-of-2")
+    assert log == tmp_path / "logs" / "engine-judge.shard-1-of-2.log" == logs.current_log()
+    header = log.read_text().splitlines()
+    assert len(header) == 1 and header[0].startswith("==== gamut-local judge.shard-1-of-2, pid ")
+    assert logs.CONFIG_VAR not in os.environ  # a later subprocess of this one must not inherit it
+    with logs.vllm_logging():  # only while vLLM builds an engine
+        config = json.loads(open(os.environ[logs.CONFIG_VAR]).read())
+    assert logs.CONFIG_VAR not in os.environ
+    assert config["handlers"]["engine_log"]["filename"] == str(log)
+    assert config["handlers"]["engine_log"]["parent"] == os.getpid()
+    assert set(config["loggers"]) == set(logs.ENGINE_LOGGERS) and "root" not in config
+    logging.getLogger("vllm.engine").info("an engine line")
+    logging.getLogger("transformers.modeling").warning("a library warning")
+    logging.getLogger("gamut_local.engines.x").warning("ours")  # not an engine's: not in the log
+    text = log.read_text()
+    assert "INFO [vllm.engine pid=" in text and "an engine line" in text and "a library warning" in text
+    assert "ours" not in text
+
+
+def test_one_log_per_process_and_run(tmp_path):
+    first = logs.route_engine_logs(tmp_path / "a", "run")
+    assert logs.route_engine_logs(tmp_path / "a", "judge") == first  # `run`'s judge keeps it
+    other = logs.route_engine_logs(tmp_path / "b", "generate")
+    assert other == tmp_path / "b" / "logs" / "engine-generate.log" and logs.current_log() == other
+    with logs.vllm_logging():
+        assert os.environ[logs.CONFIG_VAR] == str(other.with_suffix(".logging.json"))
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_verbose_keeps_engine_output_on_the_console(tmp_path, monkeypatch, how):
+    logs.route_engine_logs(tmp_path / "before", "generate")
+    if how == "environment":
+        monkeypatch.setenv(logs.VERBOSE_VAR, "1")
+    assert logs.route_engine_logs(tmp_path, "generate", verbose=how == "argument") is None
+    assert logs.current_log() is None
+    with logs.vllm_logging():
+        assert logs.CONFIG_VAR not in os.environ
+    assert not (tmp_path / "logs").exists()
+    assert not logging.getLogger("vllm").handlers and logging.getLogger("vllm").propagate
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_an_engine_process_prints_into_the_log(tmp_path):
+    """What vLLM's engine processes do with the config (vllm/v1/engine/core.py:1395): apply it;
+    from then on everything they print, logged or not, native or not, is in the log."""
+    log = logs.route_engine_logs(tmp_path, "generate")
+    with logs.vllm_logging():
+        done = _python("""
+        import json, logging, logging.config, os, sys
+        logging.config.dictConfig(json.load(open(os.environ["VLLM_LOGGING_CONFIG_PATH"])))
+        logging.getLogger("vllm.worker").info("worker started")
+        print("a progress bar")
+        print("a warning", file=sys.stderr)
+        os.write(2, b"native text\\n")
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "" and done.stderr == ""
+    text = log.read_text()
+    for line in ("worker started", "a progress bar", "a warning", "native text"):
+        assert line in text
+
+
+def test_this_process_keeps_its_console(tmp_path, capfd):
+    log = logs.route_engine_logs(tmp_path, "generate")
+    logging.config.dictConfig(json.loads(log.with_suffix(".logging.json").read_text()))  # as LLM() does
+    print("gamut-local: smol loaded")
+    assert "gamut-local: smol loaded" in capfd.readouterr().out
+
+
+EXIT_NOISE = """
+    import os, sys
+    from gamut_local.engines import logs
+    log = logs.route_engine_logs(sys.argv[1], "run", verbose=False)
+    print("the summary")
+    write = os.write
+
+    class Leak:  # like Triton's nanobind report: written while the interpreter finalises
+        def __del__(self):
+            write(2, b"nanobind: leaked 514 functions!\\n")
+
+    sys.leak = Leak()
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_what_is_printed_at_exit_goes_to_the_log(tmp_path, verbose):
+    env = {logs.VERBOSE_VAR: "1"} if verbose else {}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(EXIT_NOISE), str(tmp_path)],
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=120)
+    assert done.returncode == 0 and done.stdout == "the summary\n"
+    log = tmp_path / "logs" / "engine-run.log"
+    if verbose:
+        assert "nanobind: leaked" in done.stderr and not log.exists()
+    else:
+        assert done.stderr == "" and "nanobind: leaked 514 functions!" in log.read_text()
+
+
+def test_a_failed_engine_names_its_log(tmp_path, capsys):
+    log = logs.route_engine_logs(tmp_path, "judge")
+    with pytest.raises(RuntimeError, match="See root cause above"):
+        with logs.naming_the_log("smolj"):
+            raise RuntimeError("Engine core initialization failed. See root cause above.")
+    assert capsys.readouterr().err == f"gamut-local: smolj: the engine failed; its own messages are in {log}\n"
+    with pytest.raises(InputError):  # the user's to fix, and it says what: nothing to add
+        with logs.naming_the_log("smolj"):
+            raise InputError([Problem("run.yaml", None, "judges.0.path", "no such folder")])
+    assert capsys.readouterr().err == ""
+    logs._to_console()
+    with pytest.raises(RuntimeError):  # on the console already: no log to name
+        with logs.naming_the_log("smolj"):
+            raise RuntimeError("boom")
+    assert capsys.readouterr().err == ""
+
+
+LEAKED_SHARED_MEMORY = """
+    import sys
+    from multiprocessing import shared_memory
+    from gamut_local.engines import logs
+    logs.route_engine_logs(sys.argv[1], "run")
+    shared_memory.SharedMemory(create=True, size=64)  # never unlinked, as by a killed engine
+    print("the summary")
+"""
+
+
+def test_the_resource_trackers_exit_report_goes_to_the_log(tmp_path):
+    """An engine process killed at shutdown leaves shared memory behind; multiprocessing's
+    resource tracker, a process of its own, reports it after this one has exited."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(LEAKED_SHARED_MEMORY), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "the summary\n" and done.stderr == ""
+    log = tmp_path / "logs" / "engine-run.log"
+    for _ in range(100):  # the tracker writes once it sees this process gone
+        if "leaked shared_memory" in log.read_text():
+            break
+        time.sleep(0.1)
+    assert "leaked shared_memory" in log.read_text()
