@@ -307,30 +307,28 @@ def test_the_example_model_config_loads_and_sets_what_it_explains(tmp_path):
                                           ("1:2:3:4", None)])
 def test_one_slurm_time_grammar_validates_and_measures(text, hours):
     """What `slurm.time_*` accepts is exactly what `cluster` can turn into hours."""
-    from pydantic import ValidationError
-
-    from gamut_local.config import SlurmSpec, slurm_hours
+    from gamut_local.config import slurm_hours
 
     assert slurm_hours(text) == (pytest.approx(hours) if hours is not None else None)
+    assert _slurm_accepts(time_judge=text) == (hours is not None)
+
+
+def _slurm_accepts(**fields) -> bool:
+    from pydantic import ValidationError
+
+    from gamut_local.config import SlurmSpec
+
     try:
-        SlurmSpec(time_judge=text)
-        accepted = True
+        SlurmSpec(**fields)
     except ValidationError:
-        accepted = False
-    assert accepted == (hours is not None)
+        return False
+    return True
 
 
 @pytest.mark.parametrize("text, mb", [("64G", 65536), ("500M", 500), ("1024", 1024), ("2T", 2 * 1024 * 1024),
                                       ("64GB", None), ("G", None)])
 def test_one_slurm_memory_grammar_validates_and_measures(text, mb):
-    from pydantic import ValidationError
-
-    from gamut_local.config import SlurmSpec, mem_mb
+    from gamut_local.config import mem_mb
 
     assert mem_mb(text) == (mb or 0)
-    try:
-        SlurmSpec(mem_score=text)
-        accepted = True
-    except ValidationError:
-        accepted = False
-    assert accepted == (mb is not None)
+    assert _slurm_accepts(mem_score=text) == (mb is not None)
