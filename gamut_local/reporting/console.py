@@ -30,14 +30,19 @@ def corrected(m) -> str:
             f"n {c.n_labeled}/{c.n_total}  bias {c.bias:+.1f}")
 
 
+def _num(x, spec: str) -> str:
+    """A number as `spec` formats it; a null one (nothing to compute it from) as a dash of the
+    same width, so columns stay aligned."""
+    return format(x, spec) if x is not None else "—".rjust(int(spec.lstrip("+").split(".")[0] or 0))
+
+
 def score_lines(models, *, ci: bool = True) -> list[str]:
     """One line per system (judge, model, variant) of a scores file's `models` (ModelScore)."""
-    if not ci:
-        return [f"{m.judge:>20}  {m.model:<28} {m.variant:<10} GAMUT {m.gamut_score:6.1f}"
-                f"{coverage_mark(m)}{corrected(m)}" for m in models]
-    return [f"{m.judge:>20}  {m.model:<28} {m.variant:<10} "
-            f"GAMUT {m.gamut_score:6.1f}  [{m.ci95[0]:.1f}, {m.ci95[1]:.1f}]{coverage_mark(m)}"
-            f"{corrected(m)}" for m in models]
+    def interval(m) -> str:
+        return f"  [{_num(m.ci95[0], '.1f')}, {_num(m.ci95[1], '.1f')}]" if ci else ""
+
+    return [f"{m.judge:>20}  {m.model:<28} {m.variant:<10} GAMUT {_num(m.gamut_score, '6.1f')}"
+            f"{interval(m)}{coverage_mark(m)}{corrected(m)}" for m in models]
 
 
 def agreement_lines(result, out_path) -> list[str]:
@@ -65,12 +70,12 @@ def comparison_lines(result) -> list[str]:
             lines.append(f"{judge}: {c.notes['models']}")
             continue
         r, tau = c.pearson_r_multimodal_gain, c.kendall_tau_b_rankings
-        lines.append(f"{judge}: {c.n_models} models, mean gain {c.mean_gain:+.2f}, "
+        lines.append(f"{judge}: {c.n_models} models, mean gain {_num(c.mean_gain, '+.2f')}, "
                      f"r(multimodal, gain) {'—' if r is None else f'{r:.3f}'}, "
                      f"Kendall tau-b {'—' if tau is None else f'{tau:.3f}'}")
         for m in c.models:
-            lines.append(f"  {m.model:<28} multimodal {m.multimodal:6.1f}  text_only {m.text_only:6.1f}  "
-                         f"gain {m.gain:+6.1f}")
+            lines.append(f"  {m.model:<28} multimodal {_num(m.multimodal, '6.1f')}  "
+                         f"text_only {_num(m.text_only, '6.1f')}  gain {_num(m.gain, '+6.1f')}")
     return lines
 
 
