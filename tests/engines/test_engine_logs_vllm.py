@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.config import load_run_config
-from gamut_local.testing.small_run import write_config
+from tests.support.small_run import write_config
 
 # vLLM's own line format (vllm/logger.py:28-32): "(EngineCore pid=123) INFO 05-01 10:00:00 [file.py:12] ..."
 VLLM_INFO = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d \[")
