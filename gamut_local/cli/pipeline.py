@@ -62,17 +62,24 @@ def _print_engine_logs(summary) -> None:
 def generate(config: RunConfig, model: Model = None, variant: Variant = None, shard: Shard = None,
              chunk_size: ChunkSize = None, limit: Limit = None, strict: Strict = False, verbose: Verbose = False):
     """Generate the answers still missing from the run directory (resumes)."""
-    from gamut_local.rundir.layout import parse_shard
-    from gamut_local.rundir.manifest import ensure_manifest
     from gamut_local.stages.generate import generate as generate_stage
 
+    _resume_stage(generate_stage, config, shard, limit, chunk_size, verbose, model=model, variant=variant,
+                  line=lambda s: f"{s.model}: {s.written} answers written, {s.already_done} already done "
+                                 f"({', '.join(s.variants)})")
+
+
+def _resume_stage(stage, config: Path, shard, limit, chunk_size, verbose: bool, *, line, **only) -> None:
+    """`generate` or `judge` on the run config: the manifest written once inputs are checked,
+    a line per model or judge, and where the engines' own output went."""
+    from gamut_local.rundir.layout import parse_shard
+    from gamut_local.rundir.manifest import ensure_manifest
+
     spec = _run_config(config)
-    summary = generate_stage(spec, model=model, variant=variant, shard=parse_shard(shard, limit),
-                             chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config),
-                             verbose=verbose)
+    summary = stage(spec, shard=parse_shard(shard, limit), chunk_size=chunk_size, console=err,
+                    on_ready=lambda: ensure_manifest(spec, config), verbose=verbose, **only)
     for s in summary:
-        out.print(f"{s.model}: {s.written} answers written, {s.already_done} already done "
-                  f"({', '.join(s.variants)})")
+        out.print(line(s))
     _print_engine_logs(summary)
 
 
@@ -90,18 +97,11 @@ def judge(
     verbose: Verbose = False,
 ):
     """Grade every answer on each of its checks (resumes; one verdict per response and check)."""
-    from gamut_local.rundir.layout import parse_shard
-    from gamut_local.rundir.manifest import ensure_manifest
     from gamut_local.stages.judge import judge as judge_stage
 
-    spec = _run_config(config)
-    summary = judge_stage(spec, judge=judge_name, model=model, variant=variant, shard=parse_shard(shard, limit),
-                          chunk_size=chunk_size, console=err, on_ready=lambda: ensure_manifest(spec, config),
-                          verbose=verbose)
-    for s in summary:
-        out.print(f"{s.judge}: {s.written} verdicts written ({s.invalid} invalid), "
-                  f"{s.already_done} already done, {s.answers} answers")
-    _print_engine_logs(summary)
+    _resume_stage(judge_stage, config, shard, limit, chunk_size, verbose, judge=judge_name, model=model,
+                  variant=variant, line=lambda s: f"{s.judge}: {s.written} verdicts written ({s.invalid} invalid), "
+                                                  f"{s.already_done} already done, {s.answers} answers")
 
 
 @user_errors
