@@ -208,19 +208,6 @@ def _add_people_records(records: list[dict], run_dir: Path) -> dict[str, int]:
     return out
 
 
-def import_records(records: list[dict], run_dir: Path) -> dict[str, int]:
-    """Verdict records (a caller's, validated here as the store's writer validates them) into
-    the run's store as `import_files` adds them; {unit or file: verdicts added}."""
-    run_dir = Path(run_dir)
-    machine = [r for r in records if not is_human(r["judge"])]
-    table = verdict_store.to_table(machine, loose=True)
-    added = {}
-    for group, rows in sorted(_split(table).items()):
-        added.update(_add_group(run_dir, group, [(_rows(table, rows), store_path(run_dir, *group))], exclude=()))
-    added.update(_add_people_records([r for r in records if is_human(r["judge"])], run_dir))
-    return added
-
-
 def import_files(files: list[Path], run_dir: Path) -> dict[str, int]:
     """`gamut-local verdicts import FILE.jsonl... --into RUN`: every check (the readers', and
     one settings hash per judge across what the run already holds) with its FILE:LINE message

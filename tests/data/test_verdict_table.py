@@ -32,12 +32,12 @@ def test_store_units_and_jsonl_files_mixed_read_as_the_reference_in_file_order(t
     """Store units and JSONL files in one read, a JSONL file between two units: the column
     path merges the store's rows and the JSONL's into the order of the files, each row with
     its own file and line, as the record-by-record reader has them."""
-    from gamut_local.data.verdict_io import import_records
+    from tests.support.synthetic import import_into
     from gamut_local.rundir import verdict_store
 
     records = [{**r, "settings_hash": f"h-{r['judge']}", "answer_hash": f"a-{r['model']}-{r['question_id']}"}
                for r in make_records(seed=4, models=("m1", "m2", "m3"), questions=4, checks=3)]
-    import_records([r for r in records if r["model"] != "m2"], tmp_path / "run")
+    import_into([r for r in records if r["model"] != "m2"], tmp_path / "run")
     units = verdict_store.units_in(tmp_path / "run")
     jsonl = tmp_path / "m2.jsonl"
     write_jsonl(jsonl, [r for r in records if r["model"] == "m2"])
@@ -60,13 +60,13 @@ def test_the_table_decodes_to_the_records_of_its_files_in_their_order(tmp_path):
     """Files whose dictionaries differ (other values, other orders, hashes absent in some)
     become one table whose codes, through its sorted dictionaries and the fixed vocabulary,
     give back each record as the record-by-record reader reads it, file by file."""
-    from gamut_local.data.verdict_io import import_records
+    from tests.support.synthetic import import_into
     from gamut_local.rundir import verdict_store
 
     records = [{**r, "settings_hash": f"h-{r['judge']}", "answer_hash": None if k % 3 else f"a{k % 7}",
                 "probs": {"meets": k % 100 / 100, "missing": 0.5} if k % 2 else None}
                for k, r in enumerate(make_records(seed=9, models=("m2", "m1"), questions=5, checks=4))]
-    import_records([r for r in records if r["model"] == "m2"], tmp_path / "run")
+    import_into([r for r in records if r["model"] == "m2"], tmp_path / "run")
     jsonl = tmp_path / "m1.jsonl"
     write_jsonl(jsonl, [r for r in records if r["model"] == "m1"][::-1])  # another order of values
     paths = [*verdict_store.units_in(tmp_path / "run"), jsonl]

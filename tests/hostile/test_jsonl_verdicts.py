@@ -226,10 +226,10 @@ def test_duplicates_are_named_as_the_strict_reader_names_them(tmp_path):
     file: every one named by file and line with where it first was, in the strict reader's
     words and order, without reading the files again record by record."""
     from gamut_local.data.records import Verdict, load_records, verdict_key
-    from gamut_local.data.verdict_io import import_records
+    from tests.support.synthetic import import_into
 
     records = _records(2, seed=3)
-    import_records([r for r in records if r["model"] == "m0"], tmp_path / "run")
+    import_into([r for r in records if r["model"] == "m0"], tmp_path / "run")
     units = verdict_store.units_in(tmp_path / "run")
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     a.write_text("".join(json.dumps(r) + "\n" for r in records[:30]))  # m0's, held by the store too

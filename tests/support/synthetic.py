@@ -55,3 +55,18 @@ def assert_same_table(a, b) -> None:
             assert x.dtype == y.dtype and np.array_equal(x, y, equal_nan=True), f.name
         else:
             assert x == y, f.name
+
+
+def import_into(records: list[dict], run_dir):
+    """Verdict records into a run's store the way a user puts them there: as a JSON Lines file
+    given to `verdicts import` (`import_files`); {unit or file: verdicts added}."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from gamut_local.data.verdict_io import import_files
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "records.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        return import_files([path], Path(run_dir))
