@@ -40,9 +40,13 @@ over the JSONL, one with scores and agreement current too; the first page of `vi
 `--jsonl` times the same verdicts given as JSON Lines instead (an old run's files, verdicts
 from elsewhere: `jsonl/`), each beside DuckDB's `read_json_auto` over those files:
 `gamut-local score RUN/jsonl`, `gamut-local agree RUN/jsonl`, `gamut-local verdicts import
-RUN/jsonl/*/*.jsonl --into` a new run, and a fresh `gamut-local report` of a copy of the run
-whose `verdicts/` holds the JSONL (an old run, answers and dataset as before); the target:
-within 2x of DuckDB over the JSONL and under 1 GB each.
+RUN/jsonl/*/*.jsonl --into` a new run, a fresh `gamut-local report` of a copy of the run
+whose `verdicts/` holds the JSONL (an old run, answers and dataset as before), and the reader
+they all read the JSONL through (`verdict_table.read_verdicts`) alone in a process; the
+target: within 2x of DuckDB over the JSONL and under 1 GB each. `verdicts import` and `report`
+do more than read, so each is also set beside DuckDB doing that work: the JSONL written as
+Parquet, a file per judge, model and variant (`COPY ... PARTITION_BY`), and the JSONL read
+with the dataset and the answers and looked up in them (`_dataset_sql`).
 Run:
 
     .venv/bin/python scripts/bench_analysis.py [--questions 1813] [--checks 15] [--models 14]
@@ -306,7 +310,7 @@ DUCKDB_READERS = {"duckdb_parquet": ("read_parquet(?)", "verdicts/*/*.parquet"),
 # system and per system and domain. With `answers` (what `score-run` adds: `--answers`), each
 # verdict's answer looked up too, and those that graded another text of it (the answer hash
 # of its response, as `rundir.identity.answer_hash` makes it) left out as stale.
-def _dataset_sql(answers: bool) -> str:
+def _dataset_sql(answers: bool, verdicts: str = "read_parquet") -> str:
     answer_cte = f"""
 answers AS (
   SELECT question_id, model, variant, left(sha256(response), {HASH_CHARS}) AS answer_hash FROM read_json_auto(?)),"""
@@ -317,7 +321,7 @@ WITH checks AS (
   FROM (SELECT question_id, domain, unnest(checks) AS c FROM read_json_auto(?))),{answer_cte if answers else ""}
 every AS (
   SELECT judge, model, variant, question_id, check_id, tier, verdict, check_hash{", answer_hash" if answers else ""}
-  FROM read_parquet(?)),
+  FROM {verdicts}(?)),
 v AS (
   SELECT judge, model, variant, question_id, tier, verdict, domain
   FROM every JOIN checks USING (question_id, check_id, tier, check_hash){
@@ -336,7 +340,25 @@ DUCKDB_DATASET_SCRIPT = f"""
 import json, sys, duckdb
 dataset, answers, files = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3:]
 sql, params = ({GAMUT_RUN_SQL!r}, [dataset, answers, files]) if answers else ({GAMUT_DATASET_SQL!r}, [dataset, files])
+if files[0].endswith(".jsonl"):  # an old run's verdicts: what `report` of it reads
+    sql = {_dataset_sql(True, "read_json_auto")!r}
 print(len(duckdb.connect().execute(sql, params).fetchall()))
+"""
+# What `verdicts import` does, in DuckDB: the JSONL read and written as Parquet, one file per
+# (judge, model, variant) as the store holds them, LZ4 as the store compresses.
+# argv: the output folder, then the JSONL files.
+DUCKDB_TO_STORE_SCRIPT = """
+import sys, duckdb
+out, files = sys.argv[1], sys.argv[2:]
+duckdb.connect().execute(f"COPY (SELECT * FROM read_json_auto(?)) TO '{out}' "
+                         "(FORMAT parquet, PARTITION_BY (judge, model, variant), COMPRESSION lz4)", [files])
+"""
+# Our reader alone over the JSONL, in a process: what `score`, `agree`, `report` and `verdicts
+# import` each read them through (`verdict_table`), every column `report` reads.
+READER_SCRIPT = """
+import sys
+from gamut_local.data.verdict_table import read_verdicts
+print(len(read_verdicts(sys.argv[1:])))
 """
 
 
@@ -434,20 +456,35 @@ def jsonl_rounds(root: Path, rounds: int) -> list[dict]:
     round after round (a load spike hits one round, not one side)."""
     old, out = old_run(root), []
     jsonl = sorted(str(p) for p in root.glob("jsonl/*/*.jsonl"))
+    answers = json.dumps(sorted(str(p) for p in root.glob("answers/*.jsonl")))
+    copied = Path(f"{root}-duckdb-store")
     for _ in range(rounds):
         r = {"duckdb_json_auto": timed_process([sys.executable, "-c", DUCKDB_SCRIPT, "read_json_auto(?)", *jsonl])}
+        shutil.rmtree(copied, ignore_errors=True)
+        r["duckdb_json_to_store"] = timed_process([sys.executable, "-c", DUCKDB_TO_STORE_SCRIPT, str(copied), *jsonl])
+        r["duckdb_json_with_dataset_and_answers"] = timed_process(
+            [sys.executable, "-c", DUCKDB_DATASET_SCRIPT, str(root / "dataset.jsonl"), answers, *jsonl])
         r["gamut_local"] = time_jsonl_commands(root, old)
+        r["gamut_local"]["reader_jsonl"] = timed_process([sys.executable, "-c", READER_SCRIPT, *jsonl])
         out.append(r)
+    shutil.rmtree(copied, ignore_errors=True)
     shutil.rmtree(old, ignore_errors=True)
     return out
 
 
 def jsonl_targets(results: dict) -> None:
     """Each JSONL command's ratios to DuckDB's read_json_auto over the same files, and whether
-    it is within 2x of it and under 1 GB."""
-    for r in results["gamut_local"].values():
+    it is within 2x of it and under 1 GB; `verdicts import` and `report` also against DuckDB
+    doing their work (writing the store's files; reading the dataset and the answers beside
+    the verdicts, with the lookups `score` makes), the target for those being the same 2x."""
+    ours = results["gamut_local"]
+    for r in ours.values():
         _ratios(r, results["duckdb_json_auto"], "duckdb_json_auto")
         r["meets_target"] = r["ratio_to_duckdb_json_auto"] <= 2.0 and r["peak_rss_mb"] < 1024
+    for name, same in (("import_jsonl", "duckdb_json_to_store"), ("report_jsonl_fresh", "duckdb_json_with_dataset_and_answers")):
+        _ratios(ours[name], results[same], same)
+        ours[name]["meets_target_against_the_same_work"] = (
+            ours[name][f"ratio_to_{same}"] <= 2.0 and ours[name]["peak_rss_mb"] < 1024)
 
 
 def median_of(runs: list[dict]) -> dict:

@@ -354,11 +354,11 @@ def _piece_table(data: bytes, path: Path, names: list[str], threads: bool):
     return table(names)
 
 
-def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
+def _read_files(paths: list[Path], wanted: list[str], identify: bool = True) -> tuple[list, tuple]:
     """Each file's table (a store file's as read, a JSONL file's column-wise where its columns
     vouch for it, else through the strict reader, all such files together), and (where each
-    table's rows were read: `table_of`'s lines; every file's input record): read side by side,
-    as `verdict_store.read_consistently` asks."""
+    table's rows were read: `table_of`'s lines; every file's input record, with its content
+    hash where `identify`): read side by side, as `verdict_store.read_consistently` asks."""
     def read(path: Path):
         if verdict_store.is_store(path):
             return verdict_store.read_file(path, wanted)
@@ -369,7 +369,7 @@ def _read_files(paths: list[Path], wanted: list[str]) -> tuple[list, tuple]:
     # so that one's Python between its parses (the line checks, the column checks) idles no core.
     workers = min(4, (os.cpu_count() or 1) + any(not verdict_store.is_store(p) for p in paths))
     with ThreadPoolExecutor(workers) as pool:
-        inputs = pool.map(file_record, paths)
+        inputs = pool.map(file_record, paths) if identify else ({"path": str(p)} for p in paths)
         tables = list(pool.map(read, paths))
         strict = [k for k, p in enumerate(paths) if tables[k] is None]
         got, at = strict_tables([paths[k] for k in strict], wanted) if strict else ([], [])
@@ -396,13 +396,14 @@ def read_whole(paths: list[str | Path], *, settings: bool = True) -> tuple[Verdi
     the VerdictTable's file order, rows in its line order): what `verdicts import` writes
     into the store as it was read, with no second reading. `settings=False`: a judge's
     settings hashes are not checked (the judge stage adopting an old run's file supersedes
-    what is stale)."""
-    return _read_checked(paths, list(verdict_store.schema().names), settings)
+    what is stale). The files are not hashed (`inputs` hold their paths): what is written
+    names no input, and hashing a gigabyte of JSONL costs a tenth of reading it."""
+    return _read_checked(paths, list(verdict_store.schema().names), settings, identify=False)
 
 
-def _read_checked(paths, wanted: list[str], settings: bool = True) -> tuple[VerdictTable, list]:
+def _read_checked(paths, wanted: list[str], settings: bool = True, identify: bool = True) -> tuple[VerdictTable, list]:
     files, tables, (lines, inputs) = verdict_store.read_consistently(
-        lambda: store_files(paths), lambda files: _read_files(files, wanted), ", ".join(map(str, paths)))
+        lambda: store_files(paths), lambda files: _read_files(files, wanted, identify), ", ".join(map(str, paths)))
     table = table_of(tables, [str(p) for p in files], inputs, lines)
     # A human's later verdict replaced the earlier one as the JSONL was read (`rundir.human`,
     # in `load_records`); the store holds no human verdicts. So any repeat here is an error.

@@ -145,9 +145,53 @@ def test_the_jsonl_commands_read_the_jsonl_column_wise_and_score_as_the_store(be
     out = bench.time_jsonl_commands(root, old)
     assert set(out) == {"score_jsonl", "agree_jsonl", "import_jsonl", "report_jsonl_fresh"}
     assert (old / "report.md").is_file() and not (root.parent / f"{root.name}-outputs").exists()
-    results = {"duckdb_json_auto": {"seconds": 1.0, "cpu_seconds": 1.0}, "gamut_local": out}
+    same = {"seconds": 1.0, "cpu_seconds": 1.0}
+    results = {"duckdb_json_auto": same, "duckdb_json_to_store": same, "duckdb_json_with_dataset_and_answers": same,
+               "gamut_local": out}
     bench.jsonl_targets(results)
     assert all({"ratio_to_duckdb_json_auto", "meets_target"} <= set(r) for r in out.values())
+    assert {"ratio_to_duckdb_json_to_store", "meets_target_against_the_same_work"} <= set(out["import_jsonl"])
+    assert "ratio_to_duckdb_json_with_dataset_and_answers" in out["report_jsonl_fresh"]
+
+
+def test_duckdb_over_the_jsonl_with_the_dataset_and_answers_computes_what_the_old_runs_report_reads(bench, run, tmp_path):
+    """The comparator for a fresh `report` of the old run reads what it reads: the JSONL, the
+    dataset and the answers, each verdict looked up in them; its scores are `score`'s of them."""
+    import subprocess
+    import sys
+
+    root, _ = run
+    answers = sorted((root / "answers").glob("*.jsonl"))
+    jsonl = sorted(str(p) for p in root.glob("jsonl/*/*.jsonl"))
+    doc = write_scores(tmp_path / "scores.json", [root / "jsonl"], root / "dataset.jsonl", answers=answers)
+    ours = {(m.judge, m.model, m.variant, None): m.gamut_score for m in doc.models}
+    ours |= {(d.judge, d.model, d.variant, d.domain): d.gamut_score for d in doc.domains}
+    script = bench.DUCKDB_DATASET_SCRIPT.replace("print(len(", "print(json.dumps(")
+    res = subprocess.run([sys.executable, "-c", script, str(root / "dataset.jsonl"), json.dumps(list(map(str, answers))),
+                          *jsonl], capture_output=True, text=True, check=True, timeout=300)
+    rows = json.loads(res.stdout)
+    assert {tuple(r[:4]): r[4] for r in rows} == pytest.approx(ours, abs=1e-9)
+
+
+def test_duckdbs_import_comparator_writes_each_verdict_once_in_a_file_per_unit(bench, run, tmp_path):
+    """The comparator for `verdicts import` writes what import writes: every JSONL verdict, once,
+    in Parquet files per (judge, model, variant); and the reader's script reads them all."""
+    import subprocess
+    import sys
+
+    duckdb = pytest.importorskip("duckdb")
+    root, built = run
+    jsonl = sorted(str(p) for p in root.glob("jsonl/*/*.jsonl"))
+    subprocess.run([sys.executable, "-c", bench.DUCKDB_TO_STORE_SCRIPT, str(tmp_path / "out"), *jsonl],
+                   check=True, timeout=300)
+    written = sorted(tmp_path.glob("out/**/*.parquet"))
+    assert len(written) == len(list(root.glob("verdicts/*/*.parquet")))
+    counts = duckdb.connect().execute("SELECT count(*), count(DISTINCT (judge, model, variant, question_id, check_id)) "
+                                      "FROM read_parquet(?, hive_partitioning = true)", [list(map(str, written))]).fetchone()
+    assert counts == (built["verdicts"], built["verdicts"])
+    res = subprocess.run([sys.executable, "-c", bench.READER_SCRIPT, *jsonl], capture_output=True, text=True,
+                         check=True, timeout=300)
+    assert int(res.stdout) == built["verdicts"]
 
 
 def test_each_figure_is_the_median_of_its_rounds_and_memory_the_largest(bench):
