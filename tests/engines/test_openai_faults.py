@@ -93,12 +93,16 @@ def test_a_request_the_server_refuses_is_an_error_naming_it():
         engine.close()
 
 
-def test_generation_failing_after_retries_stops_instead_of_writing_an_answer():
+def test_an_answer_failing_after_retries_comes_back_marked_beside_the_others():
+    # A transient outage is no answer: an empty one would be graded as the model's. The
+    # request comes back marked failed, beside the answers that came back.
     with FaultServer() as server:
-        engine = load_engine(spec_for(server, retries=1))
-        server.faults = [("status", 500)] * 2
-        with pytest.raises(InputError, match="failed after 2 attempts: HTTP 500.*rerun to resume"):
-            engine.chat([conv("Tell me about paella.")], Sampling(max_tokens=8))
+        engine = load_engine(spec_for(server, retries=1, max_concurrency=1))
+        server.faults = [("ok",), ("status", 500), ("status", 500)]
+        ok, failed = engine.chat([conv("Tell me about tapas."), conv("Tell me about paella.")], Sampling(max_tokens=8))
+        assert ok.failure is None and ok.text and ok.finish_reason == "stop"
+        assert failed.failure.attempts == 2 and not failed.failure.gone
+        assert "HTTP 500" in failed.failure.reason and "'Tell me about paella.'" in failed.failure.reason
         engine.close()
 
 

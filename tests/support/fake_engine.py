@@ -34,6 +34,7 @@ class FakeCompletion:
     num_cached_tokens: int | None
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    failure: None = None  # a fake request never fails transiently
 
 
 @dataclass

@@ -250,12 +250,6 @@ class OpenAIEngine:
                 raise
         return results
 
-    def _stop_if_gone(self, replies: list) -> None:
-        gone = next((r for r in replies if isinstance(r, Failed) and r.gone), None)
-        if gone is not None:
-            raise self.problem(f"the server stopped accepting connections ({gone.reason}, {gone.attempts} "
-                               f"attempts); what was written before this chunk is kept: rerun to resume")
-
     async def _send_one(self, client, payload: dict, index: int, conversation: list[dict]):
         import httpx
 
@@ -298,18 +292,22 @@ class OpenAIEngine:
             base["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "output", "schema": sampling.json_schema}}
         replies = self._send_all([{**base, "messages": c} for c in conversations], conversations)
-        self._stop_if_gone(replies)
-        out = []
-        for i, body in enumerate(replies):
-            if isinstance(body, Failed):  # an answer has no `invalid`: stop, the rerun resumes
-                raise self.problem(f"request {i + 1} of this batch ({describe(conversations[i])}) failed after "
-                                   f"{body.attempts} attempts: {body.reason}; rerun to resume")
-            usage = body.get("usage") or {}
-            out.append(Completion(text=content_of(body), finish_reason=body["choices"][0].get("finish_reason"),
-                                  prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                                  completion_tokens=int(usage.get("completion_tokens") or 0),
-                                  num_cached_tokens=cached_tokens(usage)))
-        return out
+        # A transient failure is no answer: it comes back marked, the stage keeps the others.
+        return [self._failed_answer(r, c) if isinstance(r, Failed) else self._completion(r)
+                for r, c in zip(replies, conversations)]
+
+    @staticmethod
+    def _failed_answer(failed: Failed, conversation: list[dict]) -> Completion:
+        return Completion(text="", finish_reason=None, prompt_tokens=0, completion_tokens=0, num_cached_tokens=None,
+                          failure=_failure(failed, conversation))
+
+    @staticmethod
+    def _completion(body: dict) -> Completion:
+        usage = body.get("usage") or {}
+        return Completion(text=content_of(body), finish_reason=body["choices"][0].get("finish_reason"),
+                          prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                          completion_tokens=int(usage.get("completion_tokens") or 0),
+                          num_cached_tokens=cached_tokens(usage))
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         conversations = image_parts_as_urls(conversations)
@@ -332,8 +330,7 @@ class OpenAIEngine:
     @staticmethod
     def _failed(failed: Failed, readout: LabelReadout, conversation: list[dict]) -> Classification:
         return Classification(probs={}, label=None, raw="", method=readout.method, prompt_tokens=0,
-                              num_cached_tokens=None, failure=RequestFailure(
-                                  f"{describe(conversation)}: {failed.reason}", failed.attempts, failed.gone))
+                              num_cached_tokens=None, failure=_failure(failed, conversation))
 
     def _read(self, body, readout: LabelReadout) -> Classification:
         usage = body.get("usage") or {}
@@ -351,6 +348,11 @@ class OpenAIEngine:
 
     def close(self) -> None:
         self.endpoint.close()
+
+
+def _failure(failed: Failed, conversation: list[dict]) -> RequestFailure:
+    """A request still failing after its re-sends, named by the start of its text."""
+    return RequestFailure(f"{describe(conversation)}: {failed.reason}", failed.attempts, failed.gone)
 
 
 def _copied(value):
