@@ -156,7 +156,7 @@ def test_the_model_must_be_served_and_the_server_reachable():
 def test_server_identity_names_host_model_and_version():
     with FaultServer() as server:
         spec = spec_for(server)
-        ident = served_engine.server_identity(spec)
+        ident = served_engine.start_up(spec).settings_identity()
         # No /tokenize here: no label token is read (structured choice), and only the OpenAI
         # API's sampling fields are pinned (test_openai_sampling.py).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
@@ -183,7 +183,7 @@ def test_more_counted_spellings_than_the_api_returns_are_cut_to_the_likeliest_20
     # The restricted step asks for exactly the tokens it reads, and the labels' probabilities
     # come from those alone: a reply with the left-out tokens does not count them.
     engine = object.__new__(served_engine.OpenAIEngine)
-    engine.model, engine.processed, engine.structured = MODEL, True, None
+    engine.model, engine.processed, engine.structured, engine.vllm_fields = MODEL, True, None, False
     payload = engine._first_token_payload(conv("x"), readout, 20)
     assert payload["allowed_token_ids"] == read.all_token_ids() and payload["top_logprobs"] == 20
     reply = {"choices": [{"logprobs": {"content": [{"top_logprobs": [
@@ -254,8 +254,8 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]
         assert summary.already_done == len(lines) and summary.written > 0 and summary.invalid == 0
-        # each pending check once: the start-up is this process's earlier one on the address
-        assert len(again.requests) == summary.written
+        # the stage's one start-up probe, then each pending check once
+        assert len(again.requests) == 1 + summary.written
 
 
 def test_run_reuses_an_engine_only_for_the_same_server():

@@ -91,7 +91,7 @@ class FakeEngine:
         pass
 
 
-def load_fake(spec) -> FakeEngine:
+def load_fake(spec, startup=None) -> FakeEngine:
     LOADS.append(spec.name)
     return FakeEngine(spec.name)
 

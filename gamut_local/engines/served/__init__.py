@@ -32,8 +32,9 @@ never a placeholder answer; `Classification.failure`, never an `invalid` verdict
 score as missing and never be asked again), the stage keeps the others and says how many
 failed, and the rerun asks only those. A server that stops accepting connections
 stops the stage after what came back is kept. Any other 4xx is the request's fault and stops
-the stage naming it. The start-up runs once per process and server (`_STARTUPS`): the readout
-it resolved is in the judge's settings identity (`server_identity`) and is the one the engine
+the stage naming it. The start-up (`engine.start_up`, a `Startup`) runs once where a stage
+builds the engine, which hands it to the judge's settings identity (`Startup.settings_identity`)
+and to the engine (`OpenAIEngine(spec, startup)`): the readout in the hash is the one the engine
 uses.
 The API key comes only from the variable `api_key_env` names; it, a URL's credentials and
 key-like query parameters are redacted (`errors.redact`) from every message this module writes.
