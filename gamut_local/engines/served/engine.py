@@ -89,14 +89,16 @@ class OpenAIEngine:
                 self.close()
                 raise
         self.startup = startup
-        self.identity, self.resolved, self.chat_prefix = startup.identity, startup.resolved, startup.chat_prefix
-        self.vllm_fields, self.processed, self.top_logprobs = startup.vllm_fields, startup.processed, startup.top_logprobs
-        self.structured = startup.structured  # how this server constrains a choice (None: found when first needed)
+        self.identity, self.resolved = startup.identity, startup.resolved
+        self.chat_prefix, self.vllm_fields = startup.chat_prefix, startup.vllm_fields
+        self.processed, self.top_logprobs = startup.processed, startup.top_logprobs
+        self.structured = startup.structured  # how the server constrains a choice (None: found when needed)
         # The engine's own copies: its caches grow, the start-up it was handed stays as it was.
         self._readouts, self.label_names = dict(startup.readouts), dict(startup.label_names)
         self.tokenizer = ServerTokenizer(self.endpoint) if startup.tokenizes else NoTokenizer()
 
     def _start_up(self) -> Startup:
+        """Ask the server what it is and how labels are read from it (see the package's docstring)."""
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         self.label_names: dict[int, str] = {}
         self.top_logprobs = TOP_LOGPROBS  # asked per verdict step (the verdict labels')
