@@ -1,8 +1,6 @@
 """What a judge's verdicts depend on beyond its config: the back end, its build, and how
 labels are read, resolved as `load_engine` would without loading weights. Part of the
-verdicts' settings hash (`rundir.identity.judge_settings_hash`). For a served model, what its
-server says at start-up (`start_up`): asked once where a stage builds the engine, and handed
-to both the identity and the engine."""
+verdicts' settings hash (`rundir.identity.judge_settings_hash`)."""
 
 from __future__ import annotations
 
