@@ -109,7 +109,9 @@ def test_an_answer_failing_after_retries_comes_back_marked_beside_the_others():
 def test_concurrency_is_bounded_and_requests_go_out_in_order():
     with FaultServer() as server:
         engine = load_engine(spec_for(server, max_concurrency=3))
-        server.faults = [("slow", 0.15)] * 12
+        # Each reply takes long enough that a request never overtakes one sent before it, even on
+        # busy shared cores.
+        server.faults = [("slow", 0.5)] * 12
         n0 = len(server.requests)
         server.max_in_flight = 0
         checks = [f"Check number {i}." for i in range(12)]
