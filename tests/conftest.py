@@ -23,17 +23,6 @@ from gamut_local.config import ModelSpec
 from tests.support.engines import TINY_VLM_TEST_ENGINE, VLLM_CPU_TEST_ENGINE, OneEngine
 
 
-@pytest.fixture(autouse=True)
-def forget_server_start_ups():
-    """Each test its own process, as far as served judges go: a server's start-up is asked
-    once per process, and a later test's server may get an earlier one's port."""
-    import sys
-
-    yield
-    served = sys.modules.get("gamut_local.engines.served.engine")
-    if served is not None:
-        served._STARTUPS.clear()
-
 @pytest.fixture(scope="session")
 def smollm2_dir() -> str:
     from gamut_local.demo.smollm2 import convert_smollm2

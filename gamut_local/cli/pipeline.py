@@ -77,7 +77,7 @@ def _resume_stage(stage, config: Path, shard, limit, chunk_size, verbose: bool, 
 
     spec = _run_config(config)
     summary = stage(spec, shard=parse_shard(shard, limit), chunk_size=chunk_size, console=err,
-                    on_ready=lambda: ensure_manifest(spec, config), verbose=verbose, **only)
+                    on_ready=lambda judge_hashes=None: ensure_manifest(spec, config, judge_hashes), verbose=verbose, **only)
     for s in summary:
         out.print(line(s))
     _print_engine_logs(summary)

@@ -35,7 +35,7 @@ from gamut_local.engines.choice import (
     tensor_parallel_problem,
     vllm_available,
 )
-from gamut_local.engines.identity import engine_build, judge_identity
+from gamut_local.engines.identity import engine_build, judge_identity, start_up
 from gamut_local.engines.images import image_capacity, is_multimodal
 from gamut_local.engines.labels import reasoning_problem
 from gamut_local.engines.loading import load_and_close, load_engine
@@ -44,5 +44,5 @@ from gamut_local.engines.logs import naming_the_log, route_engine_logs
 __all__ = ["BACKEND_NEEDS", "Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
            "RequestFailure", "STRUCTURED_CHOICE", "backend_problem", "engine_build", "image_capacity",
            "is_multimodal", "judge_identity", "load_and_close", "load_engine", "model_problem", "naming_the_log",
-           "pick_backend", "reasoning_problem", "route_engine_logs", "tensor_parallel_problem",
-           "vllm_available"]
+           "pick_backend", "reasoning_problem", "route_engine_logs", "start_up",
+           "tensor_parallel_problem", "vllm_available"]

@@ -27,6 +27,10 @@ class Completion:
     num_cached_tokens: int | None  # prompt tokens served from the prefix cache; None: no cache
     reasoning: str | None = None  # the thinking before the answer; None: the model did not think
     reasoning_tokens: int | None = None
+    # A served request that failed for a transient reason after its re-sends: no answer at all
+    # (an empty one would be graded as the model's); the stage keeps the others, and a rerun
+    # asks this one again.
+    failure: RequestFailure | None = None
 
 
 @dataclass

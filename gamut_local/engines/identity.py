@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import json
 
-from gamut_local.config import JudgeSpec, resolve_model_path
+from gamut_local.config import JudgeSpec, ModelSpec, resolve_model_path
 from gamut_local.engines.base import FIRST_TOKEN, LABEL_SEQUENCE, STRUCTURED_CHOICE
 from gamut_local.engines.choice import pick_backend, require
 from gamut_local.errors import InputError
@@ -33,19 +33,18 @@ def engine_build(backend: str) -> str:
     return f"transformers {installed('transformers')} {torch}"
 
 
-def judge_identity(spec: JudgeSpec) -> dict[str, str]:
+def judge_identity(spec: JudgeSpec, startup=None) -> dict[str, str]:
     """What a judge's verdicts depend on beyond its config, resolved as `load_engine` would,
     without loading weights (the tokenizer files are read once per process): the back end,
     its build, the readout method it uses first and the label tokens counted per label. Part
     of the verdicts' settings hash (`rundir.identity.judge_settings_hash`), so verdicts of one
     judge config read two ways never pool. Raises InputError for a judge whose label would be
     read inside its reasoning block. Without the model folder (checked, and reported, before
-    any engine loads) only the back end and its build are known."""
+    any engine loads) only the back end and its build are known. A served judge's is what its
+    server said at start-up: `startup` (`start_up`), asked here where none is given."""
     if spec.backend == "openai":  # what the server says it is: host, served model, version
-        require(spec, "openai")
-        from gamut_local.engines.served.engine import server_identity
-
-        return {"backend": "openai", "engine": engine_build("openai"), **server_identity(spec)}
+        startup = startup or start_up(spec)
+        return {"backend": "openai", "engine": engine_build("openai"), **startup.settings_identity()}
     path, problem = resolve_model_path(spec)
     backend = pick_backend(spec, path)
     if problem is not None or spec.engine.extra.get("tokenizer_mode") == "mistral":
@@ -57,6 +56,18 @@ def judge_identity(spec: JudgeSpec) -> dict[str, str]:
         raise InputError([spec.problem("chat_template_kwargs", reasoning_prefix_message(spec.name))])
     return {"backend": backend, "engine": engine_build(backend),
             "readout": readout["readout"], "label_tokens": readout["label_tokens"]}
+
+
+def start_up(spec: ModelSpec):
+    """What a served model's server says it is and how it reads labels (`served.engine.Startup`),
+    asked once where a stage builds the engine and handed to `judge_identity` and `load_engine`;
+    None for a model loaded in this process."""
+    if spec.backend != "openai":
+        return None
+    require(spec, "openai")
+    from gamut_local.engines.served.engine import start_up as ask_server
+
+    return ask_server(spec)
 
 
 @functools.lru_cache(maxsize=32)

@@ -13,15 +13,16 @@ from gamut_local.engines.identity import judge_identity
 from gamut_local.errors import InputError
 
 
-def load_engine(spec: ModelSpec) -> Engine:
+def load_engine(spec: ModelSpec, startup=None) -> Engine:
     """Build the engine a model spec asks for. The model path is checked first, so a missing
     folder or uncached hub id is an InputError naming it, not a traceback from deep inside a
-    loader."""
+    loader. `startup`: what a served model's server said at the stage's start-up
+    (`identity.start_up`; asked here if None), so the engine reads as the stage's hash says."""
     if spec.backend == "openai":  # served elsewhere: nothing to load, the server is checked
         require(spec, "openai")
         from gamut_local.engines.served.engine import OpenAIEngine
 
-        return OpenAIEngine(spec)
+        return OpenAIEngine(spec, startup)
     path, problem = resolve_model_path(spec)
     if problem is not None:
         raise InputError([problem])
@@ -49,13 +50,14 @@ def load_engine(spec: ModelSpec) -> Engine:
 
 
 @contextmanager
-def load_and_close(spec):
+def load_and_close(spec, startup=None):
     """The default way a stage gets an engine: load it, close it when the stage is done.
 
-    Stages take `open_engine` (a callable spec -> context manager yielding an engine) so that
-    `run` can keep one engine for two stages when candidate and judge are the same weights.
+    Stages take `open_engine` (a callable spec -> context manager yielding an engine; a served
+    model's also takes `startup=`, what its server said at the stage's start-up) so that `run`
+    can keep one engine for two stages when candidate and judge are the same weights.
     """
-    engine = load_engine(spec)
+    engine = load_engine(spec, startup)
     try:
         yield engine
     finally:

@@ -86,7 +86,10 @@ def _stored_config(spec: RunSpec) -> dict:
     return redact_values(spec.model_dump(mode="json"))
 
 
-def build_manifest(spec: RunSpec, config_path: Path) -> dict:
+def build_manifest(spec: RunSpec, config_path: Path, judge_hashes: dict[str, str | None] | None = None) -> dict:
+    """`judge_hashes`: the judges' settings hashes as the stage resolved them (a served
+    judge's server is then not asked again); a judge not in it is resolved here."""
+    judge_hashes = judge_hashes or {}
 
     models = []
     for role, specs in (("candidate", spec.models), ("judge", spec.judges)):
@@ -98,7 +101,8 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
                 "revision": Path(local).name if local and is_hub_id(m.path) else None,
                 "config_file": m.config_file, "backend": m.backend, "backend_used": pick_backend(m, local),
                 # The hash the records carry: answers the model's; verdicts also the prompt's.
-                "settings_hash": _judge_hash(m) if role == "judge" else m.settings_hash(),
+                "settings_hash": (judge_hashes[m.name] if m.name in judge_hashes else _judge_hash(m))
+                if role == "judge" else m.settings_hash(),
                 "seeds": {"engine": m.engine.seed, "sampling": m.sampling.seed},
             })
     return Manifest.model_validate({
@@ -124,12 +128,12 @@ def build_manifest(spec: RunSpec, config_path: Path) -> dict:
 
 
 def write_manifest(spec: RunSpec, config_path: Path, stages: dict | None = None, *,
-                   refresh: bool = True) -> Path:
+                   refresh: bool = True, judge_hashes: dict[str, str | None] | None = None) -> Path:
     """Write manifest.json. `refresh`: record this invocation's environment (stage records of
     an earlier, interrupted run are kept); otherwise only add `stages` to what is there."""
     path = manifest_path(spec.output_dir)
     old = _readable(spec)
-    data = build_manifest(spec, config_path) if refresh or old is None else _as_written(old)
+    data = build_manifest(spec, config_path, judge_hashes) if refresh or old is None else _as_written(old)
     data["stages"] = {**(_as_written(old).get("stages", {}) if old else {}), **(stages or {})}
     write_json(path, data)
     return path
@@ -160,9 +164,9 @@ def describes(manifest: Manifest | None, spec: RunSpec) -> bool:
             and all(m.get("settings_hash") for m in judges))
 
 
-def ensure_manifest(spec: RunSpec, config_path: Path) -> None:
+def ensure_manifest(spec: RunSpec, config_path: Path, judge_hashes: dict[str, str | None] | None = None) -> None:
     """For stages run on their own (`generate`, `judge`; SLURM's tasks): write the manifest
     unless the run's already describes these settings (`describes`), keeping its stage records.
     After a settings change the manifest is rewritten: it describes the records beside it."""
     if not describes(_readable(spec), spec):
-        write_manifest(spec, config_path)
+        write_manifest(spec, config_path, judge_hashes=judge_hashes)

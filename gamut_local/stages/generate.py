@@ -5,7 +5,10 @@ it in chunks of `chunk_size`; each chunk is appended atomically to
 `answers/<model>.<variant>[.shard-i-of-n].jsonl`. A rerun skips answers already on disk whose
 identity is current (`rundir.identity`: the model's `settings_hash`, and the `prompt_hash` of
 template, question text and image), so a killed job resumes where it stopped and an edited
-question is answered again (its old answer moved to `superseded/`).
+question is answered again (its old answer moved to `superseded/`). A served candidate's
+request still failing after its re-sends is no answer (never a placeholder): the chunk's other
+answers are written, the other chunks asked (unless the server stopped accepting connections),
+and the stage then exits 1 naming how many failed; the rerun asks only those.
 
 Variants: `multimodal` sends the image and the generic question; `text_only` sends
 `question_text_only` (which names the subject) and no image, falling back to `question` for
@@ -170,12 +173,40 @@ def answer_record(req: Request, spec: ModelSpec, settings_hash: str, completion)
     }
 
 
+@dataclass
+class AnswerPass:
+    """What one model's pass left: answers written, and the requests that failed for a
+    transient reason (a served candidate's, after its re-sends: no answer kept, a rerun asks
+    exactly these)."""
+
+    written: int = 0
+    failed: list = field(default_factory=list)  # engines.RequestFailure, in request order
+    stopped: bool = False  # the server went away: the chunks after it were not asked
+
+
+def keep_answers(chunk: list[Request], completions, spec: ModelSpec, settings_hash: str, out_dir: Path,
+                 shard: Shard, done: AnswerPass) -> None:
+    """Append a chunk's answers, each variant's file at once; a request that failed
+    transiently is counted, never written (an empty answer would be graded as the model's)."""
+    by_variant: dict[str, list[dict]] = {}
+    for r, c in zip(chunk, completions, strict=True):
+        if c.failure is not None:
+            done.failed.append(c.failure)
+            done.stopped = done.stopped or c.failure.gone
+            continue
+        by_variant.setdefault(r.variant, []).append(answer_record(r, spec, settings_hash, c))
+    for v, recs in by_variant.items():
+        done.written += append_jsonl(answers_path(out_dir, spec.name, v, shard), recs)
+
+
 def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chunk_size: int,
-                   progress=None, open_engine=load_and_close) -> int:
-    """Load the model once and answer every pending request; returns how many were written."""
+                   progress=None, open_engine=load_and_close) -> AnswerPass:
+    """Load the model once and answer every pending request. A request that failed
+    transiently (a served candidate's, after its re-sends) is left for the rerun and the
+    other chunks go on, unless the server went away."""
     spec, h = w.spec, w.spec.settings_hash()
     task = progress.add_task(f"generate {spec.name}", total=len(w.pending)) if progress else None
-    written = 0
+    done = AnswerPass()
     with naming_the_log(spec.name), open_engine(spec) as engine:
         for chunk in _chunks(w.pending, chunk_size):
             convs = []
@@ -186,14 +217,24 @@ def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chu
             completions = engine.chat(convs, spec.sampling)
             if len(completions) != len(chunk):
                 raise RuntimeError(f"engine returned {len(completions)} completions for {len(chunk)} requests")
-            by_variant: dict[str, list[dict]] = {}
-            for r, c in zip(chunk, completions):
-                by_variant.setdefault(r.variant, []).append(answer_record(r, spec, h, c))
-            for v, recs in by_variant.items():
-                written += append_jsonl(answers_path(out_dir, spec.name, v, shard), recs)
+            keep_answers(chunk, completions, spec, h, out_dir, shard, done)
             if progress:
                 progress.advance(task, len(chunk))
-    return written
+            if done.stopped:
+                break
+    return done
+
+
+def failed_problem(spec: ModelSpec, done: AnswerPass, n_done: int) -> Problem:
+    """Why the stage exits 1 after keeping every answer that came back."""
+    first, n = done.failed[0], len(done.failed)
+    requests = "1 answer request" if n == 1 else f"{n} answer requests"
+    rerun = "rerun to ask only those"
+    if done.stopped:
+        rerun = "the server stopped accepting connections, so the chunks after them were not asked: rerun to resume"
+    return spec.problem("server.base_url", f"{requests} failed after {first.attempts} attempts (the first, "
+                        f"{first.reason}); {done.written} answers written, {n_done} already done; none is "
+                        f"kept as an answer; {rerun}")
 
 
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,
@@ -214,18 +255,22 @@ def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = N
     work = pending_answers(spec, questions, model=model, variant=variant, shard=shard, console=console)
     if on_ready is not None:
         on_ready()
-    summary = []
+    summary, failed = [], []
     with progress_bars(console, progress) as bars:
         for w in work:
-            written, log = 0, None
+            done, log = AnswerPass(), None
             if not w.variants:
                 console.print(f"{w.spec.name}: no variant of this run it can answer; skipped", style="yellow")
             elif w.pending:
                 log = route_engine_logs(spec.output_dir, f"generate{shard.suffix}", verbose)
-                written = generate_model(w, dataset, Path(spec.output_dir), shard,
-                                         chunk_size or spec.chunk_size, bars, open_engine)
+                done = generate_model(w, dataset, Path(spec.output_dir), shard,
+                                      chunk_size or spec.chunk_size, bars, open_engine)
             else:
                 console.print(f"{w.spec.name}: all {w.done} answers already on disk; nothing to generate")
-            summary.append(Generated(model=w.spec.name, variants=tuple(w.variants), written=written,
+            if done.failed:
+                failed.append(failed_problem(w.spec, done, w.done))
+            summary.append(Generated(model=w.spec.name, variants=tuple(w.variants), written=done.written,
                                      already_done=w.done, engine_log=str(log) if log else None))
+    if failed:  # every answer that came back is kept, every model had its turn: now say what is left
+        raise InputError(failed)
     return summary

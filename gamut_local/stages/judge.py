@@ -36,6 +36,7 @@ from gamut_local.engines import (
     model_problem,
     naming_the_log,
     route_engine_logs,
+    start_up,
 )
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.judge import judge_conversations
@@ -169,10 +170,34 @@ def chunk_items(items: list[ResponseChecks], size: int):
         yield chunk
 
 
-def resolved_settings_hash(spec: JudgeSpec) -> str:
+def resolved_settings_hash(spec: JudgeSpec, startup=None) -> str:
     """The settings hash this judge's verdicts carry in this environment (config + the set-up
-    the engine resolves: `engines.judge_identity`)."""
-    return judge_settings_hash(spec, judge_identity(spec))
+    the engine resolves: `engines.judge_identity`; a served judge's from `startup`, what its
+    server said, asked here if None)."""
+    return judge_settings_hash(spec, judge_identity(spec, startup))
+
+
+@dataclass(frozen=True)
+class JudgeSetup:
+    """A judge as the stage resolves it, once: what its server said at start-up (a served
+    judge's; None for one loaded here) and the settings hash its verdicts carry; or, for a
+    served judge whose server cannot answer yet, why (said once every other judge had its
+    turn; the rerun asks the server again)."""
+
+    settings_hash: str | None = None
+    startup: object = None
+    problem: InputError | None = None
+
+
+def judge_setup(spec: JudgeSpec) -> JudgeSetup:
+    """Resolve a judge once: a served judge's server is asked what it is here, and only here."""
+    try:
+        startup = start_up(spec)
+        return JudgeSetup(resolved_settings_hash(spec, startup), startup)
+    except InputError as err:
+        if spec.backend != "openai":
+            raise
+        return JudgeSetup(problem=err)
 
 
 def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
@@ -291,17 +316,22 @@ def keep_chunk(spec: JudgeSpec, chunk: list[ResponseChecks], results, h: str, ou
 
 
 def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_dir: Path, shard: Shard,
-               chunk_size: int, progress=None, open_engine=load_and_close, *, settings_hash: str | None = None
+               chunk_size: int, progress=None, open_engine=load_and_close, *, setup: JudgeSetup | None = None
                ) -> JudgePass:
     """Load the judge once and grade every pending item. A request that failed transiently
     (a served judge's, after its re-sends) is left for the rerun and the other chunks go on,
-    unless the server went away."""
-    h = settings_hash or resolved_settings_hash(spec)
+    unless the server went away. `setup`: the judge as the stage resolved it (here if None);
+    a served judge's engine reads as its settings hash says, on the start-up that hash came from."""
+    setup = setup or judge_setup(spec)
+    if setup.problem is not None:
+        raise setup.problem
+    h = setup.settings_hash
     total = sum(len(it.checks) for it in items)
     task = progress.add_task(f"judge {spec.name}", total=total) if progress else None
     done = JudgePass()
     files: set[Path] = set()
-    with naming_the_log(spec.name), open_engine(spec) as engine:
+    served = {} if setup.startup is None else {"startup": setup.startup}
+    with naming_the_log(spec.name), open_engine(spec, **served) as engine:
         for chunk in chunk_items(items, chunk_size):
             convs = chunk_requests(spec, chunk, dataset)
             results = engine.classify(convs, list(JUDGE_LABELS))  # re-asks the unreadable itself
@@ -336,7 +366,8 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     """Grade every answer of the run (or of one judge / model / variant / shard) on its checks.
 
     `on_ready` is called once everything is checked, before any judge loads or any verdict
-    is written (the CLI writes the manifest there). Each judge's summary names in
+    is written (the CLI writes the manifest there), with `judge_hashes`: each judge's settings
+    hash (None: a served judge whose server does not answer yet). Each judge's summary names in
     `engine_log` the file its engine's own output went to (engines/logs.py), None when no
     engine loaded or `verbose` kept it on the console."""
     console = console or plain_console(stderr=True)
@@ -362,17 +393,22 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     units = [store_path(out_dir, j.name, m, v, shard) for j in judges
              for m, v in sorted({(a["model"], a["variant"]) for a in answers})]
     with writing(units, heartbeat=True), progress_bars(console, progress) as bars:
+        # Each served judge's server is asked what it is once, here: the manifest's hash, the
+        # stage's and the engine's readout all come from that one start-up.
+        setups = {j.name: judge_setup(j) for j in judges}
         if on_ready is not None:
-            on_ready()
+            on_ready(judge_hashes={name: s.settings_hash for name, s in setups.items()})
         for j in judges:
-            h = resolved_settings_hash(j)
+            if setups[j.name].problem is not None:  # its server cannot answer yet: the others go on
+                failed += setups[j.name].problem.problems
+                continue
             items, n_done = pending_verdicts(j, answers, questions, checks, out_dir, shard,
-                                             settings_hash=h, console=console)
+                                             settings_hash=setups[j.name].settings_hash, console=console)
             done, log = JudgePass(), None
             if items:
                 log = route_engine_logs(out_dir, f"judge{shard.suffix}", verbose)
                 done = judge_with(j, items, dataset, out_dir, shard, chunk_size or spec.chunk_size,
-                                  bars, open_engine, settings_hash=h)
+                                  bars, open_engine, setup=setups[j.name])
             else:
                 console.print(f"{j.name}: all {n_done} verdicts already on disk; nothing to judge")
             if done.failed:

@@ -87,7 +87,7 @@ class EngineKeeper:
         self.key, self.engine = None, None
 
     @contextmanager
-    def __call__(self, spec):
+    def __call__(self, spec, startup=None):
         # The chat template's keywords and the reasoning parser are the engine's too (a thinking
         # candidate and a non-thinking judge of the same weights need two engines), and so is
         # the server a `backend: openai` model is served by.
@@ -96,7 +96,7 @@ class EngineKeeper:
                json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True))
         if key != self.key:
             self.close()
-            self.engine, self.key = load_engine(spec), key
+            self.engine, self.key = load_engine(spec, startup), key
         yield self.engine
 
     def close(self):

@@ -93,19 +93,25 @@ def test_a_request_the_server_refuses_is_an_error_naming_it():
         engine.close()
 
 
-def test_generation_failing_after_retries_stops_instead_of_writing_an_answer():
+def test_an_answer_failing_after_retries_comes_back_marked_beside_the_others():
+    # A transient outage is no answer: an empty one would be graded as the model's. The
+    # request comes back marked failed, beside the answers that came back.
     with FaultServer() as server:
-        engine = load_engine(spec_for(server, retries=1))
-        server.faults = [("status", 500)] * 2
-        with pytest.raises(InputError, match="failed after 2 attempts: HTTP 500.*rerun to resume"):
-            engine.chat([conv("Tell me about paella.")], Sampling(max_tokens=8))
+        engine = load_engine(spec_for(server, retries=1, max_concurrency=1))
+        server.faults = [("ok",), ("status", 500), ("status", 500)]
+        ok, failed = engine.chat([conv("Tell me about tapas."), conv("Tell me about paella.")], Sampling(max_tokens=8))
+        assert ok.failure is None and ok.text and ok.finish_reason == "stop"
+        assert failed.failure.attempts == 2 and not failed.failure.gone
+        assert "HTTP 500" in failed.failure.reason and "'Tell me about paella.'" in failed.failure.reason
         engine.close()
 
 
 def test_concurrency_is_bounded_and_requests_go_out_in_order():
     with FaultServer() as server:
         engine = load_engine(spec_for(server, max_concurrency=3))
-        server.faults = [("slow", 0.15)] * 12
+        # Each reply takes long enough that a request never overtakes one sent before it, even on
+        # busy shared cores.
+        server.faults = [("slow", 0.5)] * 12
         n0 = len(server.requests)
         server.max_in_flight = 0
         checks = [f"Check number {i}." for i in range(12)]
@@ -152,7 +158,7 @@ def test_the_model_must_be_served_and_the_server_reachable():
 def test_server_identity_names_host_model_and_version():
     with FaultServer() as server:
         spec = spec_for(server)
-        ident = served_engine.server_identity(spec)
+        ident = served_engine.start_up(spec).settings_identity()
         # No /tokenize here: no label token is read (structured choice), and only the OpenAI
         # API's sampling fields are pinned (test_openai_sampling.py).
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
@@ -179,7 +185,7 @@ def test_more_counted_spellings_than_the_api_returns_are_cut_to_the_likeliest_20
     # The restricted step asks for exactly the tokens it reads, and the labels' probabilities
     # come from those alone: a reply with the left-out tokens does not count them.
     engine = object.__new__(served_engine.OpenAIEngine)
-    engine.model, engine.processed, engine.structured = MODEL, True, None
+    engine.model, engine.processed, engine.structured, engine.vllm_fields = MODEL, True, None, False
     payload = engine._first_token_payload(conv("x"), readout, 20)
     assert payload["allowed_token_ids"] == read.all_token_ids() and payload["top_logprobs"] == 20
     reply = {"choices": [{"logprobs": {"content": [{"top_logprobs": [
@@ -250,8 +256,8 @@ def test_a_server_that_dies_mid_run_loses_at_most_the_chunk_in_flight(tmp_path):
     with FaultServer(port=first.port) as again:
         summary = judge(run_config(again))[0]
         assert summary.already_done == len(lines) and summary.written > 0 and summary.invalid == 0
-        # each pending check once: the start-up is this process's earlier one on the address
-        assert len(again.requests) == summary.written
+        # the stage's one start-up probe, then each pending check once
+        assert len(again.requests) == 1 + summary.written
 
 
 def test_run_reuses_an_engine_only_for_the_same_server():

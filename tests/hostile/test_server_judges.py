@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from gamut_local.rundir import verdict_store
+from gamut_local.vocab import JUDGE_LABELS
 from tests.support.openai_fault_server import MODEL, FaultServer
 
 KEY = "sk-planted-5f0c9e2a7b-never-shown"  # the API key, in the variable the config names
@@ -60,7 +61,8 @@ def clean_failure(res, *named) -> str:
 
 def test_a_judge_command_asks_the_server_what_it_is_once(world):
     """The manifest's settings hash, the stage's and the engine's each ran the whole start-up
-    (models, version, tokenizer, a probe verdict): three times per `judge`. One process asks once."""
+    (models, version, tokenizer, a probe verdict): three times per `judge`. The stage asks once
+    and hands the answer to the other two."""
     with FaultServer(tokenize=True) as server:
         hits = _hits(world, server, config(world, served(server)))
         assert hits["/v1/models"] == 1 and hits["/version"] == 1, hits
@@ -97,24 +99,25 @@ def test_a_start_up_request_still_failing_stops_cleanly_and_writes_nothing(world
         assert {r["method"] for r in verdicts(world)} == {"first_token"}
 
 
-def test_the_readout_method_is_in_the_settings_hash_and_one_process_reads_as_its_hash_says(world):
+def test_the_readout_method_is_in_the_settings_hash_and_the_engine_reads_as_its_hash_says(world):
     from gamut_local.config import load_run_config
-    from gamut_local.engines import load_engine
+    from gamut_local.engines import load_engine, start_up
     from gamut_local.stages.judge import resolved_settings_hash
 
     with FaultServer(tokenize=True) as server:
         spec = load_run_config(config(world, served(server))).judges[0]
-        first_token = resolved_settings_hash(spec)
-        # The same server restarted without its tokenizer routes: an engine of this process
-        # reads as its settings hash says (the start-up is asked once per process)...
+        startup = start_up(spec)
+        first_token = resolved_settings_hash(spec, startup)
+        assert resolved_settings_hash(spec) == first_token  # a start-up of its own: the same hash
+        # The same server restarted without its tokenizer routes: an engine built on the
+        # stage's start-up reads as the stage's settings hash says, asking nothing again...
         server.tokenize = False
         hits = dict(server.hits)
-        engine = load_engine(spec)
+        engine = load_engine(spec, startup)
         assert engine.resolved["readout"] == "first_token" and server.hits == hits
+        assert engine.label_readout(JUDGE_LABELS).method == "first_token" and server.hits == hits
         engine.close()
-        from gamut_local.engines.served import engine as served_engine
-
-        served_engine._STARTUPS.clear()  # ...and a new process reads the other way under another hash
+        # ...and a stage started now reads the other way under another hash.
         assert resolved_settings_hash(spec) != first_token
 
 

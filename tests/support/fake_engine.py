@@ -34,6 +34,7 @@ class FakeCompletion:
     num_cached_tokens: int | None
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    failure: None = None  # a fake request never fails transiently
 
 
 @dataclass
@@ -90,7 +91,7 @@ class FakeEngine:
         pass
 
 
-def load_fake(spec) -> FakeEngine:
+def load_fake(spec, startup=None) -> FakeEngine:
     LOADS.append(spec.name)
     return FakeEngine(spec.name)
 

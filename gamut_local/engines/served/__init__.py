@@ -27,13 +27,14 @@ Requests go out in the order given (the judge stage's prefix-sharing order), at 
 `max_concurrency` in flight (asyncio + a semaphore, so Ctrl-C cancels every request in flight
 at once). Every request, start-up ones included, is re-sent after a timeout, a dropped
 connection, 408, 429 or 5xx with exponential backoff and full jitter, `retries` times; one
-still failing is no answer and no verdict: an answer stops the stage (the rerun resumes); a
-verdict comes back marked failed (`Classification.failure`, never an `invalid` verdict, which
-would score as missing and never be asked again), the judge stage keeps the others and says
-how many failed, and the rerun asks only those. A server that stops accepting connections
+still failing is no answer and no verdict: it comes back marked failed (`Completion.failure`,
+never a placeholder answer; `Classification.failure`, never an `invalid` verdict, which would
+score as missing and never be asked again), the stage keeps the others and says how many
+failed, and the rerun asks only those. A server that stops accepting connections
 stops the stage after what came back is kept. Any other 4xx is the request's fault and stops
-the stage naming it. The start-up runs once per process and server (`_STARTUPS`): the readout
-it resolved is in the judge's settings identity (`server_identity`) and is the one the engine
+the stage naming it. The start-up (`engine.start_up`, a `Startup`) runs once where a stage
+builds the engine, which hands it to the judge's settings identity (`Startup.settings_identity`)
+and to the engine (`OpenAIEngine(spec, startup)`): the readout in the hash is the one the engine
 uses.
 The API key comes only from the variable `api_key_env` names; it, a URL's credentials and
 key-like query parameters are redacted (`errors.redact`) from every message this module writes.

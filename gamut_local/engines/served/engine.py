@@ -1,11 +1,12 @@
-"""The `openai` back end's engine: start-up once per process and server, then verdicts and
-answers sent concurrently, in order (see the package's docstring)."""
+"""The `openai` back end's engine: a start-up that asks the server what it is (`Startup`),
+then verdicts and answers sent concurrently, in order (see the package's docstring)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+from dataclasses import dataclass
 from typing import Sequence
 
 from gamut_local.config import ModelSpec, Sampling
@@ -21,7 +22,7 @@ from gamut_local.engines.labels import (
     match_label,
     normalise,
 )
-from gamut_local.engines.served.http import Endpoint, Failed, backoff_s, describe, served_url, snippet
+from gamut_local.engines.served.http import Endpoint, Failed, backoff_s, describe, snippet
 from gamut_local.engines.served.readout import (
     STRUCTURED_SCHEMA,
     STRUCTURED_VLLM,
@@ -41,63 +42,78 @@ from gamut_local.vocab import JUDGE_LABELS
 log = logging.getLogger(__name__)
 
 
-# What each server said at start-up, once per process, by (address, model config, key): the
-# manifest's settings hash, the stage's and the engine's all read it, so the hash always
-# describes the readout the engine uses, and the server is asked once per process.
-_STARTUPS: dict[tuple[str, str, str], dict] = {}
-# The start-up's results an engine keeps (its tokenizer is rebuilt on the engine's own client).
-_STARTUP_FIELDS = ("identity", "chat_prefix", "vllm_fields", "label_names", "processed", "top_logprobs",
-                   "structured", "resolved", "_readouts")
+@dataclass(frozen=True)
+class Startup:
+    """What a server said at start-up, for one model config: asked once where a stage builds
+    its engine and handed to what needs it, the judge's settings identity (`identity` and the
+    readout it `resolved`) and the engine, which then reads labels as that identity says."""
+
+    identity: dict[str, str]  # host, served model name, server version
+    resolved: dict[str, str]  # how verdicts are read (`OpenAIEngine._resolved`)
+    chat_prefix: str
+    tokenizes: bool  # labels are read on the server's tokenizer (its /tokenize)
+    vllm_fields: bool  # requests carry vLLM's own sampling fields
+    readouts: dict[tuple[str, ...], LabelReadout]  # per label set, as resolved on that tokenizer
+    label_names: dict[int, str]
+    processed: bool
+    top_logprobs: int
+    structured: str | None
+
+    def settings_identity(self) -> dict[str, str]:
+        """For the judge's settings hash: verdicts from another server or version, read another
+        way or off other tokens, never mix with these."""
+        return {**self.identity, **self.resolved}
 
 
-def server_identity(spec: ModelSpec) -> dict[str, str]:
-    """What the endpoint says it is (host, served model name, server version), for the judge's
-    settings identity, with the readout the engine resolves on it (the same start-up, probes
-    included) and the label tokens it counts: verdicts from another server or version, read
-    another way or off other tokens, never mix with these."""
+def start_up(spec: ModelSpec) -> Startup:
+    """Ask the server what it is and how it reads labels (probes included); nothing else is sent."""
     engine = OpenAIEngine(spec)
     engine.close()
-    return {**engine.identity, **engine.resolved}
+    return engine.startup
 
 
 class OpenAIEngine:
     backend = "openai"
-    vllm_fields = False  # whether requests carry vLLM's own sampling fields: found at start-up
 
-    def __init__(self, spec: ModelSpec):
+    def __init__(self, spec: ModelSpec, startup: Startup | None = None):
+        """`startup`: what this model's server said at the stage's start-up (asked here if None)."""
         self.name, self.spec, self.model, self.server = spec.name, spec, spec.path, spec.server
         self.endpoint = Endpoint(spec)
         self.base, self.root = self.endpoint.base, self.endpoint.root
         self.problem = self.endpoint.problem
         self.get_json = self.endpoint.get_json
+        if startup is None:
+            try:
+                startup = self._start_up()
+            except BaseException:
+                self.close()
+                raise
+        self.startup = startup
+        self.identity, self.resolved = startup.identity, startup.resolved
+        self.chat_prefix, self.vllm_fields = startup.chat_prefix, startup.vllm_fields
+        self.processed, self.top_logprobs = startup.processed, startup.top_logprobs
+        self.structured = startup.structured  # how the server constrains a choice (None: found when needed)
+        # The engine's own copies: its caches grow, the start-up it was handed stays as it was.
+        self._readouts, self.label_names = dict(startup.readouts), dict(startup.label_names)
+        self.tokenizer = ServerTokenizer(self.endpoint) if startup.tokenizes else NoTokenizer()
+
+    def _start_up(self) -> Startup:
+        """Ask the server what it is and how labels are read from it (see the package's docstring)."""
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         self.label_names: dict[int, str] = {}
         self.top_logprobs = TOP_LOGPROBS  # asked per verdict step (the verdict labels')
         self.processed = False  # whether the server reports the restricted step's log-probabilities
-        self.structured = None  # how this server constrains a choice, found when first needed
-        # The key in force is part of it (in memory only): a refused key is refused at start-up.
-        key = (served_url(spec), spec.model_dump_json(), self.endpoint.headers.get("Authorization", ""))
-        if key in _STARTUPS:
-            self._adopt(_STARTUPS[key])
-            return
-        try:
-            self.identity = self.endpoint.identify()
-            self.tokenizer, self.chat_prefix = server_tokenizer(self.endpoint)
-            # A server that tokenises for us is vLLM's: it takes vLLM's own sampling fields.
-            self.vllm_fields = not isinstance(self.tokenizer, NoTokenizer)
-            self._check_readout()
-            self.resolved = self._resolved()
-        except BaseException:
-            self.close()
-            raise
-        _STARTUPS[key] = {**{f: _copied(getattr(self, f)) for f in _STARTUP_FIELDS},
-                          "tokenizes": isinstance(self.tokenizer, ServerTokenizer)}
-
-    def _adopt(self, startup: dict) -> None:
-        """Take this process's earlier start-up on the same server and config as this one's."""
-        for field in _STARTUP_FIELDS:
-            setattr(self, field, _copied(startup[field]))
-        self.tokenizer = ServerTokenizer(self.endpoint) if startup["tokenizes"] else NoTokenizer()
+        self.structured = None
+        identity = self.endpoint.identify()
+        self.tokenizer, chat_prefix = server_tokenizer(self.endpoint)
+        self.chat_prefix = chat_prefix
+        # A server that tokenises for us is vLLM's: it takes vLLM's own sampling fields.
+        self.vllm_fields = not isinstance(self.tokenizer, NoTokenizer)
+        self._check_readout()
+        return Startup(identity=identity, resolved=self._resolved(), chat_prefix=chat_prefix,
+                       tokenizes=isinstance(self.tokenizer, ServerTokenizer), vllm_fields=self.vllm_fields,
+                       readouts=dict(self._readouts), label_names=dict(self.label_names), processed=self.processed,
+                       top_logprobs=self.top_logprobs, structured=self.structured)
 
     def _resolved(self) -> dict[str, str]:
         """How verdicts are read, for the settings identity: the method (first-token
@@ -250,12 +266,6 @@ class OpenAIEngine:
                 raise
         return results
 
-    def _stop_if_gone(self, replies: list) -> None:
-        gone = next((r for r in replies if isinstance(r, Failed) and r.gone), None)
-        if gone is not None:
-            raise self.problem(f"the server stopped accepting connections ({gone.reason}, {gone.attempts} "
-                               f"attempts); what was written before this chunk is kept: rerun to resume")
-
     async def _send_one(self, client, payload: dict, index: int, conversation: list[dict]):
         import httpx
 
@@ -298,18 +308,22 @@ class OpenAIEngine:
             base["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "output", "schema": sampling.json_schema}}
         replies = self._send_all([{**base, "messages": c} for c in conversations], conversations)
-        self._stop_if_gone(replies)
-        out = []
-        for i, body in enumerate(replies):
-            if isinstance(body, Failed):  # an answer has no `invalid`: stop, the rerun resumes
-                raise self.problem(f"request {i + 1} of this batch ({describe(conversations[i])}) failed after "
-                                   f"{body.attempts} attempts: {body.reason}; rerun to resume")
-            usage = body.get("usage") or {}
-            out.append(Completion(text=content_of(body), finish_reason=body["choices"][0].get("finish_reason"),
-                                  prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                                  completion_tokens=int(usage.get("completion_tokens") or 0),
-                                  num_cached_tokens=cached_tokens(usage)))
-        return out
+        # A transient failure is no answer: it comes back marked, the stage keeps the others.
+        return [self._failed_answer(r, c) if isinstance(r, Failed) else self._completion(r)
+                for r, c in zip(replies, conversations)]
+
+    @staticmethod
+    def _failed_answer(failed: Failed, conversation: list[dict]) -> Completion:
+        return Completion(text="", finish_reason=None, prompt_tokens=0, completion_tokens=0, num_cached_tokens=None,
+                          failure=_failure(failed, conversation))
+
+    @staticmethod
+    def _completion(body: dict) -> Completion:
+        usage = body.get("usage") or {}
+        return Completion(text=content_of(body), finish_reason=body["choices"][0].get("finish_reason"),
+                          prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                          completion_tokens=int(usage.get("completion_tokens") or 0),
+                          num_cached_tokens=cached_tokens(usage))
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
         conversations = image_parts_as_urls(conversations)
@@ -332,8 +346,7 @@ class OpenAIEngine:
     @staticmethod
     def _failed(failed: Failed, readout: LabelReadout, conversation: list[dict]) -> Classification:
         return Classification(probs={}, label=None, raw="", method=readout.method, prompt_tokens=0,
-                              num_cached_tokens=None, failure=RequestFailure(
-                                  f"{describe(conversation)}: {failed.reason}", failed.attempts, failed.gone))
+                              num_cached_tokens=None, failure=_failure(failed, conversation))
 
     def _read(self, body, readout: LabelReadout) -> Classification:
         usage = body.get("usage") or {}
@@ -353,6 +366,7 @@ class OpenAIEngine:
         self.endpoint.close()
 
 
-def _copied(value):
-    """A start-up result as one engine may change it (its caches), apart from every other's."""
-    return dict(value) if isinstance(value, dict) else value
+def _failure(failed: Failed, conversation: list[dict]) -> RequestFailure:
+    """A request still failing after its re-sends, named by the start of its text."""
+    return RequestFailure(f"{describe(conversation)}: {failed.reason}", failed.attempts, failed.gone)
+
