@@ -5,10 +5,15 @@ engine the same way, so this one stage stands for all (a killed `draft`'s resume
 tests/hostile/test_faults.py's, on the fake engine). A real engine resuming after a kill, to the
 uninterrupted run's labels, is tests/e2e/test_slurm_run.py's (a cancelled array task); the
 resume logic itself, killed mid-chunk, is test_faults.py's. Runs with no engine of the suite's
-alive (`no_engine`), after every in-process test (tests/conftest.py orders them)."""
+alive (`no_engine`), after every in-process test (tests/conftest.py orders them).
+
+The judge runs with GAMUT_VERBOSE=1, so it is also the test that verbose puts vLLM's own lines
+on the console and writes no engine log (the quiet default with real engines is
+tests/engines/test_gpu_check.py's; the mechanism without a model, test_engine_logs.py's)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +25,7 @@ from gamut_local.data.records import verdict_key
 from gamut_local.rundir.layout import verdict_files
 from gamut_local.rundir import verdict_store
 from tests.support import processes
+from tests.support.engines import VLLM_INFO
 from tests.support.small_run import copy_answers
 
 
@@ -44,7 +50,7 @@ def test_sigkilled_judge_leaves_no_engine_and_whole_verdicts_of_the_uninterrupte
            "--limit", str(PILOT)]
     target = out / "verdicts" / "smolj" / "reference-complete.multimodal.parts"  # a part per chunk
     log = tmp_path / "judge-killed.log"
-    with processes.child(cmd, log) as proc:
+    with processes.child(cmd, log, env={**os.environ, "GAMUT_VERBOSE": "1"}) as proc:
         processes.wait_until(lambda: any(target.glob("part-*.parquet")), timeout=FIRST_CHUNK_S,
                              waiting_for="first chunk of verdicts", log=log, proc=proc)
         engines = [p for p in processes.session_members(proc.pid) if p != proc.pid]
@@ -53,6 +59,8 @@ def test_sigkilled_judge_leaves_no_engine_and_whole_verdicts_of_the_uninterrupte
         left = processes.gone_within(proc.pid, ORPHANS_GONE_S)
         assert len(engines) >= 2, engines  # EngineCore (and its Worker) and the watchdog were running
         assert left == [], f"still running {ORPHANS_GONE_S} s after the judge was killed: {left}"
+    assert VLLM_INFO.search(log.read_text()), processes.log_tail(log)  # verbose: vLLM's lines on the console
+    assert not (out / "logs" / "engine-judge.log").exists()
     partial = [r for p in verdict_files(out) for _, r in verdict_store.records(p)]
     pilot = sorted({v["question_id"] for v in full_run["verdicts"]})[:PILOT]  # --limit: first N by id
     want = {k: v for k, v in by_key(full_run["verdicts"]).items() if v["question_id"] in pilot}

