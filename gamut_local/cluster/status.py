@@ -1,9 +1,10 @@
 """Where a run stands: per stage, model, variant and judge, how much is done (from the run
 directory's files and the SLURM done markers), and, where SLURM answers (`scontrol`), which
 tasks are queued, running, or ended without finishing, with their log. Without SLURM it reads
-the files only. `gamut-local status` prints it; the result is typed (`RunStatus`, a
-`JobStatus` per job, an `OpenTask` per unfinished task) and `status --json` writes
-`dataclasses.asdict` of it.
+the files only. `gamut-local status` prints it; the result is plain data.
+
+It is typed (`RunStatus`, a `JobStatus` per job, an `OpenTask` per unfinished task), and
+`status --json` writes `dataclasses.asdict` of it.
 """
 
 from __future__ import annotations
