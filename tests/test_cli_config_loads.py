@@ -40,6 +40,8 @@ def sample_run(monkeypatch, tmp_path) -> Path:
     monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
     monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
     fake_engine.install(monkeypatch)
+    # Whether this machine's SLURM nodes fit the sample's jobs is not what is under test.
+    monkeypatch.setattr("gamut_local.cluster.slurm.cluster_nodes", lambda: None)
     monkeypatch.delenv(logs.VERBOSE_VAR, raising=False)
     yield tmp_path / "runs" / "sample"
     logs._to_console()  # the next test starts with engine output on the console, as a fresh process
