@@ -10,7 +10,7 @@ import typer
 
 from gamut_local.cli.console import err, out
 from gamut_local.cli.errors import print_warnings, reads_dataset, user_errors
-from gamut_local.cli.options import Strict
+from gamut_local.cli.options import Strict, Verbose
 from gamut_local.reporting.console import echo
 from gamut_local.vocab import SMALL_POOL_MAX
 
@@ -61,6 +61,7 @@ def draft(
     config: Path = typer.Option(..., "--config", help="DRAFT.yaml (model, retries, size bounds)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the drafted question JSONL."),
     chunk_size: Optional[int] = typer.Option(None, help="Questions per engine call and atomic append."),
+    verbose: Verbose = False,
 ):
     """Draft a meta-rubric per question from its evidence with an open model (resumes)."""
     from gamut_local.rundir.layout import check_chunk_size
@@ -70,12 +71,14 @@ def draft(
     check_chunk_size(chunk_size)
     check_outputs({"--out": out_path, "--out (its drafts log)": drafts_log_path(out_path)},
                   [questions, evidence, config])
-    s = draft_stage(questions, evidence, config, out_path, chunk_size=chunk_size, console=err)
+    s = draft_stage(questions, evidence, config, out_path, chunk_size=chunk_size, console=err, verbose=verbose)
     out.print(f"{s.out}: {s.valid} of {s.questions} questions drafted and valid "
               f"({s.drafted} drafted now, {s.already_done} already done); every draft in {s.log}")
     if s.failed:
         out.print(f"{len(s.failed)} failed validation, kept with their errors in the log: "
                   f"{', '.join(s.failed[:10])}")
+    if s.engine_log:
+        out.print(f"engine log: {s.engine_log}")
 
 
 @user_errors
@@ -83,6 +86,7 @@ def audit(
     dataset: Path = typer.Argument(..., help="Drafted question JSONL."),
     config: Path = typer.Option(..., "--config", help="AUDIT.yaml (model, ungrounded: keep|demote|drop)."),
     out_path: Path = typer.Option(..., "--out", help="Where to write the audited question JSONL."),
+    verbose: Verbose = False,
 ):
     """Check every item against each snippet it cites; act on ungrounded items; write a report."""
     from gamut_local.rundir.paths import check_outputs
@@ -90,10 +94,12 @@ def audit(
 
     check_outputs({"--out": out_path, "--out (its grounding log)": side_path(out_path, "grounding"),
                    "--out (its report)": side_path(out_path, "report", ".md")}, [dataset, config])
-    s = audit_stage(dataset, config, out_path, console=err)
+    s = audit_stage(dataset, config, out_path, console=err, verbose=verbose)
     out.print(f"{s.out}: {s.questions} questions, {s.requests} (item, snippet) pairs graded "
               f"({s.already_done} already done), {s.ungrounded} ungrounded items, "
               f"{len(s.poorly_covered)} poorly covered questions; report {s.report}")
+    if s.engine_log:
+        out.print(f"engine log: {s.engine_log}")
 
 
 @user_errors

@@ -19,13 +19,11 @@ from gamut_local.errors import InputError, Problem
 @reads_dataset
 def plan_cmd(config: RunConfig, as_json: AsJson = False, strict: Strict = False):
     """Requests, prompt tokens (with and without prefix sharing) and GPU-hours per stage."""
-    import json
-
     from gamut_local.cluster.plan import plan_run, render_table
 
     result = plan_run(config)
     if as_json:
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        _write_json(result)
     else:
         render_table(result, out)
 
@@ -69,16 +67,22 @@ def status_cmd(
 ):
     """Per stage, model, variant and judge: how much is done (from the files), which SLURM tasks
     are queued, running or ended without finishing (with their logs), and what to do next."""
-    import json
-
     from gamut_local.cluster.status import render, run_status
 
     _check_run_given(run_dir, config)
     result = run_status(config or run_dir)
     if as_json:
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        _write_json(result)
     else:
         render(result, out)
+
+
+def _write_json(result) -> None:
+    """A typed result (a dataclass) as the JSON `--json` prints."""
+    import json
+    from dataclasses import asdict
+
+    sys.stdout.write(json.dumps(asdict(result), indent=2) + "\n")
 
 
 def _check_run_given(run_dir: Path | None, config: Path | None) -> None:

@@ -29,7 +29,7 @@ RunConfig = Annotated[Path, typer.Option("--config", help=RUN_CONFIG_HELP)]
 Strict = Annotated[bool, typer.Option("--strict", help=STRICT_HELP)]
 Verbose = Annotated[bool, typer.Option("--verbose", help=(
     "Engines print their own output (vLLM's log, its progress bars) on the console instead of "
-    "RUN/logs/engine-STAGE.log (also: GAMUT_VERBOSE=1)."))]
+    "RUN/logs/engine-STAGE.log (draft, audit: logs/ in --out's folder; also: GAMUT_VERBOSE=1)."))]
 Limit = Annotated[Optional[int], typer.Option("--limit", help=LIMIT_HELP)]
 Shard = Annotated[Optional[str], typer.Option(
     "--shard", help="i/n: only questions whose index in sorted(question_id) % n == i.")]

@@ -42,11 +42,11 @@ def run(config: RunConfig, chunk_size: ChunkSize = None, limit: Limit = None, st
     """All stages for one config: compile, generate, judge, score, report. Rerun to resume."""
     from gamut_local.stages.pipeline import run as run_all
 
-    stages = run_all(config, chunk_size=chunk_size, console=err, limit=limit, allow_incomplete=allow_incomplete,
-                     verbose=verbose)
+    spec = _run_config(config)
+    stages = run_all(spec, config, chunk_size=chunk_size, console=err, limit=limit,
+                     allow_incomplete=allow_incomplete, verbose=verbose)
     for name, s in stages.items():
         out.print(f"{name:<9} {s.seconds:8.1f} s")
-    spec = _run_config(config)
     out.print(f"run directory: {spec.output_dir}")
     _print_engine_logs([r for name in ("generate", "judge") if name in stages for r in stages[name].result])
 

@@ -7,11 +7,14 @@ and judge server, with the tasks and engine loads that job makes, so the plan co
 start-up and weight load on every GPU it holds. A served judge's clients run on CPU (no GPU, no
 load: their requests and tokens are theirs); its server job holds the GPUs, loads once and does
 the work.
+
+The plan is typed (`Plan`, its `StageRow`s and per-stage `StageTotals`); `plan --json` writes
+`dataclasses.asdict` of it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gamut_local.cluster.cost import EngineWork, auto_shards, engine_work, questions_to_plan, shard_counts, work_hours
@@ -23,7 +26,7 @@ from gamut_local.errors import InputError
 from gamut_local.rubric.compiler import checks_for
 
 
-@dataclass
+@dataclass(frozen=True)
 class StageRow:
     stage: str  # generate | judge (a judge server's row too)
     job: str  # the graph job's key
@@ -42,6 +45,44 @@ class StageRow:
     over_time_limit: bool = False
 
 
+@dataclass(frozen=True)
+class StageTotals:
+    """A stage's rows summed; `load_share`: of its GPU-hours, loading the weights."""
+
+    requests: int
+    prompt_tokens: int
+    prompt_tokens_shared: int
+    output_tokens: int
+    gpu_hours: float
+    load_gpu_hours: float
+    tasks: int
+    loads: int
+    load_share: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `plan` prints: the run's questions and checks, the assumptions (the run's `plan:`
+    block), minutes per engine load, image tokens per model, tasks per engine, one row per
+    job, totals per stage, warnings, and whether the dataset's measured shape or the release's
+    known one was counted on."""
+
+    run: str
+    dataset: str
+    questions: int
+    questions_with_image: int
+    checks: int
+    assumptions: dict
+    load_minutes: dict[str, float]
+    image_tokens: dict[str, dict]
+    shards: dict[str, dict[str, int]]
+    rows: tuple[StageRow, ...]
+    totals: dict[str, StageTotals]  # generate, judge
+    gpu_hours: float
+    warnings: tuple[str, ...]
+    dataset_shape: str = "measured"  # or "release"
+
+
 def _row(job: Job, w: EngineWork, spec: RunSpec) -> StageRow:
     """The cost of one graph job doing `w` in `len(job.tasks)` tasks."""
     n, limit = len(job.tasks), slurm_hours(spec.slurm.time_generate if w.stage == "generate" else spec.slurm.time_judge)
@@ -58,19 +99,17 @@ def _row(job: Job, w: EngineWork, spec: RunSpec) -> StageRow:
         shared, work = w.prompt_tokens_shared + more, w.work_gpu_hours + work_hours(more, 0, spec.plan, w.name)
         row = StageRow(w.stage, job.key, w.name, w.targets, w.requests, w.prompt_tokens, shared, w.output_tokens,
                        work + n * per_load, w.gpus, n, n, work / w.gpus / n + w.load_hours, n * per_load)
-    row.over_time_limit = bool(limit is not None and row.hours_per_task > limit)
-    return row
+    return replace(row, over_time_limit=bool(limit is not None and row.hours_per_task > limit))
 
 
-def _totals(rows: list[StageRow]) -> dict:
+def _totals(rows: list[StageRow]) -> dict[str, StageTotals]:
     totals = {}
     for stage in ("generate", "judge"):
         mine = [r for r in rows if r.stage == stage]
         t = {k: sum(getattr(r, k) for r in mine) for k in ("requests", "prompt_tokens", "prompt_tokens_shared",
                                                            "output_tokens", "gpu_hours", "load_gpu_hours",
                                                            "tasks", "loads")}
-        t["load_share"] = t["load_gpu_hours"] / t["gpu_hours"] if t["gpu_hours"] else 0.0
-        totals[stage] = t
+        totals[stage] = StageTotals(**t, load_share=t["load_gpu_hours"] / t["gpu_hours"] if t["gpu_hours"] else 0.0)
     return totals
 
 
@@ -91,7 +130,7 @@ def _shard_warnings(spec: RunSpec, work: list[EngineWork], shards: dict, questio
 
 
 def estimate(spec: RunSpec, questions: list[Question], config_path: Path,
-             warnings: list[str]) -> tuple[dict, list[Job]]:
+             warnings: list[str]) -> tuple[Plan, list[Job]]:
     """Requests, tokens, tasks, loads and GPU-hours per job of the run's graph (returned beside);
     totals per stage; warnings about assumptions made for want of a setting, and about loading
     that dominates."""
@@ -107,24 +146,24 @@ def estimate(spec: RunSpec, questions: list[Question], config_path: Path,
     rows = [_row(job, by_engine["generate" if job.stage == "generate" else "judge", job.engine], spec)
             for job in jobs if job.engine]
     totals = _totals(rows)
-    return {
-        "run": spec.name,
-        "dataset": spec.dataset,
-        "questions": len(questions),
-        "questions_with_image": sum(1 for q in questions if q.image),
-        "checks": sum(len(checks_for(q, spec.compile.small_pool_max)) for q in questions),
-        "assumptions": spec.plan.model_dump(),
-        "load_minutes": {w.name: w.load_hours * 60 for w in work},
-        "image_tokens": {w.name: {"tokens": w.image_tokens, "source": w.image_source} for w in work if w.image_source},
-        "shards": {stage: {n: k for (s, n), k in shards.items() if s == stage} for stage in ("generate", "judge")},
-        "rows": [asdict(r) for r in rows],
-        "totals": totals,
-        "gpu_hours": sum(t["gpu_hours"] for t in totals.values()),
-        "warnings": list(dict.fromkeys(warnings + _shard_warnings(spec, work, shards, len(questions)))),
-    }, jobs
+    return Plan(
+        run=spec.name,
+        dataset=spec.dataset,
+        questions=len(questions),
+        questions_with_image=sum(1 for q in questions if q.image),
+        checks=sum(len(checks_for(q, spec.compile.small_pool_max)) for q in questions),
+        assumptions=spec.plan.model_dump(),
+        load_minutes={w.name: w.load_hours * 60 for w in work},
+        image_tokens={w.name: {"tokens": w.image_tokens, "source": w.image_source} for w in work if w.image_source},
+        shards={stage: {n: k for (s, n), k in shards.items() if s == stage} for stage in ("generate", "judge")},
+        rows=tuple(rows),
+        totals=totals,
+        gpu_hours=sum(t.gpu_hours for t in totals.values()),
+        warnings=tuple(dict.fromkeys(warnings + _shard_warnings(spec, work, shards, len(questions)))),
+    ), jobs
 
 
-def plan_run(config_path: str | Path) -> dict:
+def plan_run(config_path: str | Path) -> Plan:
     """The estimate of a run's graph, after the checks a submission makes: a model folder that is
     not there or an image that does not open is a warning here (the plan itself does not need
     them). Before the release is downloaded (the dataset is a `gamut.jsonl` not there yet) the
@@ -137,9 +176,9 @@ def plan_run(config_path: str | Path) -> dict:
     questions, notes = questions_to_plan(spec)
     notes += [f"{p} (a submission refuses this)" for p in check_engine_inputs(spec, dataset=notes == [])]
     result, jobs = estimate(spec, questions, config_path, notes)
-    result["warnings"] += [f"{p.field}: {p.message} (a submission refuses this)" for p in fit_problems(spec, jobs)]
-    result["dataset_shape"] = "release" if questions and questions[0].domain == "release" else "measured"
-    return result
+    refused = [f"{p.field}: {p.message} (a submission refuses this)" for p in fit_problems(spec, jobs)]
+    return replace(result, warnings=result.warnings + tuple(refused),
+                   dataset_shape="release" if questions and questions[0].domain == "release" else "measured")
 
 
 def _si(x: float) -> str:
@@ -153,55 +192,55 @@ def _hours_text(x: float) -> str:
     return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
 
 
-def render_table(result: dict, console) -> None:
+def render_table(result: Plan, console) -> None:
     """One table per stage, a row per job of the graph; token counts in k/M/B, hours to three
     significant digits."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    console.print(Text.assemble((str(result["run"]), "bold"), f": {result['questions']} questions "
-                                f"({result['questions_with_image']} with an image), {result['checks']} checks"))
-    for stage, tot in result["totals"].items():
-        rows = [r for r in result["rows"] if r["stage"] == stage]
+    console.print(Text.assemble((str(result.run), "bold"), f": {result.questions} questions "
+                                f"({result.questions_with_image} with an image), {result.checks} checks"))
+    for stage, tot in result.totals.items():
+        rows = [r for r in result.rows if r.stage == stage]
         if not rows:
             continue
-        saved = 1 - tot["prompt_tokens_shared"] / tot["prompt_tokens"] if tot["prompt_tokens"] else 0.0
-        table = Table(title=f"{stage}: {tot['requests']:,} requests, {tot['tasks']} tasks, {tot['loads']} engine "
-                            f"loads, {_hours_text(tot['gpu_hours'])} GPU-h, {_hours_text(tot['load_gpu_hours'])} "
-                            f"of them loading weights ({tot['load_share']:.0%}; prefix sharing saves {saved:.0%} "
+        saved = 1 - tot.prompt_tokens_shared / tot.prompt_tokens if tot.prompt_tokens else 0.0
+        table = Table(title=f"{stage}: {tot.requests:,} requests, {tot.tasks} tasks, {tot.loads} engine "
+                            f"loads, {_hours_text(tot.gpu_hours)} GPU-h, {_hours_text(tot.load_gpu_hours)} "
+                            f"of them loading weights ({tot.load_share:.0%}; prefix sharing saves {saved:.0%} "
                             "of prompt tokens)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
         table.add_column("judge" if stage == "judge" else "model", overflow="fold", min_width=10)
         table.add_column("systems" if stage == "judge" else "variants", justify="right", no_wrap=True)
         for col in ("requests", "tokens", "GPU-h", "GPUs", "tasks", "loads", "h/task"):
             table.add_column(col, justify="right", no_wrap=True)
         for r in rows:
-            over = (" >limit", "red") if r["over_time_limit"] else ""
-            what = "server" if r["job"].endswith(".server") else str(len(r["targets"]))
-            table.add_row(r["name"], what, f"{r['requests']:,}", _si(r["prompt_tokens_shared"] + r["output_tokens"]),
-                          _hours_text(r["gpu_hours"]), str(r["gpus_per_task"]),
-                          str(r["tasks"]), str(r["loads"]), Text.assemble(_hours_text(r["hours_per_task"]), over))
-        table.add_row(Text("total", "bold"), "", f"{tot['requests']:,}",
-                      _si(tot["prompt_tokens_shared"] + tot["output_tokens"]), Text(_hours_text(tot["gpu_hours"]), "bold"), "",
-                      str(tot["tasks"]), str(tot["loads"]), "")
+            over = (" >limit", "red") if r.over_time_limit else ""
+            what = "server" if r.job.endswith(".server") else str(len(r.targets))
+            table.add_row(r.name, what, f"{r.requests:,}", _si(r.prompt_tokens_shared + r.output_tokens),
+                          _hours_text(r.gpu_hours), str(r.gpus_per_task),
+                          str(r.tasks), str(r.loads), Text.assemble(_hours_text(r.hours_per_task), over))
+        table.add_row(Text("total", "bold"), "", f"{tot.requests:,}",
+                      _si(tot.prompt_tokens_shared + tot.output_tokens), Text(_hours_text(tot.gpu_hours), "bold"), "",
+                      str(tot.tasks), str(tot.loads), "")
         console.print(table)
-    assumed = result["assumptions"]
+    assumed = result.assumptions
     console.print("tokens: what the engine computes, prompt tokens after prefix sharing and generated tokens "
                   "(`plan --json` splits them, and counts prompts without sharing too; a judge's label is read "
                   "in the prefill step and charged as a prompt token); loads: engine start-ups with a weight load.")
     image = (f"{assumed['image_tokens']} per image" if assumed["image_tokens"] is not None
              else "each model's own tokens per image")
-    console.print(Text.assemble("GPU-hours in all: ", (_hours_text(result["gpu_hours"]), "bold"), ". Assumed per GPU: "
+    console.print(Text.assemble("GPU-hours in all: ", (_hours_text(result.gpu_hours), "bold"), ". Assumed per GPU: "
                   f"{assumed['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {assumed['decode_tokens_per_s_per_gpu']:,.0f} "
                   f"output tok/s; {assumed['mean_answer_tokens']} tokens per answer, {image} (the run's `plan:` block)."))
-    loads = ", ".join(f"{n} {m:.1f}" for n, m in result["load_minutes"].items())
+    loads = ", ".join(f"{n} {m:.1f}" for n, m in result.load_minutes.items())
     console.print(f"Every task first starts its engine and loads the weights: {assumed['startup_minutes']:g} min + "
                   f"weights at {assumed['load_gb_per_minute']:g} GB/min (plan.startup_minutes, "
                   f"plan.load_gb_per_minute), minutes per load: {loads}; included in GPU-h and h/task. Tasks per "
                   f"engine: slurm.shards_* where set, else as many as keep loading within "
                   f"{assumed['max_load_share']:.0%} of its GPU-h (plan.max_load_share).")
-    for line in result["warnings"]:
+    for line in result.warnings:
         console.print(f"warning: {line}", style="yellow", markup=False)
-    if any(r["over_time_limit"] for r in result["rows"]):
+    if any(r.over_time_limit for r in result.rows):
         console.print(">limit: tasks estimated to run past their SLURM time limit; raise "
                       "slurm.shards_* or slurm.time_*.", style="red")

@@ -2,6 +2,9 @@
 directory's files and the SLURM done markers), and, where SLURM answers (`scontrol`), which
 tasks are queued, running, or ended without finishing, with their log. Without SLURM it reads
 the files only. `gamut-local status` prints it; the result is plain data.
+
+It is typed (`RunStatus`, a `JobStatus` per job, an `OpenTask` per unfinished task), and
+`status --json` writes `dataclasses.asdict` of it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from gamut_local.cluster.jobs_file import expand_indices, read_jobs
@@ -27,6 +31,41 @@ from gamut_local.rundir.store import read_jsonl
 # SLURM job states of a task that ended without its done marker, and what the user does next.
 ENDED = {"FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 LIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD"}
+
+
+@dataclass(frozen=True)
+class OpenTask:
+    """A task of a job without its done marker: SLURM's state of it (or "not submitted", or
+    unknown), and its log with the log's last line once it ended without finishing."""
+
+    task: int | None  # None: a job that is not an array
+    job_id: str | None  # None: never submitted
+    state: str
+    reason: str
+    exit: str
+    log: str
+    log_tail: str
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """One job of the graph: how much of its work is in the files, and its open tasks."""
+
+    key: str
+    stage: str
+    progress: str
+    tasks: int
+    tasks_done: int
+    open: tuple[OpenTask, ...]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    config: str
+    run_dir: str
+    slurm: bool  # scontrol answers here
+    rows: tuple[JobStatus, ...]
+    complete: bool  # no job has an open task
 
 
 def resolve_config(target: Path) -> Path:
@@ -135,7 +174,7 @@ def _progress(spec, run_dir: Path, job: Job, questions) -> str:
     return f"{path.relative_to(run_dir)} {'written' if path.is_file() else 'not yet written'}"
 
 
-def run_status(target: str | Path) -> dict:
+def run_status(target: str | Path) -> RunStatus:
     config = resolve_config(Path(target))
     spec = load_run_config(config)
     run_dir = Path(spec.output_dir)
@@ -148,44 +187,47 @@ def run_status(target: str | Path) -> dict:
     unknown = "unknown (SLURM no longer lists it)" if shutil.which("scontrol") else "unknown (no scontrol)"
     rows = []
     for job in jobs:
-        row = {"key": job.key, "stage": job.stage, "progress": _progress(spec, run_dir, job, questions),
-               "tasks": len(job.tasks), "tasks_done": len(job.tasks) - len(job.pending), "open": []}
+        open_ = []
         for t in job.pending:
             rec, st = tasks.get((job.key, t)), states.get((job.key, t), {})
             state = st.get("state") or ("not submitted" if rec is None else unknown)
-            row["open"].append({"task": t if job.array else None, "job_id": rec and rec["job_id"],
-                                "state": state, "reason": st.get("reason", ""), "exit": st.get("exit", ""),
-                                "log": rec["log"] if rec else "",
-                                "log_tail": _last_line(rec["log"]) if rec and state in ENDED else ""})
-        rows.append(row)
-    return {"config": str(config), "run_dir": str(run_dir), "slurm": shutil.which("scontrol") is not None,
-            "rows": rows, "complete": all(not r["open"] for r in rows)}
+            open_.append(OpenTask(task=t if job.array else None, job_id=rec["job_id"] if rec else None, state=state,
+                                  reason=st.get("reason", ""), exit=st.get("exit", ""), log=rec["log"] if rec else "",
+                                  log_tail=_last_line(rec["log"]) if rec and state in ENDED else ""))
+        rows.append(JobStatus(key=job.key, stage=job.stage, progress=_progress(spec, run_dir, job, questions),
+                              tasks=len(job.tasks), tasks_done=len(job.tasks) - len(job.pending), open=tuple(open_)))
+    return RunStatus(config=str(config), run_dir=str(run_dir), slurm=shutil.which("scontrol") is not None,
+                     rows=tuple(rows), complete=all(not r.open for r in rows))
 
 
-def render(status: dict, console) -> None:
+def _task_line(o: OpenTask) -> str:
+    task = f"task {o.task}" if o.task is not None else "job"
+    job = (f"job {o.job_id}" + (f"_{o.task}" if o.task is not None else "")) if o.job_id else ""
+    what = f"{task} ({job})" if o.task is not None and job else (job or task)
+    why = f", {o.reason}" if o.reason and o.reason != "None" else ""
+    code = f", exit {o.exit}" if o.state == "FAILED" and o.exit else ""
+    line = f"    {what}: {o.state}{why}{code}"
+    if o.state in ENDED or o.state.startswith("unknown"):
+        has_log = bool(o.log) and Path(o.log).is_file()
+        line += f"; log: {o.log}" if has_log else "; it never started (no log)"
+    return line
+
+
+def render(status: RunStatus, console) -> None:
     """One line per job of the graph, then one per unfinished task, then what to do next."""
-    ended = []
-    for r in status["rows"]:
-        console.print(f"{r['key']:<48} {r['tasks_done']}/{r['tasks']} tasks done   {r['progress']}", markup=False)
-        for o in r["open"]:
-            task = f"task {o['task']}" if o["task"] is not None else "job"
-            job = (f"job {o['job_id']}" + (f"_{o['task']}" if o["task"] is not None else "")) if o["job_id"] else ""
-            what = f"{task} ({job})" if o["task"] is not None and job else (job or task)
-            why = f", {o['reason']}" if o["reason"] and o["reason"] != "None" else ""
-            code = f", exit {o['exit']}" if o["state"] == "FAILED" and o["exit"] else ""
-            line = f"    {what}: {o['state']}{why}{code}"
-            has_log = bool(o["log"]) and Path(o["log"]).is_file()
-            if o["state"] in ENDED or o["state"].startswith("unknown"):
-                ended += [o] if o["state"] in ENDED else []
-                line += f"; log: {o['log']}" if has_log else "; it never started (no log)"
-            console.print(line, markup=False)
-            if o["log_tail"]:
-                console.print(f"      last log line: {o['log_tail']}", markup=False)
-    if status["complete"]:
+    ended = 0
+    for r in status.rows:
+        console.print(f"{r.key:<48} {r.tasks_done}/{r.tasks} tasks done   {r.progress}", markup=False)
+        for o in r.open:
+            ended += o.state in ENDED
+            console.print(_task_line(o), markup=False)
+            if o.log_tail:
+                console.print(f"      last log line: {o.log_tail}", markup=False)
+    if status.complete:
         console.print("Every task is done.", markup=False)
     elif ended:
-        console.print(f"{len(ended)} task(s) ended without finishing. Fix the cause (see the log), then resubmit "
-                      f"what is not done: gamut-local slurm --config {status['config']} --submit", markup=False)
-    elif not status["slurm"]:
+        console.print(f"{ended} task(s) ended without finishing. Fix the cause (see the log), then resubmit "
+                      f"what is not done: gamut-local slurm --config {status.config} --submit", markup=False)
+    elif not status.slurm:
         console.print(f"Without SLURM here, queued and running tasks cannot be told apart from ended ones; once none "
-                      f"runs, resubmit what is not done: gamut-local slurm --config {status['config']} --submit", markup=False)
+                      f"runs, resubmit what is not done: gamut-local slurm --config {status.config} --submit", markup=False)

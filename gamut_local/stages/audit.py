@@ -9,7 +9,8 @@ Files, beside `--out AUDITED.jsonl`: `AUDITED.grounding.jsonl`, one record per (
 item, snippet), appended in chunks and resumed like verdicts (settings hash, and the hash of
 the claim graded, so an edited item is never judged by a stale record); `AUDITED.jsonl`,
 the questions after the action, with `provenance.audited_by`; `AUDITED.report.md`, the
-ungrounded items and the questions whose evidence covers little of their rubric.
+ungrounded items and the questions whose evidence covers little of their rubric; and
+`logs/engine-audit.log`, the engine's own output (engines/logs.py), unless verbose.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from rich.console import Console
 from gamut_local.config import AuditSpec, load_authoring_config, resolve_model_path
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question
-from gamut_local.engines import load_and_close
+from gamut_local.engines import load_and_close, naming_the_log, route_engine_logs
 from gamut_local.errors import InputError
 from gamut_local.hashing import short_hash
 from gamut_local.prompts.audit import AUDIT_LABELS, AUDIT_TEMPLATE_HASH, audit_conversation
@@ -98,24 +99,28 @@ def _key(r: dict) -> tuple:
     return (r["question_id"], r["item_id"], r["snippet_id"])
 
 
-def run_audit(engine_spec: AuditSpec, requests: list[dict], log: Path, console, progress, open_engine) -> int:
-    """Classify every request not yet in the log; returns how many were already done."""
+def run_audit(engine_spec: AuditSpec, requests: list[dict], log: Path, console, progress, open_engine,
+              verbose: bool = False) -> tuple[int, Path | None]:
+    """Classify every request not yet in the log; returns how many were already done, and the
+    engine log (None: no engine loaded, or `verbose` kept its output on the console)."""
     h = audit_settings_hash(engine_spec)
     hashes = {r["key"]: r["claim_hash"] for r in requests}
     done = done_keys_checked([log], _key, {"settings_hash": h, "claim_hash": lambda r: hashes.get(_key(r))},
                              "grounding", own=log)
     pending = [r for r in requests if r["key"] not in done]
     if not pending:
-        return len(requests)
+        return len(requests), None
     size = engine_spec.chunk_size
-    with progress_bars(console, progress) as bars, open_engine(engine_spec.model) as engine:
+    engine_log = route_engine_logs(log.parent, "audit", verbose)  # no run directory: `out`'s folder
+    with progress_bars(console, progress) as bars, naming_the_log(engine_spec.model.name), \
+            open_engine(engine_spec.model) as engine:
         task = bars.add_task(f"audit {engine_spec.model.name}", total=len(pending))
         for s in range(0, len(pending), size):
             chunk = pending[s:s + size]
             results = engine.classify([r["conversation"] for r in chunk], list(AUDIT_LABELS))
             append_jsonl(log, [grounding_record(r, c, h) for r, c in zip(chunk, results)])
             bars.advance(task, len(chunk))
-    return len(requests) - len(pending)
+    return len(requests) - len(pending), engine_log
 
 
 def apply_action(q: Question, grounded: dict[str, bool], spec: AuditSpec,
@@ -192,11 +197,13 @@ class AuditSummary:
     out: Path
     grounding: Path
     report: Path
+    engine_log: Path | None = None  # where the engine's own output went; None: no engine, or verbose
 
 
 def audit(dataset: str | Path, config_path: str | Path, out: str | Path, *, console: Console | None = None,
-          progress=None, open_engine=load_and_close) -> AuditSummary:
-    """Ground every drafted item in the snippets it cites; write the audited dataset and report."""
+          progress=None, open_engine=load_and_close, verbose: bool = False) -> AuditSummary:
+    """Ground every drafted item in the snippets it cites; write the audited dataset and report.
+    `verbose`: the engine prints its own output on the console instead of the engine log."""
     console = console or plain_console(stderr=True)
     spec = load_authoring_config(config_path, AuditSpec)
     questions = load_questions(dataset, check_images=False)
@@ -205,7 +212,7 @@ def audit(dataset: str | Path, config_path: str | Path, out: str | Path, *, cons
         raise InputError([problem])
     log = side_path(out, "grounding")
     requests = audit_requests(questions, spec)
-    already = run_audit(spec, requests, log, console, progress, open_engine)
+    already, engine_log = run_audit(spec, requests, log, console, progress, open_engine, verbose)
     records = {_key(r): r for _, r in read_jsonl(log, allow_empty=True)} if log.exists() else {}
     h = audit_settings_hash(spec)
     audited, rows = [], []
@@ -221,4 +228,4 @@ def audit(dataset: str | Path, config_path: str | Path, out: str | Path, *, cons
                         ungrounded=sum(len(r["ungrounded"]) for r in rows),
                         poorly_covered=tuple(r["question_id"] for r in rows
                                              if r["coverage"] is not None and r["coverage"] < spec.min_coverage),
-                        out=Path(out), grounding=log, report=report)
+                        out=Path(out), grounding=log, report=report, engine_log=engine_log)

@@ -9,7 +9,8 @@ against the full pydantic model; what fails is re-asked with its errors, up to
 
 Files: every outcome is appended to `<out>.drafts.jsonl` (the resume log: one line per
 question, with its settings hash); `<out>` is rewritten from it after each run with the
-questions whose draft validated, each carrying `provenance.drafted_by`.
+questions whose draft validated, each carrying `provenance.drafted_by`. The engine's own
+output goes to `logs/engine-draft.log` in `<out>`'s folder (engines/logs.py), unless verbose.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from rich.console import Console
 
 from gamut_local.config import DraftSpec, load_authoring_config, resolve_model_path
 from gamut_local.data.evidence import QuestionToDraft, load_evidence, load_questions_to_draft
-from gamut_local.engines import load_and_close
+from gamut_local.engines import load_and_close, naming_the_log, route_engine_logs
 from gamut_local.errors import InputError, Problem
 from gamut_local.hashing import short_hash
 from gamut_local.prompts.draft import (
@@ -200,12 +201,14 @@ class DraftSummary:
     failed: tuple[str, ...]
     out: Path
     log: Path
+    engine_log: Path | None = None  # where the engine's own output went; None: no engine, or verbose
 
 
 def draft(questions_path: str | Path, evidence_path: str | Path, config_path: str | Path,
           out: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
-          progress=None, open_engine=load_and_close) -> DraftSummary:
-    """Draft a meta-rubric for every question still without one in the log (resumes)."""
+          progress=None, open_engine=load_and_close, verbose: bool = False) -> DraftSummary:
+    """Draft a meta-rubric for every question still without one in the log (resumes).
+    `verbose`: the engine prints its own output on the console instead of the engine log."""
     console = console or plain_console(stderr=True)
     spec = load_authoring_config(config_path, DraftSpec)
     questions = load_questions_to_draft(questions_path)
@@ -215,9 +218,11 @@ def draft(questions_path: str | Path, evidence_path: str | Path, config_path: st
     h = draft_settings_hash(spec)
     done = done_keys_checked([log], lambda r: (r["question_id"],), {"settings_hash": h}, "draft", own=log)
     pending = [q for q in questions if (q.question_id,) not in done]
-    size = chunk_size or spec.chunk_size
+    size, engine_log = chunk_size or spec.chunk_size, None
     if pending:
-        with progress_bars(console, progress) as bars, open_engine(spec.model) as engine:
+        engine_log = route_engine_logs(Path(out).parent, "draft", verbose)  # no run directory: `out`'s
+        with progress_bars(console, progress) as bars, naming_the_log(spec.model.name), \
+                open_engine(spec.model) as engine:
             task = bars.add_task(f"draft {spec.model.name}", total=len(pending))
             for s in range(0, len(pending), size):
                 chunk = pending[s:s + size]
@@ -228,4 +233,5 @@ def draft(questions_path: str | Path, evidence_path: str | Path, config_path: st
     write_jsonl(out, [drafted_question(q, r, spec) for q, r in mine if r["valid"]])
     failed = [r["question_id"] for _, r in mine if not r["valid"]]
     return DraftSummary(questions=len(questions), drafted=len(pending), already_done=len(questions) - len(pending),
-                        valid=len(mine) - len(failed), failed=tuple(failed), out=Path(out), log=log)
+                        valid=len(mine) - len(failed), failed=tuple(failed), out=Path(out), log=log,
+                        engine_log=engine_log)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from gamut_local.config import RunSpec, load_run_config
+from gamut_local.config import RunSpec
 from gamut_local.data.consistency import current_checks, table_problems
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import load_answers
@@ -120,10 +120,11 @@ class StageRun:
         return {"seconds": self.seconds, "result": result, **({"limit": self.limit} if self.limit is not None else {})}
 
 
-def run(config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
+def run(spec: RunSpec, config_path: str | Path, *, chunk_size: int | None = None, console: Console | None = None,
         open_engine=None, limit: int | None = None, allow_incomplete: bool = False,
         verbose: bool = False) -> dict[str, StageRun]:
-    """All stages for one config; returns each stage's `StageRun`, as also kept in the manifest.
+    """All stages for one config (`spec`, as loaded from `config_path`, which the manifest
+    names); returns each stage's `StageRun`, as also kept in the manifest.
 
     `open_engine` (spec -> context manager yielding an engine) defaults to an EngineKeeper.
     `limit`: a pilot on the first `limit` questions (rundir.layout.Shard); incomplete by
@@ -133,7 +134,6 @@ def run(config_path: str | Path, *, chunk_size: int | None = None, console: Cons
     pilot = parse_shard(None, limit)
     console = console or plain_console(stderr=True)
     config_path = Path(config_path)
-    spec = load_run_config(config_path)
     preflight(spec, chunk_size)
     write_manifest(spec, config_path)
     stages: dict[str, StageRun] = {}

@@ -47,72 +47,72 @@ def _tiny_run(tmp_path: Path, **plan_changes) -> Path:
 
 def test_counts_and_tokens_match_a_hand_computation(tmp_path):
     result = plan_run(_tiny_run(tmp_path))
-    gen, judge = result["rows"]
+    gen, judge = result.rows
     # Generation prompts: system 2 + question (5 / 10; text_only q2 3) + image 50 on q1 multimodal.
-    assert (gen["requests"], gen["prompt_tokens"], gen["prompt_tokens_shared"], gen["output_tokens"]) \
+    assert (gen.requests, gen.prompt_tokens, gen.prompt_tokens_shared, gen.output_tokens) \
         == (4, 81, 77, 400)
-    assert gen["gpu_hours"] == pytest.approx((77 / 1000 + 400 / 100) / 3600)
+    assert gen.gpu_hours == pytest.approx((77 / 1000 + 400 / 100) / 3600)
     # One array of 2 shards, each answering both variants: 2 tasks, 2 loads of a TP-2 model.
-    assert (gen["job"], gen["gpus_per_task"], gen["tasks"], gen["loads"]) == ("generate.m", 2, 2, 2)
-    assert gen["hours_per_task"] == pytest.approx(gen["gpu_hours"] / 2 / 2)
+    assert (gen.job, gen.gpus_per_task, gen.tasks, gen.loads) == ("generate.m", 2, 2, 2)
+    assert gen.hours_per_task == pytest.approx(gen.gpu_hours / 2 / 2)
     # One judge engine grades both systems. Full prompts: instructions 40 + question + answer 100
     # + label 2 per check, then the check: multimodal q1 2 x 147 + 4, q2 152 + 4; text_only q1
     # 2 x 147 + 4, q2 (its own text, 3 tokens) 145 + 4.
-    assert (judge["job"], judge["targets"]) == ("judge.j", ["m.multimodal", "m.text_only"])
-    assert (judge["requests"], judge["prompt_tokens"], judge["output_tokens"]) == (6, 298 + 156 + 298 + 149, 6 * 2)
+    assert (judge.job, judge.targets) == ("judge.j", ["m.multimodal", "m.text_only"])
+    assert (judge.requests, judge.prompt_tokens, judge.output_tokens) == (6, 298 + 156 + 298 + 149, 6 * 2)
     # Shared: each (question, variant) prefix once, each answer once, checks and labels per
     # request, the instructions once per task (3 tasks).
     shared = (5 + 100 + 4 + 4) + (10 + 100 + 2 + 4) + (5 + 100 + 4 + 4) + (3 + 100 + 2 + 4) + 3 * 40
-    assert judge["prompt_tokens_shared"] == shared
-    assert judge["gpu_hours"] == pytest.approx(shared / 1000 / 3600)  # the label is charged as prefill
-    assert (judge["tasks"], judge["loads"], judge["gpus_per_task"]) == (3, 3, 1)
-    assert result["totals"]["judge"]["requests"] == 6 and result["checks"] == 3
-    assert result["totals"]["judge"]["tasks"] == 3 and result["totals"]["generate"]["loads"] == 2
-    assert result["questions_with_image"] == 1
-    assert result["shards"] == {"generate": {"m": 2}, "judge": {"j": 3}}
+    assert judge.prompt_tokens_shared == shared
+    assert judge.gpu_hours == pytest.approx(shared / 1000 / 3600)  # the label is charged as prefill
+    assert (judge.tasks, judge.loads, judge.gpus_per_task) == (3, 3, 1)
+    assert result.totals["judge"].requests == 6 and result.checks == 3
+    assert result.totals["judge"].tasks == 3 and result.totals["generate"].loads == 2
+    assert result.questions_with_image == 1
+    assert result.shards == {"generate": {"m": 2}, "judge": {"j": 3}}
 
 
 def test_a_judge_that_sees_the_image_pays_for_it_once_per_question(tmp_path):
     path = _tiny_run(tmp_path)
-    base = plan_run(path)["rows"][1]
+    base = plan_run(path).rows[1]
     run = yaml.safe_load(path.read_text())
     run["judges"][0]["sees_image"] = True
     run["extra_answers"] = ["ref.jsonl"]  # a second system answering q1 in the multimodal variant
     (tmp_path / "ref.jsonl").write_text(json.dumps(
         {"question_id": "q1", "model": "ref", "variant": "multimodal", "response": "r" * 40}) + "\n")
     path.write_text(yaml.safe_dump(run))
-    judge = plan_run(path)["rows"][1]
-    assert judge["targets"] == ["m.multimodal", "m.text_only", "ref.multimodal"]
+    judge = plan_run(path).rows[1]
+    assert judge.targets == ["m.multimodal", "m.text_only", "ref.multimodal"]
     # q1's image: in every multimodal request's full prompt (2 of m's, 2 of ref's), computed once.
     ref_full = 2 * (40 + 5 + 50 + 10 + 2) + 4
-    assert judge["prompt_tokens"] == base["prompt_tokens"] + 2 * 50 + ref_full
-    assert judge["prompt_tokens_shared"] == base["prompt_tokens_shared"] + 50 + (10 + 2 * 2 + 4)
+    assert judge.prompt_tokens == base.prompt_tokens + 2 * 50 + ref_full
+    assert judge.prompt_tokens_shared == base.prompt_tokens_shared + 50 + (10 + 2 * 2 + 4)
 
 
 def test_fixed_means_throughput_scale_and_time_limit(gamut, tmp_path):
     base = plan_run(_tiny_run(tmp_path))
     fixed = plan_run(_tiny_run(tmp_path, mean_question_tokens=7, mean_check_tokens=1,
                                throughput_scale={"m": 0.5}))
-    gen, judge = fixed["rows"]
-    assert gen["prompt_tokens"] == 4 * (2 + 7) + 50
-    assert judge["prompt_tokens"] == 2 * (3 * (40 + 7 + 100 + 2) + 3 * 1)
-    assert gen["gpu_hours"] == pytest.approx(2 * (gen["prompt_tokens_shared"] / 1000 + 4) / 3600)
+    gen, judge = fixed.rows
+    assert gen.prompt_tokens == 4 * (2 + 7) + 50
+    assert judge.prompt_tokens == 2 * (3 * (40 + 7 + 100 + 2) + 3 * 1)
+    assert gen.gpu_hours == pytest.approx(2 * (gen.prompt_tokens_shared / 1000 + 4) / 3600)
     # The scale is per name: the judge `j` keeps the base rates.
-    assert judge["gpu_hours"] == pytest.approx(judge["prompt_tokens_shared"] / 1000 / 3600)
-    assert not any(r["over_time_limit"] for r in base["rows"])
+    assert judge.gpu_hours == pytest.approx(judge.prompt_tokens_shared / 1000 / 3600)
+    assert not any(r.over_time_limit for r in base.rows)
     path = _tiny_run(tmp_path, decode_tokens_per_s_per_gpu=0.04)  # 400 answer tokens: 2.78 GPU-h
     run = yaml.safe_load(path.read_text())
     run["slurm"].update(time_generate="1:00:00", shards_generate=1)  # 2.78 GPU-h / 2 GPUs > 1 h
     path.write_text(yaml.safe_dump(run))
-    assert [r["over_time_limit"] for r in plan_run(path)["rows"]] == [True, False]
+    assert [r.over_time_limit for r in plan_run(path).rows] == [True, False]
     res = gamut("plan", "--config", path)
     assert res.exit_code == 0 and ">limit" in res.output
     # Left to the plan, the count is raised until a task ends within the limit: 2 tasks of 0.69 h.
     del run["slurm"]["shards_generate"]
     path.write_text(yaml.safe_dump(run))
-    gen = plan_run(path)["rows"][0]
-    assert gen["tasks"] == 2 and gen["hours_per_task"] == pytest.approx(400 / 0.04 / 3600 / 2 / 2, rel=0.01)
-    assert not gen["over_time_limit"]
+    gen = plan_run(path).rows[0]
+    assert gen.tasks == 2 and gen.hours_per_task == pytest.approx(400 / 0.04 / 3600 / 2 / 2, rel=0.01)
+    assert not gen.over_time_limit
 
 
 def test_plan_on_the_bundled_sample(gamut):
@@ -147,7 +147,7 @@ def test_plan_reads_a_release_parquet(tmp_path):
            "models": [{"name": "m", "path": "/m"}], "judges": [{"name": "j", "path": "/j"}]}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
     result = plan_run(tmp_path / "run.yaml")
-    assert result["checks"] == 7 and result["totals"]["judge"]["requests"] == 7
+    assert result.checks == 7 and result.totals["judge"].requests == 7
 
 
 def test_bad_dataset_is_a_clean_error(gamut, tmp_path):
@@ -178,16 +178,16 @@ def test_every_task_pays_for_start_up_and_loading_measured_on_the_folder(tmp_pat
     run["judges"][0]["path"] = str(folder)
     path.write_text(yaml.safe_dump(run))
     result = plan_run(path)
-    assert result["load_minutes"] == {"m": 1.0, "j": 3.0}  # j: 1 min + 4 GB at 2 GB/min
+    assert result.load_minutes == {"m": 1.0, "j": 3.0}  # j: 1 min + 4 GB at 2 GB/min
     (tmp_path / "free").mkdir()
     base = plan_run(_tiny_run(tmp_path / "free"))  # no start-up, no weights
-    row, without = result["rows"][1], base["rows"][1]  # the judge: 3 tasks, 1 GPU
-    assert row["load_gpu_hours"] == pytest.approx(3 * 3 / 60)
-    assert row["gpu_hours"] == pytest.approx(without["gpu_hours"] + 3 * 3 / 60)
-    assert row["hours_per_task"] == pytest.approx(without["hours_per_task"] + 3 / 60)
-    gen = result["rows"][0]  # 2 tasks, 2 GPUs each, 1 minute each
-    assert gen["load_gpu_hours"] == pytest.approx(2 * 2 * 1 / 60)
-    assert result["totals"]["judge"]["load_share"] == pytest.approx(row["load_gpu_hours"] / row["gpu_hours"])
+    row, without = result.rows[1], base.rows[1]  # the judge: 3 tasks, 1 GPU
+    assert row.load_gpu_hours == pytest.approx(3 * 3 / 60)
+    assert row.gpu_hours == pytest.approx(without.gpu_hours + 3 * 3 / 60)
+    assert row.hours_per_task == pytest.approx(without.hours_per_task + 3 / 60)
+    gen = result.rows[0]  # 2 tasks, 2 GPUs each, 1 minute each
+    assert gen.load_gpu_hours == pytest.approx(2 * 2 * 1 / 60)
+    assert result.totals["judge"].load_share == pytest.approx(row.load_gpu_hours / row.gpu_hours)
 
 
 def test_left_open_the_shard_count_keeps_loading_within_its_share(gamut, tmp_path):
@@ -199,14 +199,14 @@ def test_left_open_the_shard_count_keeps_loading_within_its_share(gamut, tmp_pat
     run = yaml.safe_load(path.read_text())
     del run["slurm"]["shards_judge"]
     path.write_text(yaml.safe_dump(run))
-    assert plan_run(path)["shards"]["judge"] == {"j": 1}
+    assert plan_run(path).shards["judge"] == {"j": 1}
     half = plan_run(_with(path, plan={"max_load_share": 0.5}))
-    judge = half["rows"][1]
-    assert half["shards"]["judge"] == {"j": 2} and judge["load_gpu_hours"] <= 0.5 * judge["gpu_hours"]
+    judge = half.rows[1]
+    assert half.shards["judge"] == {"j": 2} and judge.load_gpu_hours <= 0.5 * judge.gpu_hours
     # A per-name count wins for that name; a fixed count past the share is warned, with the plan's.
     fixed = plan_run(_with(path, plan={"max_load_share": 0.1}, slurm={"shards_judge": {"j": 10}}))
-    assert fixed["shards"]["judge"] == {"j": 10}
-    assert [w for w in fixed["warnings"] if w.startswith("judge j:")] == [
+    assert fixed.shards["judge"] == {"j": 10}
+    assert [w for w in fixed.warnings if w.startswith("judge j:")] == [
         "judge j: loading the weights takes 0.000167 of 0.000303 GPU-h (55%) in 10 tasks (slurm.shards_judge); "
         "1 would keep it within plan.max_load_share: leave the count unset for j"]
     res = gamut("plan", "--config", _with(path, slurm={"shards_judge": None}))
@@ -218,14 +218,14 @@ def test_left_open_the_shard_count_keeps_loading_within_its_share(gamut, tmp_pat
 
 def test_a_missing_throughput_scale_or_model_folder_is_a_warning_naming_what_was_assumed(gamut, tmp_path):
     path = _tiny_run(tmp_path, weights_gb={})
-    warnings = plan_run(path)["warnings"]
+    warnings = plan_run(path).warnings
     assert ("plan.throughput_scale has no entry for m, j: each assumed as fast as an 8B dense model (1.0)"
             in warnings)
     assert f"{path}:9: models.0.path: model folder not found: /m (a submission refuses this)" in warnings
     assert "m: weights not found to measure; assumed 16 GB (set plan.weights_gb.m)" in warnings
     res = gamut("plan", "--config", path)
     assert res.exit_code == 0 and "warning: plan.throughput_scale has no entry for m, j" in res.output
-    scaled = plan_run(_with(path, plan={"throughput_scale": {"m": 1, "j": 2}}))["warnings"]
+    scaled = plan_run(_with(path, plan={"throughput_scale": {"m": 1, "j": 2}})).warnings
     assert not [w for w in scaled if "throughput_scale" in w]
 
 
@@ -249,11 +249,11 @@ def test_before_the_download_the_plan_counts_on_the_release_shape(gamut, tmp_pat
            "plan": {"throughput_scale": {"m": 1, "j": 1}, "weights_gb": {"m": 1, "j": 1}}}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run))
     result = plan_run(tmp_path / "run.yaml")
-    assert result["dataset_shape"] == "release" and result["questions"] == RELEASE_QUESTIONS == 1813
-    assert result["checks"] == round(PAPER_CHECKS * RELEASE_QUESTIONS) == result["totals"]["judge"]["requests"]
-    assert result["questions_with_image"] == RELEASE_QUESTIONS
-    assert result["warnings"][0].startswith(f"{tmp_path / 'data' / 'gamut.jsonl'} is not downloaded yet")
-    assert f"questions and checks of 30 and {RELEASE_CHECK_TOKENS} tokens" in result["warnings"][0]
+    assert result.dataset_shape == "release" and result.questions == RELEASE_QUESTIONS == 1813
+    assert result.checks == round(PAPER_CHECKS * RELEASE_QUESTIONS) == result.totals["judge"].requests
+    assert result.questions_with_image == RELEASE_QUESTIONS
+    assert result.warnings[0].startswith(f"{tmp_path / 'data' / 'gamut.jsonl'} is not downloaded yet")
+    assert f"questions and checks of 30 and {RELEASE_CHECK_TOKENS} tokens" in result.warnings[0]
     res = gamut("plan", "--config", tmp_path / "run.yaml")
     assert res.exit_code == 0 and "planned on the GAMUT release's shape" in res.output
     # Any other missing dataset is a typo, not a download to come.
@@ -271,14 +271,14 @@ def test_the_paper_run_loads_each_engine_a_few_times_and_mostly_computes():
 
     cfg = ROOT / "configs" / "runs" / "paper-open.yaml"
     result = plan_run(cfg)
-    judge, gen = result["totals"]["judge"], result["totals"]["generate"]
+    judge, gen = result.totals["judge"], result.totals["generate"]
     assert load_run_config(cfg).slurm.gpus_per_node == 8
-    assert judge["loads"] <= 8 and judge["gpu_hours"] <= 15 and judge["load_share"] <= 0.2
-    assert all(r["loads"] <= 2 for r in result["rows"] if r["stage"] == "generate")
-    assert gen["loads"] == sum(r["tasks"] for r in result["rows"] if r["stage"] == "generate")
+    assert judge.loads <= 8 and judge.gpu_hours <= 15 and judge.load_share <= 0.2
+    assert all(r.loads <= 2 for r in result.rows if r.stage == "generate")
+    assert gen.loads == sum(r.tasks for r in result.rows if r.stage == "generate")
     # The rows are the rendered graph's jobs: the same keys, tasks and loads.
     jobs = {j.key: j for j in prepare(cfg, check_inputs=False).jobs}
-    for row in result["rows"]:
-        job = jobs[row["job"]]
-        assert (row["tasks"], row["loads"], row["gpus_per_task"]) == (len(job.tasks), job.loads, job.gpus)
-    assert {j.key for j in jobs.values() if j.engine} == {r["job"] for r in result["rows"]}
+    for row in result.rows:
+        job = jobs[row.job]
+        assert (row.tasks, row.loads, row.gpus_per_task) == (len(job.tasks), job.loads, job.gpus)
+    assert {j.key for j in jobs.values() if j.engine} == {r.job for r in result.rows}

@@ -341,7 +341,7 @@ def test_each_variant_is_judged_and_planned_on_its_own_checks(tmp_path):
     requests = {}
     for variant in ("multimodal", "text_only"):
         (tmp_path / "run.yaml").write_text(yaml.safe_dump({**run, "variants": [variant]}))
-        requests[variant] = plan_run(tmp_path / "run.yaml")["totals"]["judge"]["requests"]
+        requests[variant] = plan_run(tmp_path / "run.yaml").totals["judge"].requests
     # The bridge has 2 checks in the main split, 3 in the text-only one.
     assert requests == {"multimodal": 7, "text_only": 8}
 

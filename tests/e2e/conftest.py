@@ -34,8 +34,8 @@ def full_run(tmp_path_factory, open_smollm2):
 
     root = tmp_path_factory.mktemp("full")
     cfg = write_config(root)
-    stages = run(cfg, open_engine=open_smollm2)
     spec = load_run_config(cfg)
+    stages = run(spec, cfg, open_engine=open_smollm2)
     out = Path(spec.output_dir)
     return {"cfg": cfg, "spec": spec, "out": out, "stages": stages,
             "answers": [r for _, r in read_jsonl(out / "answers" / "smol.text_only.jsonl")],

