@@ -38,6 +38,8 @@ NOTE_MAX = 2000
 # What a verdict request holds, exactly (viewer.body.read_json_body checks names and types).
 VERDICT_FIELDS = {"question_id": Field(), "model": Field(), "variant": Field(), "check_id": Field(),
                   "verdict": Field(), "note": Field(required=False), "sample": Field(required=False)}
+# In team mode a body may name its writer; the app refuses it unless it is the signed-in one.
+TEAM_FIELDS = {**VERDICT_FIELDS, "annotator": Field(required=False), "judge": Field(required=False)}
 # One append at a time within the viewer (a task lock is re-entrant within a process, so it
 # does not order this process's own threads).
 _LOCK = threading.Lock()
@@ -66,7 +68,6 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
     key = (qid, model, variant, check_id)
     path = verdicts_path(index.run_dir, judge, model, variant)
     with _LOCK, _holding(path):
-        mine = index.humans.setdefault(judge, {})
         top = _on_disk(path, index, judge)
         rec = {"question_id": qid, "model": model, "variant": variant, "judge": judge,
                "check_id": check_id, "tier": TIERS[int(index.cells.tier[cell])],
@@ -79,7 +80,7 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
         except ValidationError as e:
             raise InputError(pydantic_problems(e, "request", None))
         append_jsonl(path, [rec])
-        mine[key] = rec
+        _replace(index, judge, {key: rec})
         index.humans_version += 1
     return rec
 
@@ -105,8 +106,15 @@ def _on_disk(path: Path, index: RunIndex, judge: str) -> dict[tuple, int]:
         key = (r.get("question_id"), r.get("model"), r.get("variant"), r.get("check_id"))
         rev = r.get("revision")
         top[key] = max(top.get(key, 0), rev if isinstance(rev, int) and not isinstance(rev, bool) else 1)
-    index.humans.setdefault(judge, {}).update(read_humans([path]).get(judge, {}))
+    _replace(index, judge, read_humans([path]).get(judge, {}))
     return top
+
+
+def _replace(index: RunIndex, judge: str, records: dict) -> None:
+    """Put `records` into the judge's verdicts by replacing the dicts, never changing one in
+    place: pages read `index.humans` in other threads while a verdict is written, and a dict
+    they iterate must not change size under them."""
+    index.humans = {**index.humans, judge: {**index.humans.get(judge, {}), **records}}
 
 
 def _sample_fields(index: RunIndex, name: str | None, response: tuple[str, str, str]) -> dict:
