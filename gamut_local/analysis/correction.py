@@ -129,6 +129,7 @@ class Labels:
     sample_id: str
     population: np.ndarray | None = None  # (S, Q) bool: what the sample was drawn from; None: all
     eligible: np.ndarray | None = None  # (len(gold), S, Q) bool: the gold's verdicts there count; None: all
+    graded: np.ndarray | None = None  # (len(gold), S, Q) bool: labeled by that gold judge
 
 
 def labels_for(scores, sample, gold: list[int]) -> Labels:
@@ -153,10 +154,22 @@ def labels_for(scores, sample, gold: list[int]) -> Labels:
         for model, variant, qid in sample.in_queue.get(scores.judges[j], ()):
             if (model, variant) in s_of and qid in q_of:
                 eligible[g, s_of[(model, variant)], q_of[qid]] = True
-    full = (fully_graded(scores, gold) & eligible).any(axis=0)
+    full = fully_graded(scores, gold) & eligible & (sampled & population)[None]
     weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
-    return Labels(gold, sampled & full & population, weights, design.per == "shared", design.sample_id,
-                  population, eligible)
+    return Labels(gold, full.any(axis=0), weights, design.per == "shared", design.sample_id,
+                  population, eligible, full)
+
+
+def graded_responses(scores, sample) -> dict[str, set[tuple[str, str, str]]]:
+    """{human judge: {(model, variant, question)}} the drawn responses each human judge has
+    graded in full in the sample's queue: the rule that makes a response labeled
+    (`labels_for`), per person. What the team's assignment and progress count as graded."""
+    humans = [j for j, name in enumerate(scores.judges) if is_human(name)]
+    if not humans:
+        return {}
+    graded = labels_for(scores, sample, humans).graded
+    return {scores.judges[j]: {(*scores.systems[s], scores.questions[q]) for s, q in zip(*np.nonzero(graded[g]))}
+            for g, j in enumerate(humans)}
 
 
 def _in_population(values: np.ndarray, labels: Labels, s: int) -> np.ndarray:

@@ -15,18 +15,20 @@ GROUP_HELP = ("A run's team of annotators: accounts for `gamut-local view RUN --
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765  # `gamut-local view`'s defaults
 
 
-def _rebalance(run_dir: Path) -> None:
-    """Where the run's sample is assigned, hand the ungraded work of the team as it is now."""
-    try:
-        from gamut_local.rundir import assignments
-    except ImportError:  # assignments are not part of this build
-        return
-    if assignments.load(run_dir) is None:
-        return
-    from gamut_local.rundir.annotators import read_team
+def _rebalance(run_dir: Path, joined: str | None = None, left: str | None = None) -> None:
+    """Where the run's sample is assigned, hand its ungraded work to the team as it is now:
+    the assignment's team plus who joined, less who left (`reporting.team.rebalance`)."""
+    from gamut_local.reporting.team import load, rebalance
 
-    moved = assignments.rebalance(run_dir, sorted(read_team(run_dir).active()))
-    err.print(f"assignments rebalanced over the active annotators{f': {moved}' if moved else ''}")
+    old = load(run_dir)
+    if old is None:
+        return
+    team = [a for a in old.annotators if a != left] + ([joined] if joined and joined not in old.annotators else [])
+    if not team:
+        err.print("no annotator left on the assignment: its ungraded work waits for the next one added")
+        return
+    rebalance(run_dir, team)
+    err.print(f"assignment rebalanced over {', '.join(team)}: only ungraded work moved")
 
 
 @user_errors
@@ -44,7 +46,7 @@ def add(
 
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
     token = add_account(run_dir, name)
-    _rebalance(run_dir)
+    _rebalance(run_dir, joined=name)
     shown = f"[{host}]" if ":" in host else host
     err.print(f"added annotator {name} (judge human-{name}); give them this link, shown only now:")
     out.print(f"http://{shown}:{port}/signin?token={token}")
@@ -72,5 +74,5 @@ def revoke(
     from gamut_local.rundir.annotators import revoke as revoke_account
 
     revoke_account(run_dir, name)
-    _rebalance(run_dir)
+    _rebalance(run_dir, left=name)
     out.print(f"revoked {name}: their link and sessions no longer sign in; their verdicts stay")

@@ -83,7 +83,7 @@ def team_sample_page(index: RunIndex, name: str, pos: int | None, annotator: str
     a = assignments_of(index)
     if a is None or a.sample_id != index.samples[name].sample_id:
         return sample_page(index, name, pos, human_judge(annotator))
-    from gamut_local.rundir import assignments
+    from gamut_local.analysis.assignment import queue
 
     order, number, missing, responses, present = cells_of(index, name)
     done, full = graded(index, human_judge(annotator), name)
@@ -91,7 +91,7 @@ def team_sample_page(index: RunIndex, name: str, pos: int | None, annotator: str
     keep = mine[number] if len(number) else np.zeros(0, dtype=bool)
     sub, sub_number = order[keep], number[keep]
     if pos is None:
-        todo = assignments.queue(a, annotator, full)
+        todo = queue(a, annotator, full)
         first = {r: k for k, r in enumerate(responses)}
         nums = [first[r] for r in todo if r in first and present[first[r]]]
         at = np.flatnonzero(np.isin(sub_number, nums[:1]) & ~np.isin(sub, done))
@@ -120,9 +120,9 @@ def team_progress(index: RunIndex, name: str, annotators: list[str]) -> dict:
         labeled = set().union(*graded_by.values()) if graded_by else set()
         return {"assigned": False, "annotators": per,
                 "team": {"responses": len(index.samples[name].responses), "labeled": len(labeled)}}
-    from gamut_local.rundir import assignments
+    from gamut_local.analysis.assignment import progress
 
-    out = assignments.progress(a, graded_by)
+    out = progress(a, graded_by)
     return {"assigned": True, **out}
 
 
