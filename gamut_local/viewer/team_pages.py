@@ -20,13 +20,14 @@ import numpy as np
 
 from gamut_local.rundir.human import human_judge, is_human
 from gamut_local.viewer.index import RunIndex
-from gamut_local.viewer.pages import _cell_page, sample_cells, sample_done
+from gamut_local.viewer.pages import _cell_page, sample_cells
 
 Response = tuple[str, str, str]  # (model, variant, question_id), as the assignment names them
 
 
 def cells_of(index: RunIndex, name: str):
-    """`pages.sample_cells` of a sample, computed once (the design and the cells stay)."""
+    """`pages.sample_cells` of a sample, computed once (the design and the cells stay), with
+    the drawn responses in design order, which have cells, and the response of each cell."""
     key = ("sample_cells", name)
     if key not in index.computed:
         design = index.samples[name]
@@ -35,6 +36,9 @@ def cells_of(index: RunIndex, name: str):
         responses = [(r.model, r.variant, r.question_id) for r in ranked]
         present = np.bincount(number, minlength=len(responses)) > 0
         index.computed[key] = (order, number, missing, responses, present)
+        response_of = np.full(len(index.cells.key), -1, dtype=np.int64)
+        response_of[order] = number
+        index.computed[("sample_response_of", name)] = (response_of, np.bincount(number, minlength=len(responses)))
     return index.computed[key]
 
 
@@ -57,18 +61,35 @@ def assignments_of(index: RunIndex):
 
 
 def graded(index: RunIndex, judge: str, name: str) -> tuple[np.ndarray, set[Response]]:
-    """(cells this judge graded for the sample, responses they graded in full), kept until
-    their verdicts change."""
-    mine = index.humans.get(judge)
+    """(cells this judge graded for the sample, responses they graded in full): the rule of
+    `pages.sample_done`, kept up to date from the records that changed since it was last
+    asked (a write replaces the judge's dict; the old one is the state then)."""
+    mine = index.humans.get(judge, {})
+    _, _, _, responses, present = cells_of(index, name)
+    response_of, need = index.computed[("sample_response_of", name)]
+    sample_id = index.samples[name].sample_id
     key = ("graded", judge, name)
-    got = index.computed.get(key)
-    if got is None or got[0] is not mine:
-        order, number, _, responses, present = cells_of(index, name)
-        done = sample_done(index, judge, index.samples[name])
-        undone = np.bincount(number, weights=(~np.isin(order, done)).astype(np.float64), minlength=len(responses))
-        full = {responses[k] for k in np.flatnonzero(present & (undone == 0)).tolist()}
-        got = index.computed[key] = (mine, (done, full))
-    return got[1]
+    state = index.computed.get(key)
+    if state is not None and state[0] is mine:
+        return state[1]
+    seen, done, have = (state[2], set(state[3]), state[4].copy()) if state is not None else ({}, set(), np.zeros_like(need))
+    for k, r in mine.items():
+        if seen.get(k) is r:
+            continue
+        cell = index.cell_of(*k)
+        if cell is None or response_of[cell] < 0:
+            continue
+        ok = r.get("sample_id") == sample_id and not index.is_stale(r)
+        if ok and cell not in done:
+            done.add(cell)
+            have[response_of[cell]] += 1
+        elif not ok and cell in done:
+            done.discard(cell)
+            have[response_of[cell]] -= 1
+    full = {responses[k] for k in np.flatnonzero(present & (have == need)).tolist()}
+    result = (np.array(sorted(done), dtype=np.int64), full)
+    index.computed[key] = (mine, result, mine, done, have)
+    return result
 
 
 def _graded_by(index: RunIndex, name: str) -> dict[str, set[Response]]:
