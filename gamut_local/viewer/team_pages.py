@@ -170,3 +170,85 @@ def disputes(index: RunIndex, name: str, annotator: str) -> list[dict]:
         out.append({"question_id": qid, "model": model, "variant": variant, "check_id": check_id,
                     "labels": dict(sorted(got))})
     return out
+
+
+def _overlap_judges(index: RunIndex, pairs: dict) -> dict[str, dict]:
+    """{model judge: {(model, variant, question, check): verdict code}} on the overlap's cells."""
+    v, c = index.verdicts, index.cells
+    out: dict[str, dict] = {j: {} for j in v.judges}
+    for (model, variant, qid) in pairs:
+        qi, si = index.q_index.get(qid), index.s_index.get((model, variant))
+        if qi is None or si is None:
+            continue
+        base = (qi * max(len(v.systems), 1) + si) * max(len(v.checks), 1)
+        lo, hi = (int(x) for x in np.searchsorted(c.key, [base, base + max(len(v.checks), 1)]))
+        for cell in range(lo, hi):
+            for row in range(int(c.start[cell]), int(c.start[cell + 1])):
+                out[v.judges[v.j[row]]][(model, variant, qid, v.checks[c.c[cell]])] = int(v.code[row])
+    return out
+
+
+def live_agreement(index: RunIndex) -> dict | None:
+    """The agreement between people on the assignment's overlap, from the verdicts the viewer
+    holds (`analysis.human_agreement`: Krippendorff's alpha, Cohen's kappa per pair), beside
+    each model judge's mean kappa against the same people on the same cells; `warning` where
+    the people agree with each other less than a judge agrees with them (then the "truth" the
+    correction uses is the noisier party). None without an assignment of one of the run's
+    samples. Computed again only after a verdict is written."""
+    a = assignments_of(index)
+    name = next((n for n, d in index.samples.items() if a is not None and d.sample_id == a.sample_id), None)
+    if name is None:
+        return None
+    got = index.computed.get("live_agreement")
+    if got is not None and got[0] == (index.humans_version, id(a)):
+        return got[1]
+    from gamut_local.analysis import human_agreement
+
+    pairs = {r: who for r, who in a.responses.items() if len(who) > 1}
+    records = [r for j, cells in list(index.humans.items()) if is_human(j)
+               for r in cells.values() if not index.is_stale(r)]
+    graded_by = _graded_by(index, name)
+    judges = _overlap_judges(index, pairs)
+    if hasattr(human_agreement, "overlap_agreement"):
+        out = human_agreement.overlap_agreement(a, records, a.sample_id, graded_by, judges)
+    else:
+        out = _agreement_here(human_agreement, pairs, records, a.sample_id, judges)
+    out = {"sample": name, "overlap_responses": len(pairs), **out}
+    k = out.get("people_kappa")
+    above = sorted(j for j, x in (out.get("judge_vs_people") or {}).items() if x is not None and k is not None and x > k)
+    out["warning"] = None if not above else (
+        f"the people agree with each other (mean Cohen's kappa {k:.3f}) less than {', '.join(above)} agrees "
+        "with them: the human labels the correction takes as the truth are the noisier party")
+    index.computed["live_agreement"] = ((index.humans_version, id(a)), out)
+    return out
+
+
+def _agreement_here(human_agreement, pairs: dict, records: list, sample_id: str, judges: dict) -> dict:
+    """The people's `agreement` on the overlap cells their assignees graded in the sample's
+    queue, and each judge's mean kappa against each of them on those cells."""
+    people = sorted({p for who in pairs.values() for p in who})
+    row = {p: i for i, p in enumerate(people)}
+    cell_of: dict[tuple, int] = {}
+    values = []
+    for r in records:
+        resp, person = (r["model"], r["variant"], r["question_id"]), r["judge"][len("human-"):]
+        if r.get("sample_id") == sample_id and person in pairs.get(resp, ()):
+            values.append((row[person], cell_of.setdefault((*resp, r["check_id"]), len(cell_of)), r["verdict"]))
+    from gamut_local.vocab import VERDICTS
+
+    codes = np.full((len(people), len(cell_of)), -1, dtype=np.int64)
+    for p, c, verdict in values:
+        codes[p, c] = VERDICTS.index(verdict)
+    out = human_agreement.agreement(codes, people)
+    kappas = [p["cohen_kappa"] for p in out["pairs"] if p["cohen_kappa"] is not None]
+    out["people_kappa"] = float(np.mean(kappas)) if kappas else None
+    vs = {}
+    for judge, given in sorted(judges.items()):
+        mine = np.full(len(cell_of), -1, dtype=np.int64)
+        for key, c in cell_of.items():
+            mine[c] = given.get(key, -1)
+        ks = [x for p in range(len(people))
+              if (x := human_agreement.cohen_kappa(mine, codes[p])[0]["cohen_kappa"]) is not None]
+        vs[judge] = float(np.mean(ks)) if ks else None
+    out["judge_vs_people"] = vs
+    return out

@@ -130,3 +130,43 @@ def test_a_third_member_joins_mid_way_and_adjudicates_the_overlap(team_run, gamu
     assert carol.get("/api/team").json()["disputes"] == [] and carol.get("/api/adjudicate").json()["cell"] is None
     settled = {k: who for k, who in _on_disk(run).items() if "carol" in who and len(who) == 3}
     assert len(settled) == len(listed)
+
+
+def test_the_live_leaderboard_shows_the_people_agreement_beside_the_corrected_scores(team_run):
+    """Alice grades as the sample's careful gold verdicts, bob one label off on every cell: the
+    people agree less than the judges agree with them, and the overview warns that the people
+    are the noisier party; alpha is the krippendorff package's on the same cells."""
+    krippendorff = pytest.importorskip("krippendorff")
+    from gamut_local.reporting.team import load
+    from gamut_local.viewer.app import create_app
+    from gamut_local.viewer.index import open_run
+    from gamut_local.vocab import JUDGE_LABELS, VERDICTS
+
+    run, tokens = team_run
+    gold = {}
+    for p in (run / "verdicts" / "gold").glob("*.jsonl"):
+        for line in p.read_text().splitlines():
+            r = json.loads(line)
+            gold[tuple(r[k] for k in CELL)] = r["verdict"]
+    off = {lab: JUDGE_LABELS[(i + 1) % len(JUDGE_LABELS)] for i, lab in enumerate(JUDGE_LABELS)}
+    label = {"alice": lambda k: gold[k], "bob": lambda k: off[gold[k]]}
+    app = create_app(open_run(run), team=True)
+    members = {"alice": _member(app, tokens["alice"]), "bob": _member(app, tokens["bob"])}
+    assert members["alice"].get("/api/overview").json()["team_agreement"]["n_cells"] == 0
+    for n, c in members.items():
+        while (page := c.get("/api/sample").json())["sample"]["responses_done"] < page["sample"]["responses"]:
+            key = tuple(page[k] for k in CELL)
+            r = c.post("/api/verdicts", json={**dict(zip(CELL, key)), "verdict": label[n](key), "sample": "calibration"})
+            assert r.status_code == 200, r.text
+    t = members["alice"].get("/api/overview").json()["team_agreement"]
+    overlap = {r for r, who in load(run).responses.items() if len(who) == 2}
+    cells = sorted(k for k in _on_disk(run) if (k[1], k[2], k[0]) in overlap)
+    assert t["overlap_responses"] == len(overlap) and t["n_cells"] == len(cells) == t["disagreements"] > 0
+    data = [[VERDICTS.index(label[n](k)) for k in cells] for n in ("alice", "bob")]
+    for level in ("nominal", "ordinal"):
+        assert t["krippendorff_alpha"][level] == pytest.approx(
+            krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=range(4)))
+    assert max(k for k in t["judge_vs_people"].values() if k is not None) > t["people_kappa"]
+    assert t["warning"] and "noisier party" in t["warning"]
+    page = members["alice"].get("/").text
+    assert page.index("Corrected leaderboard") < page.index("Agreement between people") and 'id="team-warning"' in page
