@@ -144,6 +144,8 @@ def _replace(index: RunIndex, judge: str, records: dict) -> None:
     with _INDEX:
         index.humans = {**index.humans, judge: {**index.humans.get(judge, {}), **records}}
         index.humans_version += 1
+        # What changed, in order, for those who keep results per judge up to date (team_pages).
+        index.computed.setdefault(("changed", judge), []).extend(records)
 
 
 def _sample_fields(index: RunIndex, name: str | None, response: tuple[str, str, str]) -> dict:

@@ -62,22 +62,26 @@ def assignments_of(index: RunIndex):
 
 def graded(index: RunIndex, judge: str, name: str) -> tuple[np.ndarray, set[Response]]:
     """(cells this judge graded for the sample, responses they graded in full): the rule of
-    `pages.sample_done`, kept up to date from the records that changed since it was last
-    asked (a write replaces the judge's dict; the old one is the state then)."""
+    `pages.sample_done`, kept up to date from the cells written since it was last asked
+    (`adjudicate._replace` lists them), not recomputed from all of the judge's verdicts."""
+    changed = index.computed.get(("changed", judge), [])
+    upto = len(changed)  # before the records: a write in between is looked at again next time
     mine = index.humans.get(judge, {})
-    _, _, _, responses, present = cells_of(index, name)
-    response_of, need = index.computed[("sample_response_of", name)]
-    sample_id = index.samples[name].sample_id
     key = ("graded", judge, name)
     state = index.computed.get(key)
     if state is not None and state[0] is mine:
         return state[1]
-    seen, done, have = (state[2], set(state[3]), state[4].copy()) if state is not None else ({}, set(), np.zeros_like(need))
-    for k, r in mine.items():
-        if seen.get(k) is r:
-            continue
+    _, _, _, responses, present = cells_of(index, name)
+    response_of, need = index.computed[("sample_response_of", name)]
+    sample_id = index.samples[name].sample_id
+    if state is None:
+        keys, done, have = list(mine), set(), np.zeros_like(need)
+    else:
+        keys, done, have = changed[state[2]:upto], set(state[3]), state[4].copy()
+    for k in keys:
+        r = mine.get(k)
         cell = index.cell_of(*k)
-        if cell is None or response_of[cell] < 0:
+        if r is None or cell is None or response_of[cell] < 0:
             continue
         ok = r.get("sample_id") == sample_id and not index.is_stale(r)
         if ok and cell not in done:
@@ -88,8 +92,19 @@ def graded(index: RunIndex, judge: str, name: str) -> tuple[np.ndarray, set[Resp
             have[response_of[cell]] -= 1
     full = {responses[k] for k in np.flatnonzero(present & (have == need)).tolist()}
     result = (np.array(sorted(done), dtype=np.int64), full)
-    index.computed[key] = (mine, result, mine, done, have)
+    index.computed[key] = (mine, result, upto, done, have)
     return result
+
+
+def _assigned(index: RunIndex, a, annotator: str, name: str):
+    """(mask over the sample's responses, their set) of those assigned to the annotator."""
+    key = ("assigned", annotator, name)
+    got = index.computed.get(key)
+    if got is None or got[0] is not a:
+        responses = cells_of(index, name)[3]
+        mask = np.array([annotator in a.responses.get(r, ()) for r in responses], dtype=bool)
+        got = index.computed[key] = (a, mask, {r for r, m in zip(responses, mask) if m})
+    return got[1], got[2]
 
 
 def _graded_by(index: RunIndex, name: str) -> dict[str, set[Response]]:
@@ -108,17 +123,19 @@ def team_sample_page(index: RunIndex, name: str, pos: int | None, annotator: str
 
     order, number, missing, responses, present = cells_of(index, name)
     done, full = graded(index, human_judge(annotator), name)
-    mine = np.array([annotator in a.responses.get(r, ()) for r in responses], dtype=bool)
+    mine, assigned = _assigned(index, a, annotator, name)
     keep = mine[number] if len(number) else np.zeros(0, dtype=bool)
     sub, sub_number = order[keep], number[keep]
     if pos is None:
         todo = queue(a, annotator, full)
-        first = {r: k for k, r in enumerate(responses)}
+        if ("response_number", name) not in index.computed:
+            index.computed[("response_number", name)] = {r: k for k, r in enumerate(responses)}
+        first = index.computed[("response_number", name)]
         nums = [first[r] for r in todo if r in first and present[first[r]]]
         at = np.flatnonzero(np.isin(sub_number, nums[:1]) & ~np.isin(sub, done))
         pos = int(at[0]) if len(at) else 0
     info = {"name": name, "sample_id": a.sample_id, "per": index.samples[name].per,
-            "responses": int(mine.sum()), "responses_done": len(full & {r for r, m in zip(responses, mine) if m}),
+            "responses": int(mine.sum()), "responses_done": len(full & assigned),
             "missing": missing, "response": None, "assigned": True}
     page = _cell_page(index, sub, pos, done, human_judge(annotator), True,
                       {"only": "sample", "question_filter": "", "sample": info})
