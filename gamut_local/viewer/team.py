@@ -32,6 +32,7 @@ from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.annotators import Team, read_team, team_path, verify_in
 
 OPEN_PATHS = ("/signin", "/static/")
+MAX_SESSIONS = 10_000  # the oldest is forgotten beyond this (its holder signs in again)
 AFTER_SIGNIN = "/sample"
 
 
@@ -85,6 +86,8 @@ class Sessions:
         sid = secrets.token_urlsafe(32)
         with self._mutex:
             self._by_id[sid] = Session(account.name, account.token_sha256, team.team_id)
+            while len(self._by_id) > MAX_SESSIONS:
+                del self._by_id[next(iter(self._by_id))]
         return sid, account.name
 
     def who(self, sid: str | None) -> str | None:
