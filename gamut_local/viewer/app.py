@@ -1,9 +1,11 @@
 """The Starlette app: routes, the local-only guard, and `serve` for the command line.
 
-Safe by default: `serve` binds 127.0.0.1 only; every request whose Host (or Origin, when sent)
-is not this machine's loopback name is refused, so a web page elsewhere cannot reach the app
-through DNS rebinding; writes need a JSON body (a cross-site form cannot send one without a
-preflight we never answer) and, for defence in depth, come from this app's own pages: a write
+Safe by default: `serve` binds 127.0.0.1 only (another address only in team mode, `--team`,
+where each annotator signs in: `viewer.team`); every request whose Host (or Origin, when sent)
+is not this machine's loopback name (in team mode on another address, the one name it was
+started for) is refused, so a web page elsewhere cannot reach the app through DNS rebinding;
+writes need a JSON body (a cross-site form cannot send one without a preflight we never
+answer) and, for defence in depth, come from this app's own pages: a write
 whose Origin is another (another port on localhost too) or whose `Sec-Fetch-Site` says it
 crossed sites is refused. Bodies are read by `viewer.body`, strictly. An unexpected error in a
 handler is a one-line 500 and one line on the console, its traceback only with `--debug`.
