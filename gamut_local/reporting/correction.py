@@ -29,7 +29,35 @@ def checked_sample(design, paths, gold: str, table=None):
     files = _gold_files(paths, gold, table)
     where: list[tuple[int, int]] = []
     records = load_records(files, Verdict, verdict_key, where=where) if files else []
-    return check_sample(design, records, [(str(files[k]), line) for k, line in where], gold, _juries(paths))
+    checked = check_sample(design, records, [(str(files[k]), line) for k, line in where], gold, _juries(paths))
+    return with_team(checked, _runs(paths), records)
+
+
+def with_team(checked, runs, records):
+    """`checked` with the team's rule (`analysis.correction.TeamRule`) where one of `runs` has
+    an assignment of this very design (`RUN/team/assignments.json`): whose labels a response
+    several people graded takes, and the adjudicated cells. `records`: the human verdicts, as
+    dicts, newest per cell (what `check_sample` was given)."""
+    from dataclasses import replace
+
+    from gamut_local.analysis.correction import team_rule
+    from gamut_local.rundir.assignments import load
+
+    for run in runs:
+        found = load(run)
+        if found is not None and found.sample_id == checked.design.sample_id:
+            return replace(checked, team=team_rule(found, records, found.sample_id))
+    return checked
+
+
+def _runs(paths) -> list[Path]:
+    """The runs the verdict inputs lie in: a folder that holds `verdicts/`, or the run above
+    `verdicts/` or `verdicts/<judge>/`."""
+    from gamut_local.rundir import verdict_store
+
+    runs = {Path(p) for p in paths if Path(p).is_dir() and (Path(p) / "verdicts").is_dir()}
+    runs |= {p.parent.parent.parent for p in verdict_store.inputs(paths) if p.parent.parent.name == "verdicts"}
+    return sorted(runs)
 
 
 def _gold_files(paths, gold: str, table) -> list[Path]:
@@ -47,11 +75,7 @@ def _gold_files(paths, gold: str, table) -> list[Path]:
 def _juries(paths) -> dict:
     """{jury: (its record's path, members)} of the runs the verdict inputs lie in: a folder
     that holds `verdicts/`, or the run above `verdicts/` or `verdicts/<judge>/`."""
-    from gamut_local.rundir import verdict_store
-
-    runs = {Path(p) for p in paths if Path(p).is_dir() and (Path(p) / "verdicts").is_dir()}
-    runs |= {p.parent.parent.parent for p in verdict_store.inputs(paths) if p.parent.parent.name == "verdicts"}
-    return {name: found for run in sorted(runs) for name, found in jury_records(run).items()}
+    return {name: found for run in _runs(paths) for name, found in jury_records(run).items()}
 
 
 def jury_records(run_dir: Path) -> dict:
