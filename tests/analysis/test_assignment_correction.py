@@ -119,3 +119,21 @@ def test_team_agreement_counts_the_overlap_and_what_is_left_to_adjudicate(gamut,
     assert got["unadjudicated"] == len(differ) - len(settled) > 0
     assert [(p["a"], p["b"]) for p in got["pairs"]] == [("alice", "bob")] and got["pairs"][0]["n"] == len(cells)
     assert 0 < got["krippendorff_alpha"]["nominal"] < 1
+
+
+def test_the_report_shows_the_people_agreement_beside_the_corrected_scores(gamut, team_run):
+    from gamut_local.reporting.team import team_agreement
+
+    _, run_dir, _, _, _ = team_run
+    r = gamut("report", run_dir, "--correct-with", "human-*")
+    assert r.exit_code == 0, r.output
+    text = (run_dir / "report.md").read_text()
+    got = team_agreement(run_dir)
+    section = text[text.index("## Corrected scores"):]
+    assert "### Agreement between people" in section
+    assert f"nominal {got['krippendorff_alpha']['nominal']:.3f}" in section
+    assert f"{got['unadjudicated']} not adjudicated yet" in section and "| alice – bob |" in section
+    assert json.loads((run_dir / "tables" / "human_agreement.json").read_text()) == got
+    # bob misreads a third of the checks: the lenient judge agrees with the two of them more
+    assert got["judge_vs_people"]["lenient"] > got["people_kappa"] and got["noisier_truth"] == ["lenient"]
+    assert "**Warning:** `lenient` agrees with the people more than the people agree with each other" in section
