@@ -119,3 +119,60 @@ def agreement(codes: np.ndarray, people: list[str]) -> dict:
     hi = np.where(valid, codes, -1).max(axis=0)
     return {"people": list(people), "n_cells": int(shared.sum()), "disagreements": int((shared & (lo != hi)).sum()),
             "krippendorff_alpha": alpha, "pairs": pairs, "notes": notes}
+
+
+def overlap_agreement(assignments, records, sample_id: str, graded_by: dict[str, set],
+                      judges: dict[str, dict] | None = None) -> dict:
+    """The team's figures on its overlap (responses its assignment gives to two or more people).
+
+    records: human verdicts as dicts, newest per cell; only those made in the sample's queue
+    (`sample_id`) by a response's assignees count (an adjudicator read the disagreement, not
+    the response afresh). graded_by: {annotator: responses graded in full}. judges: {model
+    judge: {(model, variant, question, check): verdict code}} on those cells, for the judge's
+    mean kappa against each person on the same cells (`judge_vs_people`), the figure
+    `noisier_truth` compares the people's own agreement with.
+
+    Returns the people's `agreement` plus `overlap_responses`, `overlap_graded` (every
+    assignee graded it in full), `unadjudicated` (cells the assignees disagree on that no
+    third person has graded) and `noisier_truth`: the model judges that agree with the people
+    more than the people agree with each other (mean pairwise kappa)."""
+    from gamut_local.analysis.correction import team_rule
+
+    pairs = {r: who for r, who in assignments.responses.items() if len(who) > 1}
+    people = sorted({a for who in pairs.values() for a in who})
+    row = {a: i for i, a in enumerate(people)}
+    cell_of: dict[tuple, int] = {}
+    values: list[tuple[int, int, int]] = []  # (person, cell, code)
+    for rec in records:
+        resp = (rec["model"], rec["variant"], rec["question_id"])
+        person = rec["judge"][len("human-"):]
+        if rec.get("sample_id") != sample_id or person not in pairs.get(resp, ()):
+            continue
+        cell = cell_of.setdefault((*resp, rec["check_id"]), len(cell_of))
+        values.append((row[person], cell, VERDICTS.index(rec["verdict"])))
+    codes = np.full((len(people), len(cell_of)), -1, dtype=np.int64)
+    for p, c, v in values:
+        codes[p, c] = v
+    out = agreement(codes, people)
+    out["overlap_responses"] = len(pairs)
+    out["overlap_graded"] = sum(all(r in graded_by.get(a, ()) for a in who) for r, who in pairs.items())
+    out["unadjudicated"] = team_rule(assignments, records, sample_id).disagreements
+    out["judge_vs_people"] = _judge_vs_people(judges or {}, cell_of, codes, people)
+    kappas = [p["cohen_kappa"] for p in out["pairs"] if p["cohen_kappa"] is not None]
+    out["people_kappa"] = float(np.mean(kappas)) if kappas else None
+    out["noisier_truth"] = sorted(j for j, k in out["judge_vs_people"].items()
+                                  if k is not None and out["people_kappa"] is not None and k > out["people_kappa"])
+    return out
+
+
+def _judge_vs_people(judges: dict, cell_of: dict, codes: np.ndarray, people: list[str]) -> dict:
+    """{judge: mean over the people of Cohen's kappa between the judge and that person, on the
+    overlap cells both graded} (None where no kappa is defined)."""
+    out = {}
+    for judge, given in sorted(judges.items()):
+        mine = np.full(codes.shape[1], -1, dtype=np.int64)
+        for key, c in cell_of.items():
+            mine[c] = given.get(key, -1)
+        ks = [k for p in range(len(people)) if (k := cohen_kappa(mine, codes[p])[0]["cohen_kappa"]) is not None]
+        out[judge] = float(np.mean(ks)) if ks else None
+    return out

@@ -29,7 +29,35 @@ def checked_sample(design, paths, gold: str, table=None):
     files = _gold_files(paths, gold, table)
     where: list[tuple[int, int]] = []
     records = load_records(files, Verdict, verdict_key, where=where) if files else []
-    return check_sample(design, records, [(str(files[k]), line) for k, line in where], gold, _juries(paths))
+    checked = check_sample(design, records, [(str(files[k]), line) for k, line in where], gold, _juries(paths))
+    return with_team(checked, _runs(paths), records)
+
+
+def with_team(checked, runs, records):
+    """`checked` with the team's rule (`analysis.correction.TeamRule`) where one of `runs` has
+    an assignment of this very design (`RUN/team/assignments.json`): whose labels a response
+    several people graded takes, and the adjudicated cells. `records`: the human verdicts, as
+    dicts, newest per cell (what `check_sample` was given)."""
+    from dataclasses import replace
+
+    from gamut_local.analysis.correction import team_rule
+    from gamut_local.rundir.assignments import load
+
+    for run in runs:
+        found = load(run)
+        if found is not None and found.sample_id == checked.design.sample_id:
+            return replace(checked, team=team_rule(found, records, found.sample_id))
+    return checked
+
+
+def _runs(paths) -> list[Path]:
+    """The runs the verdict inputs lie in: a folder that holds `verdicts/`, or the run above
+    `verdicts/` or `verdicts/<judge>/`."""
+    from gamut_local.rundir import verdict_store
+
+    runs = {Path(p) for p in paths if Path(p).is_dir() and (Path(p) / "verdicts").is_dir()}
+    runs |= {p.parent.parent.parent for p in verdict_store.inputs(paths) if p.parent.parent.name == "verdicts"}
+    return sorted(runs)
 
 
 def _gold_files(paths, gold: str, table) -> list[Path]:
@@ -47,11 +75,7 @@ def _gold_files(paths, gold: str, table) -> list[Path]:
 def _juries(paths) -> dict:
     """{jury: (its record's path, members)} of the runs the verdict inputs lie in: a folder
     that holds `verdicts/`, or the run above `verdicts/` or `verdicts/<judge>/`."""
-    from gamut_local.rundir import verdict_store
-
-    runs = {Path(p) for p in paths if Path(p).is_dir() and (Path(p) / "verdicts").is_dir()}
-    runs |= {p.parent.parent.parent for p in verdict_store.inputs(paths) if p.parent.parent.name == "verdicts"}
-    return {name: found for run in sorted(runs) for name, found in jury_records(run).items()}
+    return {name: found for run in _runs(paths) for name, found in jury_records(run).items()}
 
 
 def jury_records(run_dir: Path) -> dict:
@@ -115,8 +139,46 @@ def section(doc: dict, run_dir: Path) -> str:
                         "labeled / total", "bias", "note"], table), ""]
     if figure is not None:
         lines += [f"![corrected scores](figures/{FIGURE})", ""]
+    lines += agreement_lines(info, Path(run_dir))
     lines += _ranking_lines(doc, flat, Path(run_dir))
     return "\n".join(lines) + "\n"
+
+
+def agreement_lines(info: dict, out_dir: Path) -> list[str]:
+    """The agreement between the people whose labels the correction stands on, where a team
+    graded this sample with an overlap (`reporting.team.team_agreement` of the run the sample
+    file lies in; also written to `tables/human_agreement.json` under `out_dir`), with a
+    warning where a model judge agrees with the people more than they agree with each other."""
+    from gamut_local.reporting.team import team_agreement
+    from gamut_local.rundir.store import write_json
+
+    run = Path(info["sample_file"]).parent.parent  # RUN/samples/NAME.json
+    got = team_agreement(run) if (run / "team").is_dir() else None
+    if got is None or got["sample_id"] != info["sample_id"]:
+        return []
+    write_json(out_dir / "tables" / "human_agreement.json", got)
+    alpha = got["krippendorff_alpha"]
+    lines = ["### Agreement between people", "",
+             f"On the overlap of the team's assignment: {got['overlap_responses']} responses assigned to two people "
+             f"({got['overlap']:g} of the sample), {got['overlap_graded']} graded by both. Krippendorff's α over "
+             f"{got['n_cells']} cells: nominal {fmt(alpha['nominal'], 3)}, ordinal {fmt(alpha['ordinal'], 3)}; "
+             f"{got['disagreements']} cells disagree, {got['unadjudicated']} not adjudicated yet (those take the "
+             "first-assigned annotator's label).", ""]
+    if got["pairs"]:
+        lines += [md_table(["annotators", "cells", "agreement", "Cohen's κ"], [
+            [f"{p['a']} – {p['b']}", str(p["n"]), fmt(p["agreement"], 3), fmt(p["cohen_kappa"], 3)]
+            for p in got["pairs"]]), ""]
+    if got["judge_vs_people"]:
+        lines += [md_table(["model judge", "mean κ with each person (same cells)"], [
+            [j, fmt(k, 3)] for j, k in got["judge_vs_people"].items()]), ""]
+    if got["noisier_truth"]:
+        lines += [f"> **Warning:** {', '.join(f'`{j}`' for j in got['noisier_truth'])} agree"
+                  f"{'s' if len(got['noisier_truth']) == 1 else ''} with the people more than the people agree "
+                  f"with each other (mean pairwise κ {fmt(got['people_kappa'], 3)}): the \"truth\" the corrected "
+                  "scores stand on is the noisier party. Adjudicate the disagreements, sharpen the grading "
+                  "guidelines, or read the corrected scores as one person's view.", ""]
+    lines += [f"- null {k}: {why}" for k, why in got["notes"].items()] + ([""] if got["notes"] else [])
+    return lines
 
 
 def _ranking_lines(doc: dict, flat: list[dict], run_dir: Path) -> list[str]:

@@ -121,3 +121,56 @@ def rebalance(run_dir: Path, annotators: list[str]) -> Assignments:
 def load(run_dir: Path) -> Assignments | None:
     """The run's assignment (`rundir.assignments.load`), None without one."""
     return store.load(run_dir)
+
+
+def team_agreement(run_dir: Path) -> dict | None:
+    """The agreement between people on the team's overlap (`analysis.human_agreement.
+    overlap_agreement`) with the sample's name and id; None where the run has no assignment.
+    Reads the run (its verdicts as a corrected score reads them): the report calls it once, a
+    live view should keep the result until a verdict is written."""
+    from gamut_local.analysis.human_agreement import overlap_agreement
+    from gamut_local.data.records import Verdict, load_records, verdict_key
+    from gamut_local.rundir.human import is_human
+
+    made = store.load(run_dir)
+    if made is None:
+        return None
+    design = design_of(run_dir, made.sample)
+    table, scores = read_run(run_dir)
+    if table is None:
+        return None
+    files = _human_files(run_dir)
+    records = load_records(files, Verdict, verdict_key) if files else []
+    done = graded_by(run_dir, design, table, scores)
+    models = {name: {} for name in table.judges if not is_human(name)}
+    out = overlap_agreement(made, records, design.sample_id, done,
+                            _judge_labels(table, made, models))
+    return {"sample": made.sample, "sample_id": made.sample_id, "overlap": made.overlap, **out}
+
+
+def _human_files(run_dir: Path) -> list[Path]:
+    from gamut_local.rundir.human import is_human
+    from gamut_local.rundir.layout import verdict_files
+
+    return [p for p in verdict_files(Path(run_dir)) if p.suffix == ".jsonl" and is_human(p.parent.name)]
+
+
+def _judge_labels(table, made, models: dict) -> dict:
+    """{model judge: {(model, variant, question, check): code}} on the overlap responses."""
+    import numpy as np
+
+    from gamut_local.vocab import VARIANTS
+
+    pairs = [r for r, who in made.responses.items() if len(who) > 1]
+    m_of = {m: i for i, m in enumerate(table.models)}
+    q_of = {q: i for i, q in enumerate(table.questions)}
+    V, Q = len(VARIANTS), max(len(table.questions), 1)
+    want = np.array([(m_of[m] * V + VARIANTS.index(v)) * Q + q_of[q] for m, v, q in pairs
+                     if m in m_of and q in q_of and v in VARIANTS], dtype=np.int64)
+    key = (table.model.astype(np.int64) * V + table.variant) * Q + table.question
+    rows = np.flatnonzero(np.isin(key, want) & np.isin(table.judge, [table.judges.index(j) for j in models]))
+    for i in rows.tolist():
+        cell = (table.models[table.model[i]], VARIANTS[table.variant[i]], table.questions[table.question[i]],
+                table.checks[table.check[i]])
+        models[table.judges[table.judge[i]]][cell] = int(table.verdict[i])
+    return models

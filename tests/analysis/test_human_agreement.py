@@ -92,3 +92,36 @@ def test_agreement_counts_shared_cells_and_disagreements():
 def test_one_person_has_no_alpha():
     alpha, notes = krippendorff_alpha(np.array([[0, 1, 2]]))
     assert alpha == {"nominal": None, "ordinal": None} and "at least 2" in notes["nominal"]
+
+
+def test_a_judge_that_agrees_with_people_more_than_they_agree_is_flagged():
+    from gamut_local.analysis.human_agreement import overlap_agreement
+    from gamut_local.rundir.assignments import Assignments
+
+    rng = np.random.default_rng(0)
+    responses = {("m", "multimodal", f"q{i}"): ("ann", "bea") for i in range(30)}
+    responses[("m", "multimodal", "solo")] = ("ann",)
+    a = Assignments("s", "s-1", 0.5, 1, ("ann", "bea"), responses)
+    truth = rng.integers(0, 4, (30, 5))
+    records, judge = [], {}
+    for i in range(30):
+        for c in range(5):
+            cell = ("m", "multimodal", f"q{i}", f"c{c}")
+            noisy = truth[i, c] if rng.random() < 0.5 else rng.integers(0, 4)  # bea is careless
+            for who, v in (("ann", truth[i, c]), ("bea", noisy)):
+                records.append({"model": "m", "variant": "multimodal", "question_id": f"q{i}", "check_id": f"c{c}",
+                                "judge": f"human-{who}", "tier": "answer_critical", "verdict": VERDICTS[v],
+                                "sample_id": "s-1"})
+            judge[cell] = int(truth[i, c]) if rng.random() < 0.9 else int(rng.integers(0, 4))
+    records.append({**records[0], "question_id": "solo", "judge": "human-ann"})  # not on the overlap
+    records.append({**records[0], "question_id": "q0", "check_id": "c9", "sample_id": "another"})  # not its queue
+    out = overlap_agreement(a, records, "s-1", {"ann": set(responses), "bea": set()}, {"good": judge})
+    assert out["overlap_responses"] == 30 and out["overlap_graded"] == 0 and out["n_cells"] == 150
+    k_ab = cohen_kappa_score([VERDICTS.index(r["verdict"]) for r in records[0:300:2]],
+                             [VERDICTS.index(r["verdict"]) for r in records[1:300:2]])
+    assert out["people_kappa"] == pytest.approx(k_ab)
+    codes = [judge[("m", "multimodal", f"q{i}", f"c{c}")] for i in range(30) for c in range(5)]
+    k_j = np.mean([cohen_kappa_score(codes, [VERDICTS.index(r["verdict"]) for r in records[k:300:2]])
+                   for k in (0, 1)])
+    assert out["judge_vs_people"]["good"] == pytest.approx(k_j) and out["noisier_truth"] == ["good"]
+    assert out["unadjudicated"] == out["disagreements"] > 0
