@@ -166,26 +166,30 @@ def team_progress(index: RunIndex, name: str, annotators: list[str]) -> dict:
 
 def disputes(index: RunIndex, name: str, annotator: str) -> list[dict]:
     """Cells of the sample that two people graded differently (current verdicts made in its
-    queue), that `annotator` has not graded and whose response is not assigned to them:
-    what they may adjudicate. A cell with a third verdict is settled and left out."""
+    queue), not yet adjudicated, that `annotator` may adjudicate: they graded neither verdict
+    and are not assigned the response. With an assignment, the correction's rule
+    (`analysis.correction.team_rule`): the response's assignees disagree and nobody else has
+    graded the cell; without one, two people's verdicts differ and there is no third."""
     design = index.samples[name]
     a = assignments_of(index)
-    by_cell: dict[tuple, list] = {}
+    if a is not None and a.sample_id != design.sample_id:
+        a = None
+    by_cell: dict[tuple, dict] = {}
     for judge, cells in list(index.humans.items()):
         if not is_human(judge):
             continue
         for key, r in cells.items():
             if r.get("sample_id") == design.sample_id and not index.is_stale(r):
-                by_cell.setdefault(key, []).append((judge[len("human-"):], r["verdict"]))
+                by_cell.setdefault(key, {})[judge[len("human-"):]] = r["verdict"]
     out = []
     for (qid, model, variant, check_id), got in sorted(by_cell.items()):
-        names = {n for n, _ in got}
-        if len(got) != 2 or len({v for _, v in got}) < 2 or annotator in names:
+        who = a.responses.get((model, variant, qid), ()) if a is not None else tuple(got)
+        if annotator in who or annotator in got or len(who) != 2 or set(got) != set(who):
             continue
-        if a is not None and annotator in a.responses.get((model, variant, qid), ()):
+        if len(set(got.values())) < 2:
             continue
         out.append({"question_id": qid, "model": model, "variant": variant, "check_id": check_id,
-                    "labels": dict(sorted(got))})
+                    "labels": dict(sorted(got.items()))})
     return out
 
 
@@ -226,46 +230,11 @@ def live_agreement(index: RunIndex) -> dict | None:
                for r in cells.values() if not index.is_stale(r)]
     graded_by = _graded_by(index, name)
     judges = _overlap_judges(index, pairs)
-    if hasattr(human_agreement, "overlap_agreement"):
-        out = human_agreement.overlap_agreement(a, records, a.sample_id, graded_by, judges)
-    else:
-        out = _agreement_here(human_agreement, pairs, records, a.sample_id, judges)
-    out = {"sample": name, "overlap_responses": len(pairs), **out}
-    k = out.get("people_kappa")
-    above = sorted(j for j, x in (out.get("judge_vs_people") or {}).items() if x is not None and k is not None and x > k)
+    out = human_agreement.overlap_agreement(a, records, a.sample_id, graded_by, judges)
+    out = {"sample": name, **out}
+    k, above = out["people_kappa"], out["noisier_truth"]
     out["warning"] = None if not above else (
         f"the people agree with each other (mean Cohen's kappa {k:.3f}) less than {', '.join(above)} agrees "
         "with them: the human labels the correction takes as the truth are the noisier party")
     index.computed["live_agreement"] = ((index.humans_version, id(a)), out)
-    return out
-
-
-def _agreement_here(human_agreement, pairs: dict, records: list, sample_id: str, judges: dict) -> dict:
-    """The people's `agreement` on the overlap cells their assignees graded in the sample's
-    queue, and each judge's mean kappa against each of them on those cells."""
-    people = sorted({p for who in pairs.values() for p in who})
-    row = {p: i for i, p in enumerate(people)}
-    cell_of: dict[tuple, int] = {}
-    values = []
-    for r in records:
-        resp, person = (r["model"], r["variant"], r["question_id"]), r["judge"][len("human-"):]
-        if r.get("sample_id") == sample_id and person in pairs.get(resp, ()):
-            values.append((row[person], cell_of.setdefault((*resp, r["check_id"]), len(cell_of)), r["verdict"]))
-    from gamut_local.vocab import VERDICTS
-
-    codes = np.full((len(people), len(cell_of)), -1, dtype=np.int64)
-    for p, c, verdict in values:
-        codes[p, c] = VERDICTS.index(verdict)
-    out = human_agreement.agreement(codes, people)
-    kappas = [p["cohen_kappa"] for p in out["pairs"] if p["cohen_kappa"] is not None]
-    out["people_kappa"] = float(np.mean(kappas)) if kappas else None
-    vs = {}
-    for judge, given in sorted(judges.items()):
-        mine = np.full(len(cell_of), -1, dtype=np.int64)
-        for key, c in cell_of.items():
-            mine[c] = given.get(key, -1)
-        ks = [x for p in range(len(people))
-              if (x := human_agreement.cohen_kappa(mine, codes[p])[0]["cohen_kappa"]) is not None]
-        vs[judge] = float(np.mean(ks)) if ks else None
-    out["judge_vs_people"] = vs
     return out
