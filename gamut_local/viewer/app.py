@@ -213,6 +213,10 @@ def overview(request):
     v = _view(request)
     # While the run is being read, the overview is what needs no verdicts: the first page at once.
     data = _pages().overview(v.index) if v.opening.done.is_set() else overview_opening(v.opening.run_dir)
+    if not data["opening"]:  # the people's agreement on a team's overlap, beside the corrected scores
+        from gamut_local.viewer.team_pages import live_agreement
+
+        data["team_agreement"] = live_agreement(v.index)
     return JSONResponse(data) if _api(request) else v.render("overview.html", request, o=data)
 
 

@@ -37,14 +37,8 @@ def overview(index: RunIndex) -> dict:
         "coverage_from": (index.scores or {}).get("coverage_from"),
         "figures": sorted(p.name for p in (index.run_dir / "figures").glob("*.png")),
         "notes": index.notes, "human_agreement": human_agreement(index),
-        "corrected": live_boards(index), "team_agreement": _team_agreement(index),
+        "corrected": live_boards(index),
     }
-
-
-def _team_agreement(index: RunIndex) -> dict | None:
-    from gamut_local.viewer.team_pages import live_agreement  # it builds on this module's pages
-
-    return live_agreement(index)
 
 
 def human_agreement(index: RunIndex) -> dict | None:

@@ -18,7 +18,6 @@ is looked at (a `stat`) on every request and read again when it changed.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import os
 import secrets
@@ -29,6 +28,7 @@ from pathlib import Path
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.hashing import short_hash
 from gamut_local.rundir.annotators import Team, read_team, team_path, verify_in
 
 OPEN_PATHS = ("/signin", "/static/")
@@ -74,8 +74,8 @@ class Sessions:
 
     @property
     def cookie(self) -> str:
-        ident = f"{self.run_dir}\0{self.team().team_id}".encode("utf-8", "surrogateescape")
-        return "gamut-team-" + hashlib.sha256(ident).hexdigest()[:16]
+        # ascii(): a directory name that is not UTF-8 still hashes.
+        return "gamut-team-" + short_hash(ascii(str(self.run_dir)), str(self.team().team_id), chars=16)
 
     def sign_in(self, token: str) -> tuple[str, str] | None:
         """(session id, annotator) for a valid token, or None."""
