@@ -46,6 +46,8 @@ def team(request):
     v = request.app.state.view
     index = v.index
     names, name = _sample_name(request, index)
+    if name is not None and name not in index.samples:
+        return PlainTextResponse("no such calibration sample in this run", 404)
     annotator = v.who(request)[0]
     data = {"samples": names, "sample": name, "annotator": annotator, "progress": None, "disputes": []}
     if name in index.samples:

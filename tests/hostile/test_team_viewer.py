@@ -164,3 +164,13 @@ def test_team_mode_needs_an_account(run):
 
     with pytest.raises(InputError, match="no active annotator"):
         _app(run)
+
+
+@pytest.mark.parametrize("path", ["/team?name=nope", "/adjudicate?name=nope", "/adjudicate?pos=-5", "/adjudicate?pos=x",
+                                  "/sample?pos=99999", "/sample?pos=abc", "/sample?name=%00", "/api/team?name=",
+                                  "/api/adjudicate?pos=1e9", "/team?name=calibration&name=other"])
+def test_odd_queries_on_the_team_pages_are_answered_not_a_500(run, tokens, path):
+    c = _signed_in(_app(run), tokens["alice"])
+    r = c.get(path)
+    assert r.status_code in (200, 404), (path, r.status_code, r.text[:200])
+    assert not _humans(run)
