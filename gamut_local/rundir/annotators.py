@@ -10,7 +10,8 @@ than trying 2**256 tokens; a slow KDF would only slow each sign-in down. The fil
 viewer's sessions are bound to (a cookie of another run's team is worth nothing here).
 
 The file is read and rewritten whole (`store.atomic_file`) under its task lock
-(`task_lock.hold`), so two `annotators add` at once never lose an account. `verify` compares
+(`task_lock.hold`, and a thread lock: a task lock does not order one process's threads),
+so two `annotators add` at once never lose an account. `verify` compares
 hashes in constant time (`hmac.compare_digest`). A name revoked can be added again: a new
 account with a new token; the old token stays refused.
 """
@@ -21,6 +22,8 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,10 +115,17 @@ def _write(run_dir: Path, team: Team) -> None:
         f.write((json.dumps(body, indent=1) + "\n").encode())
 
 
+# A task lock is re-entrant within a process, so it does not order this process's own
+# threads: they take turns here first.
+_THREADS = threading.Lock()
+
+
+@contextmanager
 def _locked(run_dir: Path):
     path = team_path(run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return task_lock.hold([path], wait=task_lock.WAIT)
+    with _THREADS, task_lock.hold([path], wait=task_lock.WAIT):
+        yield
 
 
 def add(run_dir: Path, name: str) -> str:

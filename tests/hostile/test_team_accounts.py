@@ -72,6 +72,22 @@ def test_two_adds_at_once_lose_no_account(tmp_path):
     assert all(annotators.verify(tmp_path, t) == n for n, t in tokens.items())
 
 
+def test_four_add_commands_at_once_lose_no_account(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    gamut = Path(sys.executable).with_name("gamut-local")
+    procs = {n: subprocess.Popen([str(gamut), "annotators", "add", str(tmp_path), n], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for n in ("p0", "p1", "p2", "p3")}
+    tokens = {}
+    for n, p in procs.items():
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        tokens[n] = out.strip().split("token=")[1]
+    assert all(annotators.verify(tmp_path, t) == n for n, t in tokens.items())
+
+
 @pytest.mark.parametrize("content, field", [
     ("{not json", ""),
     ('{"team_id": "x", "annotators": [{"name": "Alice", "token_sha256": "' + "0" * 64 + '", "created": "t", '
