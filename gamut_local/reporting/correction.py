@@ -1,7 +1,8 @@
 """The report's corrected-scores section: per model judge and system, the judge-only score, the
 PPI++ corrected score and the human-only estimate with their 95% CIs, and the judge's bias
 (`analysis.correction`; the numbers are `scores.json`'s `corrected` fields), as a table,
-`tables/corrected.csv` and `figures/corrected.png`.
+`tables/corrected.csv` and `figures/corrected.png`; where a team graded the sample, the
+agreement between the people beside them (`agreement_lines`).
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from gamut_local.analysis.correction import rank_list
+from gamut_local.reporting.gold import checked_sample, jury_records, with_team  # noqa: F401 (re-exported)
 from gamut_local.reporting.markdown import fmt, md_table
 from gamut_local.reporting.tables import write_csv
-from gamut_local.reporting.gold import checked_sample, jury_records, with_team  # noqa: F401 (re-exported)
 
 FIGURE = "corrected.png"
 RANKING_FIGURE = "corrected-differences.png"
