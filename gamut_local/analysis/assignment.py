@@ -32,12 +32,12 @@ made in the sample's queue cover every check of it).
 
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
 
 from gamut_local.errors import InputError, Problem
+from gamut_local.hashing import short_hash
 from gamut_local.rundir.assignments import Assignments, Response, load  # noqa: F401  (one place to import from)
 from gamut_local.rundir.human import check_annotator
 
@@ -47,7 +47,7 @@ __all__ = ["Assignments", "Response", "load", "seed_of", "rounds", "overlap_set"
 
 def seed_of(sample_id: str) -> int:
     """A 63-bit seed from the design's `sample_id` (a hash: the same on every machine)."""
-    return int.from_bytes(hashlib.sha256(sample_id.encode("utf-8")).digest()[:8], "big") >> 1
+    return int(short_hash(sample_id, chars=16), 16) >> 1
 
 
 def rounds(design) -> list[tuple[Response, tuple[str, str], int]]:

@@ -72,7 +72,7 @@ def graded_by(run_dir: Path, design, table=None, scores=None) -> dict[str, set]:
     in full in the design's queue (the correction's rule). `table`, `scores`: the run already
     read (`read_run`)."""
     from gamut_local.analysis.correction import graded_responses
-    from gamut_local.reporting.correction import checked_sample
+    from gamut_local.reporting.gold import checked_sample
     from gamut_local.rundir.layout import verdict_files
 
     if scores is None:

@@ -222,6 +222,9 @@ def test_a_damaged_assignment_file_is_named_with_its_field(gamut, run, damage, f
     with pytest.raises(InputError) as e:
         team.rebalance(run_dir, ["alice"])
     assert any(p.file == str(path) and p.field == field for p in e.value.problems), e.value.problems
+    r = gamut("score", run_dir / "verdicts", "--out", run_dir / "out.json", "--correct-with", "human-*",
+              "--sample", run_dir / "samples" / "calibration.json")  # a corrected score reads it too
+    assert r.exit_code == 1 and f"{path}: {field}" in r.output.replace("\n", "") and "Traceback" not in r.output
     assert _snapshot(run_dir) == before
     path.write_text("{not json")
     with pytest.raises(InputError) as e:
