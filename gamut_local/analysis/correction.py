@@ -9,6 +9,10 @@ is the response score in [-1, 1] (or a tier score, for the per-tier rows):
   in full, with the human's score Y and the judge's score Yhat;
 - unlabeled: the system's other responses the judge scored, with Yhat only.
 
+Where several people graded a response (a team's overlap, `analysis.assignment`), Y is one
+person's: the first-assigned annotator's labels, with the label of a third person who
+adjudicated a cell the assignees disagreed on (`gold_choice`, `TeamRule`); never a mean.
+
 `ppi_mean_ci(Y, Yhat, Yhat_unlabeled, lam=None, w=...)` tunes lam in [0, 1] and gives
 lam * mean(Yhat_unlabeled) + mean(Y - lam * Yhat) with its CLT interval. That is unbiased for
 the mean human response score whatever the judge's errors, provided the sample is random (the
@@ -116,8 +120,8 @@ def estimate_on(judge_scores, gold_scores, labeled, weights=None, level: float =
 class Labels:
     """The gold side of a correction: which responses of a `Scores` are labeled.
 
-    gold: indices of the gold judges in `scores.judges` (one annotator, or several whose
-    response scores are averaged where more than one graded a response in full); labeled:
+    gold: indices of the gold judges in `scores.judges` (one annotator, or several: a response
+    more than one graded in full takes one person's labels, `gold_choice`); labeled:
     (S, Q) bool, the response is in the random sample and fully graded by the gold; weights:
     (S, Q) 1 / inclusion probability (1 outside the sample); shared: the same questions were
     sampled for every system (differences are paired)."""
@@ -129,6 +133,8 @@ class Labels:
     sample_id: str
     population: np.ndarray | None = None  # (S, Q) bool: what the sample was drawn from; None: all
     eligible: np.ndarray | None = None  # (len(gold), S, Q) bool: the gold's verdicts there count; None: all
+    graded: np.ndarray | None = None  # (len(gold), S, Q) bool: labeled by that gold judge
+    team: TeamRule | None = None  # whose label a response several people graded takes
 
 
 def labels_for(scores, sample, gold: list[int]) -> Labels:
@@ -153,10 +159,22 @@ def labels_for(scores, sample, gold: list[int]) -> Labels:
         for model, variant, qid in sample.in_queue.get(scores.judges[j], ()):
             if (model, variant) in s_of and qid in q_of:
                 eligible[g, s_of[(model, variant)], q_of[qid]] = True
-    full = (fully_graded(scores, gold) & eligible).any(axis=0)
+    full = fully_graded(scores, gold) & eligible & (sampled & population)[None]
     weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
-    return Labels(gold, sampled & full & population, weights, design.per == "shared", design.sample_id,
-                  population, eligible)
+    return Labels(gold, full.any(axis=0), weights, design.per == "shared", design.sample_id,
+                  population, eligible, full, getattr(sample, "team", None))
+
+
+def graded_responses(scores, sample) -> dict[str, set[tuple[str, str, str]]]:
+    """{human judge: {(model, variant, question)}} the drawn responses each human judge has
+    graded in full in the sample's queue: the rule that makes a response labeled
+    (`labels_for`), per person. What the team's assignment and progress count as graded."""
+    humans = [j for j, name in enumerate(scores.judges) if is_human(name)]
+    if not humans:
+        return {}
+    graded = labels_for(scores, sample, humans).graded
+    return {scores.judges[j]: {(*scores.systems[s], scores.questions[q]) for s, q in zip(*np.nonzero(graded[g]))}
+            for g, j in enumerate(humans)}
 
 
 def _in_population(values: np.ndarray, labels: Labels, s: int) -> np.ndarray:
@@ -172,17 +190,124 @@ def fully_graded(scores, gold: list[int]) -> np.ndarray:
 
 
 def gold_scores(scores, labels: Labels, tier: int | None = None) -> np.ndarray:
-    """(S, Q) the gold's response (or tier) score where labeled, else NaN; several gold judges
-    that each graded a response in full are averaged."""
-    full = fully_graded(scores, labels.gold)
-    if labels.eligible is not None:
-        full = full & labels.eligible
-    values = scores.score[labels.gold] if tier is None else scores.tier_scores[labels.gold][..., tier]
-    values = np.where(full, values, np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        mean = np.nanmean(values, axis=0) if len(labels.gold) else np.full(scores.score.shape[1:], np.nan)
-    return np.where(labels.labeled, mean, np.nan)
+    """(S, Q) the gold's response (or tier) score where labeled, else NaN: one person's labels,
+    never a mean of several (`gold_choice`), with the adjudicated label on a cell the people
+    assigned to it disagreed on (`TeamRule`)."""
+    choice = gold_choice(scores, labels)
+    out = np.full(scores.score.shape[1:], np.nan)
+    s, q = np.nonzero(choice >= 0)
+    g = choice[s, q]
+    js = np.asarray(labels.gold, dtype=np.int64)[g] if len(g) else np.zeros(0, np.int64)
+    out[s, q] = scores.score[js, s, q] if tier is None else scores.tier_scores[js, s, q, tier]
+    team, at = labels.team, _positions(scores)
+    for (judge, resp), cells in (team.composite.items() if team else ()):
+        si, qi = at(*resp)
+        if si is None or choice[si, qi] < 0 or scores.judges[labels.gold[choice[si, qi]]] != judge:
+            continue
+        overall, tiers = score_cells(cells, scores.formula)
+        out[si, qi] = overall if tier is None else tiers[tier]
+    return out
+
+
+def gold_choice(scores, labels: Labels) -> np.ndarray:
+    """(S, Q) the position in `labels.gold` of the one person whose labels a labeled response
+    takes (-1: not labeled). Of the gold judges who graded it in full in the sample's queue:
+    the first the team's assignment gave it to (`TeamRule.order`), else the first by name.
+
+    Why one person and not a mean: the estimand is the score a person grading like the team
+    would give. The first-assigned annotator is who grades the response with or without the
+    overlap, so every labeled response's label comes from one person chosen by the same
+    balanced, random-order assignment, and the overlap changes no label (only adds the second
+    reading that agreement is measured on). A mean of two people's scores is no label anyone
+    gave, and it would make the overlap's labels less noisy than the rest's. By name, without
+    an assignment: a fixed rule, independent of the labels."""
+    full = labels.graded
+    if full is None:
+        full = fully_graded(scores, labels.gold) & labels.labeled[None]
+        full &= True if labels.eligible is None else labels.eligible
+    names = [scores.judges[j] for j in labels.gold]
+    by_name = sorted(range(len(names)), key=names.__getitem__)
+    out = np.full(scores.score.shape[1:], -1, dtype=np.int64)
+    for g in reversed(by_name):  # the first by name wins: written last
+        out[full[g]] = g
+    at = _positions(scores)
+    for resp, order in (labels.team.order.items() if labels.team else ()):
+        si, qi = at(*resp)
+        if si is None:
+            continue
+        first = next((names.index(j) for j in order if j in names and full[names.index(j), si, qi]), None)
+        if first is not None:
+            out[si, qi] = first
+    return out
+
+
+def _positions(scores):
+    """(model, variant, question) -> (system index, question index), or (None, None)."""
+    s_of = {tuple(h): i for i, h in enumerate(scores.systems)}
+    q_of = {q: i for i, q in enumerate(scores.questions)}
+
+    def at(model: str, variant: str, qid: str):
+        s, q = s_of.get((model, variant)), q_of.get(qid)
+        return (s, q) if s is not None and q is not None else (None, None)
+    return at
+
+
+def score_cells(cells: dict, formula: dict) -> tuple[float, np.ndarray]:
+    """(score, tier scores) of one response from {check: (tier, verdict)} codes."""
+    from gamut_local.analysis.metrics import score_responses
+
+    tier_v, verdict = (np.array([c[k] for c in cells.values()], dtype=np.int64) for k in (0, 1))
+    overall, tiers = score_responses(verdict, tier_v, np.zeros(len(cells), np.int64), 1, **formula)
+    return float(overall[0]), tiers[0]
+
+
+@dataclass(frozen=True)
+class TeamRule:
+    """The gold label of a response a team's assignment gave to several people (`team_rule`).
+
+    order: {(model, variant, question): human judges in the order they were assigned};
+    composite: {(judge, response): {check: (tier, verdict) codes}}: that assignee's labels of an
+    overlap response with each cell the assignees disagreed on and a third person (no assignee
+    of the response) graded replaced by that adjudicator's label; disagreements: the cells
+    assignees disagree on that nobody has adjudicated yet."""
+
+    order: dict
+    composite: dict
+    disagreements: int = 0
+
+
+def team_rule(assignments, records, sample_id: str) -> TeamRule:
+    """The team's rule from its assignment (`rundir.assignments.Assignments`) and the human
+    verdicts (dicts, newest per cell) made in the sample's queue (`sample_id`). An
+    adjudication is an ordinary verdict of someone not assigned the response, on a cell its
+    assignees labeled differently; of several adjudicators the first by name decides."""
+    from gamut_local.vocab import HUMAN_PREFIX, VERDICTS
+
+    order = {r: tuple(HUMAN_PREFIX + a for a in who) for r, who in assignments.responses.items()}
+    labels: dict = {}
+    for rec in records:
+        resp = (rec["model"], rec["variant"], rec["question_id"])
+        if rec.get("sample_id") == sample_id and len(order.get(resp, ())) > 1:
+            labels.setdefault(resp, {}).setdefault(rec["judge"], {})[rec["check_id"]] = (
+                TIERS.index(rec["tier"]), VERDICTS.index(rec["verdict"]))
+    composite, open_ = {}, 0
+    for resp, by_judge in labels.items():
+        mine = [by_judge.get(j, {}) for j in order[resp]]
+        others = sorted(j for j in by_judge if j not in order[resp])
+        fixed = {}
+        for check in set().union(*mine):
+            given = {m[check][1] for m in mine if check in m}
+            if sum(check in m for m in mine) < 2 or len(given) < 2:
+                continue
+            judge = next((j for j in others if check in by_judge[j]), None)
+            if judge is None:
+                open_ += 1
+            else:
+                fixed[check] = by_judge[judge][check]
+        if fixed:
+            composite.update({(j, resp): {**by_judge[j], **{c: v for c, v in fixed.items() if c in by_judge[j]}}
+                              for j in order[resp] if j in by_judge})
+    return TeamRule(order, composite, open_)
 
 
 def _predictor(judge: str, j: int, labels: Labels) -> bool:

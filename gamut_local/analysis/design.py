@@ -241,11 +241,14 @@ class CheckedSample:
     corrected score is computed from. `in_queue`: {human judge: {(model, variant, question)}}
     the drawn responses on which every verdict of that judge was made in this sample's queue;
     only those can be labeled by a human (gold judges that are not people are taken as they
-    are). `notes`: what was left out, for `scores.json`'s `correction.notes`."""
+    are). `notes`: what was left out, for `scores.json`'s `correction.notes`. `team`: the
+    team's rule for a response several people graded (`analysis.correction.TeamRule`), None
+    without a team's assignment of this sample."""
 
     design: SampleFile
     in_queue: dict
     notes: list
+    team: object = None
 
 
 def check_sample(design: SampleFile, records, where, gold: str, juries: dict | None = None) -> CheckedSample:

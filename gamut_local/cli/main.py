@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from gamut_local.cli import authoring, calibration, cluster, pipeline, process, verdicts, view
+from gamut_local.cli import assign, authoring, calibration, cluster, pipeline, process, team, verdicts, view
 from gamut_local.cli.errors import OPTIONS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -42,6 +42,11 @@ _register("Judges and people", {
 verdicts_app = typer.Typer(no_args_is_help=True, help=verdicts.GROUP_HELP)
 app.add_typer(verdicts_app, name="verdicts", rich_help_panel="Judges and people")
 _register("Commands", {"export": verdicts.verdicts_export, "import": verdicts.verdicts_import}, on=verdicts_app)
+
+team_app = typer.Typer(no_args_is_help=True, help=team.GROUP_HELP)
+app.add_typer(team_app, name="annotators", rich_help_panel="Judges and people")
+_register("Commands", {"add": team.add, "list": team.list_cmd, "revoke": team.revoke, "assign": assign.assign},
+          on=team_app)
 
 
 def main():

@@ -1,7 +1,8 @@
 """The report's corrected-scores section: per model judge and system, the judge-only score, the
 PPI++ corrected score and the human-only estimate with their 95% CIs, and the judge's bias
 (`analysis.correction`; the numbers are `scores.json`'s `corrected` fields), as a table,
-`tables/corrected.csv` and `figures/corrected.png`.
+`tables/corrected.csv` and `figures/corrected.png`; where a team graded the sample, the
+agreement between the people beside them (`agreement_lines`).
 """
 
 from __future__ import annotations
@@ -9,70 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from gamut_local.analysis.correction import rank_list
+from gamut_local.reporting.gold import checked_sample, jury_records, with_team  # noqa: F401 (re-exported)
 from gamut_local.reporting.markdown import fmt, md_table
 from gamut_local.reporting.tables import write_csv
-from gamut_local.rundir.human import is_gold, is_human
 
 FIGURE = "corrected.png"
 RANKING_FIGURE = "corrected-differences.png"
-
-
-def checked_sample(design, paths, gold: str, table=None):
-    """`analysis.design.check_sample` for verdict inputs as a command names them (store units,
-    JSONL files, folders: a run, its `verdicts/`, one judge's), the path every command's
-    corrected score takes. The human verdicts are read from the JSONL files that hold them:
-    with the verdict `table` already read, the files it found gold human rows in; without,
-    every JSONL input. Juries are those of the runs the inputs lie in (`RUN/juries/`)."""
-    from gamut_local.analysis.design import check_sample
-    from gamut_local.data.records import Verdict, load_records, verdict_key
-
-    files = _gold_files(paths, gold, table)
-    where: list[tuple[int, int]] = []
-    records = load_records(files, Verdict, verdict_key, where=where) if files else []
-    return check_sample(design, records, [(str(files[k]), line) for k, line in where], gold, _juries(paths))
-
-
-def _gold_files(paths, gold: str, table) -> list[Path]:
-    from gamut_local.rundir import verdict_store
-
-    if table is None:
-        return [p for p in verdict_store.inputs(paths) if not verdict_store.is_store(p)]
-    import numpy as np
-
-    wanted = [j for j, name in enumerate(table.judges) if is_human(name) and is_gold(name, gold)]
-    at = np.unique(table.file[np.isin(table.judge, wanted)]) if wanted else []
-    return [Path(table.files[k]) for k in at]
-
-
-def _juries(paths) -> dict:
-    """{jury: (its record's path, members)} of the runs the verdict inputs lie in: a folder
-    that holds `verdicts/`, or the run above `verdicts/` or `verdicts/<judge>/`."""
-    from gamut_local.rundir import verdict_store
-
-    runs = {Path(p) for p in paths if Path(p).is_dir() and (Path(p) / "verdicts").is_dir()}
-    runs |= {p.parent.parent.parent for p in verdict_store.inputs(paths) if p.parent.parent.name == "verdicts"}
-    return {name: found for run in sorted(runs) for name, found in jury_records(run).items()}
-
-
-def jury_records(run_dir: Path) -> dict:
-    """{jury: (path, members)} of `RUN/juries/*.json`; one that cannot be read is an error
-    naming it (whether a jury was made of gold judges must not be guessed)."""
-    import json
-
-    from gamut_local.errors import InputError, Problem
-
-    out = {}
-    for path in sorted((Path(run_dir) / "juries").glob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            members = doc["members"]
-            if not (isinstance(members, list) and all(isinstance(m, str) for m in members)):
-                raise TypeError
-        except (OSError, ValueError, KeyError, TypeError):
-            raise InputError([Problem(str(path), None, "members", "not a jury record with a list of member "
-                                      "names: restore it, or make the jury again (`gamut-local jury`)")]) from None
-        out[path.stem] = (str(path), members)
-    return out
 
 
 def rows(doc: dict) -> list[dict]:
@@ -115,8 +58,46 @@ def section(doc: dict, run_dir: Path) -> str:
                         "labeled / total", "bias", "note"], table), ""]
     if figure is not None:
         lines += [f"![corrected scores](figures/{FIGURE})", ""]
+    lines += agreement_lines(info, Path(run_dir))
     lines += _ranking_lines(doc, flat, Path(run_dir))
     return "\n".join(lines) + "\n"
+
+
+def agreement_lines(info: dict, out_dir: Path) -> list[str]:
+    """The agreement between the people whose labels the correction stands on, where a team
+    graded this sample with an overlap (`reporting.team.team_agreement` of the run the sample
+    file lies in; also written to `tables/human_agreement.json` under `out_dir`), with a
+    warning where a model judge agrees with the people more than they agree with each other."""
+    from gamut_local.reporting.team import team_agreement
+    from gamut_local.rundir.store import write_json
+
+    run = Path(info["sample_file"]).parent.parent  # RUN/samples/NAME.json
+    got = team_agreement(run) if (run / "team").is_dir() else None
+    if got is None or got["sample_id"] != info["sample_id"]:
+        return []
+    write_json(out_dir / "tables" / "human_agreement.json", got)
+    alpha = got["krippendorff_alpha"]
+    lines = ["### Agreement between people", "",
+             f"On the overlap of the team's assignment: {got['overlap_responses']} responses assigned to two people "
+             f"({got['overlap']:g} of the sample), {got['overlap_graded']} graded by both. Krippendorff's α over "
+             f"{got['n_cells']} cells: nominal {fmt(alpha['nominal'], 3)}, ordinal {fmt(alpha['ordinal'], 3)}; "
+             f"{got['disagreements']} cells disagree, {got['unadjudicated']} not adjudicated yet (those take the "
+             "first-assigned annotator's label).", ""]
+    if got["pairs"]:
+        lines += [md_table(["annotators", "cells", "agreement", "Cohen's κ"], [
+            [f"{p['a']} – {p['b']}", str(p["n"]), fmt(p["agreement"], 3), fmt(p["cohen_kappa"], 3)]
+            for p in got["pairs"]]), ""]
+    if got["judge_vs_people"]:
+        lines += [md_table(["model judge", "mean κ with each person (same cells)"], [
+            [j, fmt(k, 3)] for j, k in got["judge_vs_people"].items()]), ""]
+    if got["noisier_truth"]:
+        lines += [f"> **Warning:** {', '.join(f'`{j}`' for j in got['noisier_truth'])} agree"
+                  f"{'s' if len(got['noisier_truth']) == 1 else ''} with the people more than the people agree "
+                  f"with each other (mean pairwise κ {fmt(got['people_kappa'], 3)}): the \"truth\" the corrected "
+                  "scores stand on is the noisier party. Adjudicate the disagreements, sharpen the grading "
+                  "guidelines, or read the corrected scores as one person's view.", ""]
+    lines += [f"- null {k}: {why}" for k, why in got["notes"].items()] + ([""] if got["notes"] else [])
+    return lines
 
 
 def _ranking_lines(doc: dict, flat: list[dict], run_dir: Path) -> list[str]:

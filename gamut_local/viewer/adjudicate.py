@@ -38,9 +38,31 @@ NOTE_MAX = 2000
 # What a verdict request holds, exactly (viewer.body.read_json_body checks names and types).
 VERDICT_FIELDS = {"question_id": Field(), "model": Field(), "variant": Field(), "check_id": Field(),
                   "verdict": Field(), "note": Field(required=False), "sample": Field(required=False)}
-# One append at a time within the viewer (a task lock is re-entrant within a process, so it
-# does not order this process's own threads).
-_LOCK = threading.Lock()
+# In team mode a body may name its writer; the app refuses it unless it is the signed-in one.
+TEAM_FIELDS = {**VERDICT_FIELDS, "annotator": Field(required=False), "judge": Field(required=False)}
+# One append at a time to a person's file within the viewer (a task lock is re-entrant within
+# a process, so it does not order this process's own threads); writes of different people's
+# files go side by side. `_INDEX` orders the swaps of `index.humans`.
+_LOCKS: dict[Path, threading.Lock] = {}
+_LOCKS_MUTEX = threading.Lock()
+_INDEX = threading.Lock()
+# `index.computed[KNOWN]`: per person's file, its (size, mtime, inode) after this index's last
+# read or append of it, and the top revision of each cell then. While the file is as the
+# viewer left it, nobody else wrote it, and it need not be read again for the next revision.
+KNOWN = "known_files"
+
+
+def _file_lock(path: Path) -> threading.Lock:
+    with _LOCKS_MUTEX:
+        return _LOCKS.setdefault(path, threading.Lock())
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
 class Busy(Exception):
@@ -65,8 +87,7 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
     drawn = _sample_fields(index, body.get("sample") or None, (model, variant, qid))
     key = (qid, model, variant, check_id)
     path = verdicts_path(index.run_dir, judge, model, variant)
-    with _LOCK, _holding(path):
-        mine = index.humans.setdefault(judge, {})
+    with _file_lock(path), _holding(path):
         top = _on_disk(path, index, judge)
         rec = {"question_id": qid, "model": model, "variant": variant, "judge": judge,
                "check_id": check_id, "tier": TIERS[int(index.cells.tier[cell])],
@@ -79,8 +100,9 @@ def record_verdict(index: RunIndex, annotator: str, body: dict) -> dict:
         except ValidationError as e:
             raise InputError(pydantic_problems(e, "request", None))
         append_jsonl(path, [rec])
-        mine[key] = rec
-        index.humans_version += 1
+        top[key] = rec["revision"]
+        index.computed.setdefault(KNOWN, {})[path] = (_stamp(path), top)
+        _replace(index, judge, {key: rec})
     return rec
 
 
@@ -97,16 +119,33 @@ def _holding(path: Path) -> ExitStack:
 
 def _on_disk(path: Path, index: RunIndex, judge: str) -> dict[tuple, int]:
     """The highest revision of each cell in the person's file as it is now, the lock held;
-    the file's newest verdicts (another writer's included) replace the viewer's."""
-    if not path.exists():
+    the file's newest verdicts (another writer's included) replace the viewer's. Read again
+    only where the file changed since the viewer last read or appended to it."""
+    stamp = _stamp(path)
+    if stamp is None:
         return {}
+    known = index.computed.get(KNOWN, {}).get(path)
+    if known is not None and known[0] == stamp:
+        return dict(known[1])
     top: dict[tuple, int] = {}
     for _, r in read_jsonl(path, allow_empty=True):
         key = (r.get("question_id"), r.get("model"), r.get("variant"), r.get("check_id"))
         rev = r.get("revision")
         top[key] = max(top.get(key, 0), rev if isinstance(rev, int) and not isinstance(rev, bool) else 1)
-    index.humans.setdefault(judge, {}).update(read_humans([path]).get(judge, {}))
+    _replace(index, judge, read_humans([path]).get(judge, {}))
+    index.computed.setdefault(KNOWN, {})[path] = (stamp, dict(top))
     return top
+
+
+def _replace(index: RunIndex, judge: str, records: dict) -> None:
+    """Put `records` into the judge's verdicts by replacing the dicts, never changing one in
+    place: pages read `index.humans` in other threads while a verdict is written, and a dict
+    they iterate must not change size under them."""
+    with _INDEX:
+        index.humans = {**index.humans, judge: {**index.humans.get(judge, {}), **records}}
+        index.humans_version += 1
+        # What changed, in order, for those who keep results per judge up to date (team_pages).
+        index.computed.setdefault(("changed", judge), []).extend(records)
 
 
 def _sample_fields(index: RunIndex, name: str | None, response: tuple[str, str, str]) -> dict:

@@ -1,9 +1,11 @@
 """The Starlette app: routes, the local-only guard, and `serve` for the command line.
 
-Safe by default: `serve` binds 127.0.0.1 only; every request whose Host (or Origin, when sent)
-is not this machine's loopback name is refused, so a web page elsewhere cannot reach the app
-through DNS rebinding; writes need a JSON body (a cross-site form cannot send one without a
-preflight we never answer) and, for defence in depth, come from this app's own pages: a write
+Safe by default: `serve` binds 127.0.0.1 only (another address only in team mode, `--team`,
+where each annotator signs in: `viewer.team`); every request whose Host (or Origin, when sent)
+is not this machine's loopback name (in team mode on another address, the one name it was
+started for) is refused, so a web page elsewhere cannot reach the app through DNS rebinding;
+writes need a JSON body (a cross-site form cannot send one without a preflight we never
+answer) and, for defence in depth, come from this app's own pages: a write
 whose Origin is another (another port on localhost too) or whose `Sec-Fetch-Site` says it
 crossed sites is refused. Bodies are read by `viewer.body`, strictly. An unexpected error in a
 handler is a one-line 500 and one line on the console, its traceback only with `--debug`.
@@ -28,10 +30,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gamut_local.errors import InputError
+from gamut_local.errors import InputError, Problem
 from gamut_local.rundir.human import check_annotator, human_judge
 from gamut_local.viewer.body import BodyError, read_json_body
 from gamut_local.viewer.opening import NotOpen, Opening, overview_opening, run_files
+from gamut_local.viewer import team_routes
+from gamut_local.viewer.team import Sessions, TeamGuard, body_names_another, signin
 
 if TYPE_CHECKING:
     from gamut_local.viewer.index import RunIndex
@@ -67,11 +71,14 @@ def _foreign_write(headers: dict[str, str]) -> bool:
 
 
 class LocalOnly:
-    """ASGI guard: refuse requests addressed to any name but this machine's loopback, and
-    writes that come from another origin."""
+    """ASGI guard: refuse requests addressed to any name but this machine's loopback (or, in
+    team mode on another address, the one name the viewer was started for), and writes that
+    come from another origin."""
 
     def __init__(self, app, names=LOCAL_NAMES):
         self.app, self.names = app, frozenset(names)
+        self.refusal = "refused: this app answers only requests to " + (
+            "localhost" if self.names == LOCAL_NAMES else ", ".join(sorted(self.names)))
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
@@ -80,7 +87,7 @@ class LocalOnly:
             bad_origin = origin is not None and not (
                 origin.startswith("http://") and _hostname(origin[len("http://"):]) in self.names)
             if _hostname(headers.get("host", "")) not in self.names or bad_origin:
-                await PlainTextResponse("refused: this app answers only requests to localhost", 403)(
+                await PlainTextResponse(self.refusal, 403)(
                     scope, receive, send)
                 return
             if scope["method"] not in SAFE_METHODS and _foreign_write(headers):
@@ -151,15 +158,25 @@ class View:
     read_only: bool
     env: object
     wait_s: float = WAIT_S
+    team: Sessions | None = None  # team mode: who writes is the request's signed-in annotator
 
     @property
     def index(self) -> RunIndex:
         """The opened run (waits while it is being read, at most `wait_s`; then NotOpen)."""
         return self.opening.result(self.wait_s)
 
-    def render(self, name: str, **ctx) -> HTMLResponse:
-        base = {"run": self.opening.run_dir.name, "annotator": self.annotator, "judge": self.judge,
-                "writable": self.writable, "read_only": self.read_only}
+    def who(self, request: Request) -> tuple[str | None, str | None, bool]:
+        """(annotator, their judge, whether this request may write): the viewer's annotator,
+        or in team mode the one signed in (`viewer.team.TeamGuard` put the name there)."""
+        if self.team is None:
+            return self.annotator, self.judge, self.writable
+        name = request.scope.get("state", {}).get("annotator")
+        return name, (human_judge(name) if name else None), bool(name) and not self.read_only
+
+    def render(self, name: str, request: Request, **ctx) -> HTMLResponse:
+        annotator, judge, writable = self.who(request)
+        base = {"run": self.opening.run_dir.name, "annotator": annotator, "judge": judge,
+                "writable": writable, "read_only": self.read_only, "team": self.team is not None}
         return HTMLResponse(self.env.get_template(name).render(**base, **ctx))
 
 
@@ -196,7 +213,11 @@ def overview(request):
     v = _view(request)
     # While the run is being read, the overview is what needs no verdicts: the first page at once.
     data = _pages().overview(v.index) if v.opening.done.is_set() else overview_opening(v.opening.run_dir)
-    return JSONResponse(data) if _api(request) else v.render("overview.html", o=data)
+    if not data["opening"]:  # the people's agreement on a team's overlap, beside the corrected scores
+        from gamut_local.viewer.team_pages import live_agreement
+
+        data["team_agreement"] = live_agreement(v.index)
+    return JSONResponse(data) if _api(request) else v.render("overview.html", request, o=data)
 
 
 def questions(request):
@@ -205,20 +226,20 @@ def questions(request):
                "variant": p.get("variant") or None, "disagree": _flag(request, "disagree"),
                "invalid": _flag(request, "invalid"), "unannotated": _flag(request, "unannotated"),
                "sort": p.get("sort", "disagreement"), "offset": _int(request, "offset")}
-    data = _pages().questions_list(v.index, judge=v.judge, **filters)
+    data = _pages().questions_list(v.index, judge=v.who(request)[1], **filters)
     if _api(request):
         return JSONResponse(data)
     kept = {k: x for k, x in p.items() if k != "offset" and x}
     following = urlencode({**kept, "offset": filters["offset"] + _pages().PAGE_SIZE})
-    return v.render("questions.html", d=data, f=filters, next_page=f"/questions?{following}")
+    return v.render("questions.html", request, d=data, f=filters, next_page=f"/questions?{following}")
 
 
 def question(request):
     v, qid = _view(request), request.path_params["qid"]
     if qid not in v.index.questions:
         return PlainTextResponse("no such question in this run's dataset", 404)
-    data = _pages().question_page(v.index, qid, v.judge)
-    return JSONResponse(data) if _api(request) else v.render("question.html", q=data)
+    data = _pages().question_page(v.index, qid, v.who(request)[1])
+    return JSONResponse(data) if _api(request) else v.render("question.html", request, q=data)
 
 
 def queue(request):
@@ -226,33 +247,40 @@ def queue(request):
     only = "all" if request.query_params.get("only") == "all" else "disagree"
     pos = _int(request, "pos") if "pos" in request.query_params else None
     data = _pages().queue_page(v.index, pos, only=only, question=request.query_params.get("q"),
-                            judge=v.judge, blind=_flag(request, "blind", True))
-    return JSONResponse(data) if _api(request) else v.render("queue.html", c=data)
+                            judge=v.who(request)[1], blind=_flag(request, "blind", True))
+    return JSONResponse(data) if _api(request) else v.render("queue.html", request, c=data)
 
 
 def sample(request):
     v = _view(request)
+    if v.team is not None:
+        return team_routes.sample(request)
     names = sorted(v.index.samples)
     name = request.query_params.get("name") or (names[0] if len(names) == 1 else None)
     if name is not None and name not in v.index.samples:
         return PlainTextResponse("no such calibration sample in this run", 404)
     pos = _int(request, "pos") if "pos" in request.query_params else None
     data = {"samples": names, "cell": None, "sample": None} if name is None else \
-        _pages().sample_page(v.index, name, pos, v.judge)
-    return JSONResponse(data) if _api(request) else v.render("queue.html", c=data, samples=names)
+        _pages().sample_page(v.index, name, pos, v.who(request)[1])
+    return JSONResponse(data) if _api(request) else v.render("queue.html", request, c=data, samples=names)
 
 
 async def post_verdict(request):
     v = _view(request)
-    if not v.writable:
+    annotator, _, writable = v.who(request)
+    if not writable:
         why = "read-only" if v.read_only else "no --annotator given"
         return JSONResponse({"error": f"this viewer writes nothing ({why})"}, 403)
-    from gamut_local.viewer.adjudicate import VERDICT_FIELDS, Busy, record_verdict
+    from gamut_local.viewer.adjudicate import TEAM_FIELDS, VERDICT_FIELDS, Busy, record_verdict
 
     try:
-        body = await read_json_body(request, VERDICT_FIELDS)
+        body = await read_json_body(request, VERDICT_FIELDS if v.team is None else TEAM_FIELDS)
+        if v.team is not None:  # a body naming someone else is refused, never believed
+            if (why := body_names_another(body, annotator)) is not None:
+                return JSONResponse({"error": why}, 403)
+            body = {k: body[k] for k in VERDICT_FIELDS}
         # In a worker thread: a write waiting for the person's file lets pages be served.
-        rec = await run_in_threadpool(record_verdict, v.index, v.annotator, body)
+        rec = await run_in_threadpool(record_verdict, v.index, annotator, body)
     except BodyError as e:
         return JSONResponse({"error": e.reason}, e.status)
     except Busy as e:
@@ -303,27 +331,54 @@ ROUTES = [Route("/", overview), Route("/api/overview", overview),
           Route("/queue", queue), Route("/api/queue", queue),
           Route("/sample", sample), Route("/api/sample", sample),
           Route("/api/verdicts", post_verdict, methods=["POST"]),
+          Route("/signin", signin),
           Route("/image/{qid}", image), Route("/figure/{name}", figure), Route("/static/{name}", static)]
 
 
 def create_app(index: RunIndex | Opening, *, annotator: str | None = None, read_only: bool = False,
-               debug: bool = False, wait_s: float = WAIT_S) -> Starlette:
+               debug: bool = False, wait_s: float = WAIT_S, team: bool = False,
+               host: str = "127.0.0.1") -> Starlette:
     """The app over an opened run (or one being opened: `opening.Opening`). Without an annotator
-    (or with read_only) nothing is written. `debug`: an internal error shows its traceback
-    (`gamut-local --debug view`)."""
+    (or with read_only) nothing is written. `team`: annotators sign in (`viewer.team`) and each
+    writes as themselves; `host`: the name requests must be addressed to, beyond loopback
+    (team mode only). `debug`: an internal error shows its traceback (`gamut-local --debug view`)."""
+    check_host(host, team, annotator)
     judge = human_judge(check_annotator(annotator)) if annotator is not None else None
     env = _templates()
-    for name in ("overview.html", "questions.html", "question.html", "queue.html"):
+    for name in ("overview.html", "questions.html", "question.html", "queue.html", "team.html"):
         env.get_template(name)  # compiled now, not on a user's first request
-    app = Starlette(routes=ROUTES, middleware=[Middleware(LocalOnly), Middleware(NoTraceback, debug=debug)],
-                    exception_handlers={NotOpen: not_open}, debug=debug)
     opening = index if isinstance(index, Opening) else Opening.of(index)
-    app.state.view = View(opening, annotator, judge, judge is not None and not read_only, read_only, env, wait_s)
+    sessions = Sessions(opening.run_dir) if team else None
+    names = LOCAL_NAMES if _hostname(host) in LOCAL_NAMES else {_hostname(host)}
+    guards = [Middleware(LocalOnly, names=names), Middleware(NoTraceback, debug=debug)]
+    if sessions is not None:
+        guards.append(Middleware(TeamGuard, sessions=sessions))
+    app = Starlette(routes=ROUTES + (team_routes.TEAM_ROUTES if team else []), middleware=guards, exception_handlers={NotOpen: not_open},
+                    debug=debug)
+    app.state.view = View(opening, annotator, judge, judge is not None and not read_only, read_only, env, wait_s,
+                          sessions)
     return app
 
 
+def check_host(host: str, team: bool, annotator: str | None = None) -> None:
+    """Beyond loopback only in team mode, and only a name people address (not a wildcard);
+    team mode signs each annotator in, so it takes no --annotator."""
+    if team and annotator is not None:
+        raise InputError([Problem("--annotator", None, "", "--team signs each annotator in: leave --annotator out")])
+    name = _hostname(host)
+    if name in LOCAL_NAMES:
+        return
+    if not team:
+        raise InputError([Problem("--host", None, "", f"{host!r} is beyond this machine: serving others "
+                                  "needs --team (each annotator signs in)")])
+    if name in ("0.0.0.0", "::", ""):
+        raise InputError([Problem("--host", None, "", f"{host!r} is every address: give the address or name "
+                                  "annotators will open (requests to any other name are refused)")])
+
+
 def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read_only: bool = False,
-          dataset: Path | None = None, echo=print, debug: bool = False) -> None:
+          dataset: Path | None = None, echo=print, debug: bool = False, team: bool = False,
+          host: str = "127.0.0.1") -> None:
     """Find the run's files (a bad run stops here), serve on 127.0.0.1 at once while the run is
     read in the background, and until interrupted. A run that cannot be read stops the server
     and raises its problems, as a bad run found at first does."""
@@ -331,7 +386,10 @@ def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read
 
     if annotator is not None:
         check_annotator(annotator)
+    check_host(host, team, annotator)
     found = run_files(run_dir, dataset)
+    if team:
+        Sessions(found.run_dir)  # no account (or a damaged file) stops here, before the run is read
     server = None
 
     def opened(opening: Opening) -> None:
@@ -348,12 +406,15 @@ def serve(run_dir: Path, *, port: int = 8765, annotator: str | None = None, read
         return read_run(found)
 
     opening = Opening(found, read, on_done=opened)
-    app = create_app(opening, annotator=annotator, read_only=read_only, debug=debug)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    app = create_app(opening, annotator=annotator, read_only=read_only, debug=debug, team=team, host=host)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
     if opening.error is not None:  # failed before the server existed
         raise opening.error
-    mode = "read-only" if read_only or annotator is None else f"annotating as human-{annotator}"
-    echo(f"http://127.0.0.1:{port}/ ({mode}; reading the run's verdicts)")
+    mode = "read-only" if read_only or (annotator is None and not team) else \
+        f"annotating as human-{annotator}" if not team else \
+        f"team of {len(app.state.view.team.annotators())}: each signs in with their link"
+    shown = f"[{host}]" if ":" in host else host
+    echo(f"http://{shown}:{port}/ ({mode}; reading the run's verdicts)")
     server.run()
     if opening.done.is_set() and opening.error is not None:
         raise opening.error

@@ -117,7 +117,7 @@ def overview_opening(run_dir: Path) -> dict:
     return {"run": run_dir.name, "opening": True, "leaderboard": leaderboard(scores), "labels": list(VERDICTS),
             "coverage_from": (scores or {}).get("coverage_from"),
             "figures": sorted(p.name for p in (run_dir / "figures").glob("*.png")), "notes": notes,
-            "human_agreement": None, "corrected": []}
+            "human_agreement": None, "corrected": [], "team_agreement": None}
 
 
 class NotOpen(Exception):

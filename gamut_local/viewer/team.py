@@ -1,0 +1,171 @@
+"""Team mode (`gamut-local view RUN --team`): annotators sign in, and every write is theirs.
+
+An annotator opens the link `gamut-local annotators add` printed (`/signin?token=...`); the
+token is checked against the run's accounts (`rundir.annotators`: hashes only, compared in
+constant time) and a session begins: a random id, kept in this process's memory only and
+mapped to the annotator, the account's token hash and the run's team identity (its directory
+and `team_id`), sent as a cookie that is `HttpOnly` (no script reads it), `SameSite=Strict`
+(no other site's page sends it) and `Path=/`. Its name is made from the run's identity, so
+viewers of two runs on one machine do not overwrite each other's cookies; an id from another
+viewer process, of this run or another, is unknown here and signs in no one.
+
+`TeamGuard` answers every request but the sign-in page and the static files: without a valid
+session, a page is the sign-in page (401) and an API call a 401 JSON error; with one, the
+request carries the annotator's name (`scope["state"]["annotator"]`), which is the only
+name writes are made under. Revoking an account ends its sessions at once: the accounts file
+is looked at (a `stat`) on every request and read again when it changed.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from gamut_local.errors import InputError, Problem
+from gamut_local.hashing import short_hash
+from gamut_local.rundir.annotators import Team, read_team, team_path, verify_in
+
+OPEN_PATHS = ("/signin", "/static/")
+MAX_SESSIONS = 10_000  # the oldest is forgotten beyond this (its holder signs in again)
+AFTER_SIGNIN = "/sample"
+
+
+@dataclass(frozen=True)
+class Session:
+    annotator: str
+    token_sha256: str
+    team_id: str
+
+
+class Sessions:
+    """The run's accounts as the file holds them now, and this process's sessions."""
+
+    def __init__(self, run_dir: Path):
+        self.run_dir = Path(run_dir).resolve()
+        self._by_id: dict[str, Session] = {}
+        self._team, self._stamp = Team(None, ()), None
+        self._mutex = threading.Lock()
+        self.team()  # a damaged accounts file stops the viewer before it serves
+        if not self._team.active():
+            raise InputError([Problem(str(team_path(self.run_dir)), None, "", "no active annotator: add one with "
+                                      f"`gamut-local annotators add {self.run_dir} NAME` (it prints their link)")])
+
+    def team(self) -> Team:
+        """The accounts, read again whenever the file changed (size, time or inode)."""
+        try:
+            st = os.stat(team_path(self.run_dir))
+            stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        with self._mutex:
+            if stamp != self._stamp:
+                try:
+                    self._team = read_team(self.run_dir) if stamp else Team(None, ())
+                except InputError:  # damaged meanwhile: nobody is signed in until it is fixed
+                    self._team = Team(None, ())
+                self._stamp = stamp
+            return self._team
+
+    @property
+    def cookie(self) -> str:
+        # ascii(): a directory name that is not UTF-8 still hashes.
+        return "gamut-team-" + short_hash(ascii(str(self.run_dir)), str(self.team().team_id), chars=16)
+
+    def sign_in(self, token: str) -> tuple[str, str] | None:
+        """(session id, annotator) for a valid token, or None."""
+        team = self.team()
+        account = verify_in(team, token)
+        if account is None:
+            return None
+        sid = secrets.token_urlsafe(32)
+        with self._mutex:
+            self._by_id[sid] = Session(account.name, account.token_sha256, team.team_id)
+            while len(self._by_id) > MAX_SESSIONS:
+                del self._by_id[next(iter(self._by_id))]
+        return sid, account.name
+
+    def who(self, sid: str | None) -> str | None:
+        """The annotator of a session that is still good: its account active, on this team."""
+        session = self._by_id.get(sid) if sid else None
+        if session is None:
+            return None
+        team = self.team()
+        if team.team_id != session.team_id or not any(
+                a.active and a.token_sha256 == session.token_sha256 for a in team.accounts):
+            with self._mutex:
+                self._by_id.pop(sid, None)
+            return None
+        return session.annotator
+
+    def annotators(self) -> list[str]:
+        return sorted(self.team().active())
+
+
+def _cookie(scope, name: str) -> str | None:
+    for k, v in scope["headers"]:
+        if k == b"cookie":
+            for part in v.decode("latin-1").split(";"):
+                key, _, value = part.strip().partition("=")
+                if key == name:
+                    return value
+    return None
+
+
+SIGNIN_PAGE = """<!doctype html><html lang="en"><meta charset="utf-8"><title>sign in · gamut-local view</title>
+<link rel="stylesheet" href="/static/style.css"><main id="signin"><h1>Sign in</h1><p>{message}</p>
+<p>This viewer serves a team of annotators. Open the sign-in link the run's owner gave you
+(<code>gamut-local annotators add RUN NAME</code> prints it, once).</p></main></html>"""
+
+
+def signin_page(message: str, status: int) -> HTMLResponse:
+    return HTMLResponse(SIGNIN_PAGE.format(message=html.escape(message)), status,
+                        headers={"Referrer-Policy": "no-referrer", "Cache-Control": "no-store"})
+
+
+class TeamGuard:
+    """ASGI guard: a request without a good session gets the sign-in page or a 401, never a
+    page of the run or a write; with one it carries the annotator's name."""
+
+    def __init__(self, app, sessions: Sessions):
+        self.app, self.sessions = app, sessions
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and not scope["path"].startswith(OPEN_PATHS):
+            name = self.sessions.who(_cookie(scope, self.sessions.cookie))
+            if name is None:
+                why = "you are not signed in (or your account was revoked)"
+                answer = JSONResponse({"error": f"{why}: open your sign-in link"}, 401) \
+                    if scope["path"].startswith("/api/") else signin_page(why.capitalize() + ".", 401)
+                await answer(scope, receive, send)
+                return
+            scope.setdefault("state", {})["annotator"] = name
+        await self.app(scope, receive, send)
+
+
+def signin(request) -> Response:
+    """`/signin?token=`: a session for the token's annotator, and on to their queue."""
+    sessions: Sessions = request.app.state.view.team
+    got = sessions.sign_in(request.query_params.get("token", ""))
+    if got is None:
+        return signin_page("This link does not sign anyone in: it was revoked or mistyped.", 403)
+    sid, _ = got
+    response = RedirectResponse(AFTER_SIGNIN, 303, headers={"Referrer-Policy": "no-referrer",
+                                                            "Cache-Control": "no-store"})
+    response.set_cookie(sessions.cookie, sid, httponly=True, samesite="strict", path="/")
+    return response
+
+
+def body_names_another(body: dict, annotator: str) -> str | None:
+    """Why a verdict body that names an annotator or judge other than the signed-in one is
+    refused (None where it names none, or this one)."""
+    for field, mine in (("annotator", annotator), ("judge", f"human-{annotator}")):
+        if body.get(field) is not None and body[field] != mine:
+            return (f"refused: you are signed in as {annotator}; verdicts are written only as the signed-in "
+                    f"annotator ({field} {body[field]!r} in the request)")
+    return None
