@@ -27,15 +27,13 @@ def assign(
     on the overlap), balanced across strata and in round order, so what the team has graded at any
     moment is a stratified random sample. Responses someone has graded in full stay theirs."""
     from gamut_local.analysis.assignment import check_overlap, check_team, progress
-    from gamut_local.reporting.team import assign as assign_sample, graded_by
+    from gamut_local.reporting.team import assign as assign_sample, design_of, graded_by
     from gamut_local.rundir.layout import find_sample
 
     check_overlap(overlap)  # bad input is refused before anything is read
     check_team(annotator, "--annotator")
     name = sample if sample is not None else find_sample(run_dir, None).stem
     made = assign_sample(run_dir, name, annotator, overlap)
-    from gamut_local.reporting.team import design_of
-
     state = progress(made, graded_by(run_dir, design_of(run_dir, name)))
     team = state["team"]
     out.print(f"{run_dir}/team/assignments.json: sample {made.sample_id}, {team['responses']} responses, "
