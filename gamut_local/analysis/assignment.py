@@ -100,6 +100,8 @@ def overlap_set(design, overlap: float, seed: int) -> set[Response]:
     k[order[: want - int(k.sum())]] += 1
     out = set()
     for h, kh in zip(strata, k.tolist()):
+        if not kh:  # a small stratum whose share of the overlap rounded to none
+            continue
         resp = by_stratum[h]
         cuts = [-(-i * len(resp) // kh) for i in range(kh + 1)]  # ceil(i n / k): k stretches of >= 1
         out.update(resp[int(rng.integers(lo, hi))] for lo, hi in zip(cuts[:-1], cuts[1:]))

@@ -149,7 +149,14 @@ class TeamGuard:
 
 
 def signin(request) -> Response:
-    """`/signin?token=`: a session for the token's annotator, and on to their queue."""
+    """`/signin?token=`: a session for the token's annotator, and on to their queue. A sign-in
+    that another site's page started (`Sec-Fetch-Site` cross-site or same-site) is refused: a
+    link carrying someone else's token would otherwise sign the visitor in as them, and their
+    verdicts would be written under that name. A link pasted or opened from outside the
+    browser comes as `none`."""
+    if request.headers.get("sec-fetch-site", "").strip().lower() in ("cross-site", "same-site"):
+        return signin_page("Open your sign-in link yourself (paste it into the address bar): a sign-in "
+                           "started by another site's page is refused.", 403)
     sessions: Sessions = request.app.state.view.team
     got = sessions.sign_in(request.query_params.get("token", ""))
     if got is None:

@@ -78,6 +78,16 @@ def test_overlap_share_is_exact_to_rounding_and_spread(overlap):
         assert any(round_of[r] < half for r in twice) and any(round_of[r] > half for r in twice)
 
 
+@pytest.mark.parametrize("systems,n,overlap", [(7, 2, 0.25), (28, 1, 0.1), (3, 2, 0.2)])
+def test_strata_whose_share_of_the_overlap_rounds_to_none_get_none(systems, n, overlap):
+    """Small strata: some get no overlap response at all, and that is no error."""
+    design = _design(systems=systems, n=n)
+    a = plan(design, ["a", "b", "c"], overlap)
+    twice = [r for r, who in a.responses.items() if len(who) == 2]
+    assert len(twice) == math.floor(overlap * len(design.responses) + 0.5)
+    assert len({(m, v) for m, v, _ in twice}) <= len(twice) < systems
+
+
 def test_the_same_design_gives_the_same_assignment_another_design_another_overlap():
     design = _design()
     a, b = plan(design, ["a", "b", "c"], 0.2), plan(design, ["a", "b", "c"], 0.2)

@@ -85,6 +85,17 @@ def test_the_session_cookie_is_httponly_strict_and_not_the_token(run, tokens):
     assert c.get("/sample").status_code == 200 and "human-alice" in c.get("/sample").text
 
 
+@pytest.mark.parametrize("site", ["cross-site", "same-site", " Cross-Site "])
+def test_a_sign_in_started_by_another_sites_page_is_refused(run, tokens, site):
+    """Login CSRF: a page elsewhere linking to /signin with someone's token signs no one in."""
+    c = _client(_app(run))
+    r = c.get("/signin", params={"token": tokens["alice"]}, headers={"Sec-Fetch-Site": site})
+    assert r.status_code == 403 and "set-cookie" not in r.headers and "another site" in r.text
+    assert c.get("/sample").status_code == 401
+    r = c.get("/signin", params={"token": tokens["alice"]}, headers={"Sec-Fetch-Site": "none"})
+    assert r.status_code == 303 and c.get("/sample").status_code == 200
+
+
 def test_writes_are_made_as_the_signed_in_annotator_and_a_forged_name_is_refused(run, tokens):
     app = _app(run)
     alice = _signed_in(app, tokens["alice"])
