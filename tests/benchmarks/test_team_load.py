@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_view.py"
 TEAM = ("ann1", "ann2", "ann3", "ann4", "ann5")
@@ -134,6 +135,7 @@ def _serve(run: Path, port: int) -> subprocess.Popen:
     raise AssertionError("gamut-local view did not start within 120 s")
 
 
+@pytest.mark.alone  # its latencies are the target: measured with no other test beside it
 def test_five_annotators_at_once_on_a_paper_scale_sample(tmp_path, gamut):
     from gamut_local.rundir import annotators
     from gamut_local.stages.sample import draw_sample

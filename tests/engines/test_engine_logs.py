@@ -223,7 +223,7 @@ ENGINE_PROCESS = """
 """
 
 
-def _noisy_engine(spec):
+def _noisy_engine(spec, startup=None):
     """The fake engine, loaded as vLLM loads one: a log line in this process, and an engine
     process that prints (into the log, once it applies the config it is handed)."""
     from tests.support.fake_engine import load_fake
