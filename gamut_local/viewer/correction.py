@@ -53,7 +53,7 @@ def sample_board(index: RunIndex, name: str) -> dict:
     from gamut_local.analysis.correction import correct
     from gamut_local.analysis.design import check_sample
     from gamut_local.analysis.scoring import score_table
-    from gamut_local.reporting.correction import jury_records
+    from gamut_local.reporting.correction import jury_records, with_team
 
     design = index.samples[name]
     records = [r for judge, cells in index.humans.items() if is_human(judge)
@@ -62,6 +62,8 @@ def sample_board(index: RunIndex, name: str) -> dict:
     try:  # the checks `score --correct-with` makes: where they fail, no numbers, the reason instead
         where = [(str(verdicts_path(index.run_dir, r["judge"], r["model"], r["variant"])), None) for r in records]
         checked = check_sample(design, records, where, GOLD, jury_records(index.run_dir))
+        # A team's assignment says whose labels a response several people graded takes.
+        checked = with_team(checked, [index.run_dir], records)
     except InputError as e:
         out["error"] = "; ".join(map(str, e.problems))
         return out

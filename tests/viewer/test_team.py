@@ -132,7 +132,7 @@ def test_a_third_member_joins_mid_way_and_adjudicates_the_overlap(team_run, gamu
     assert len(settled) == len(listed)
 
 
-def test_the_live_leaderboard_shows_the_people_agreement_beside_the_corrected_scores(team_run):
+def test_the_live_leaderboard_shows_the_people_agreement_beside_the_corrected_scores(team_run, gamut, tmp_path):
     """Alice grades as the sample's careful gold verdicts, bob one label off on every cell: the
     people agree less than the judges agree with them, and the overview warns that the people
     are the noisier party; alpha is the krippendorff package's on the same cells."""
@@ -168,5 +168,22 @@ def test_the_live_leaderboard_shows_the_people_agreement_beside_the_corrected_sc
             krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=range(4)))
     assert max(k for k in t["judge_vs_people"].values() if k is not None) > t["people_kappa"]
     assert t["warning"] and "noisier party" in t["warning"]
+    # The corrected scores beside it are `score --correct-with`'s from the same files, to full
+    # precision: the team's rule (the first-assigned person's labels) on both paths.
+    from gamut_local.rundir.layout import verdict_files
+    from tests.support.sample_run import SAMPLE
+
+    out = tmp_path / "scores.json"
+    r = gamut("score", *verdict_files(run), "--out", out, "--dataset", SAMPLE / "questions.jsonl",
+              "--correct-with", "human-*", "--sample", run / "samples" / "calibration.json")
+    assert r.exit_code == 0, r.output
+    want = {(m["judge"], m["model"], m["variant"]): m["corrected"] for m in json.loads(out.read_text())["models"]
+            if m["corrected"] is not None}
+    (board,) = members["alice"].get("/api/overview").json()["corrected"]
+    got = {(j, x["model"], x["variant"]): x for j, rows in board["judges"].items() for x in rows}
+    assert set(got) == set(want) and got
+    for key, row in got.items():
+        assert {k: v for k, v in row.items() if k not in ("model", "variant")} == \
+            {k: want[key][k] for k in row if k not in ("model", "variant")}, key
     page = members["alice"].get("/").text
     assert page.index("Corrected leaderboard") < page.index("Agreement between people") and 'id="team-warning"' in page
