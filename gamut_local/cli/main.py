@@ -45,7 +45,8 @@ _register("Commands", {"export": verdicts.verdicts_export, "import": verdicts.ve
 
 team_app = typer.Typer(no_args_is_help=True, help=team.GROUP_HELP)
 app.add_typer(team_app, name="annotators", rich_help_panel="Judges and people")
-_register("Commands", {"add": team.add, "list": team.list_cmd, "revoke": team.revoke, "assign": assign.assign},
+_register("Commands", {"add": team.add, "link": team.link, "list": team.list_cmd, "revoke": team.revoke,
+                      "assign": assign.assign},
           on=team_app)
 
 

@@ -11,7 +11,7 @@ from gamut_local.cli.console import err, out
 from gamut_local.cli.errors import user_errors
 
 GROUP_HELP = ("A run's team of annotators: accounts for `gamut-local view RUN --team`, "
-              "each signed in with a link printed once.")
+              "each signed in with a link that works once.")
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765  # `gamut-local view`'s defaults
 
 
@@ -47,9 +47,30 @@ def add(
         raise InputError([Problem(str(run_dir), None, "", "run directory not found")])
     token = add_account(run_dir, name)
     _rebalance(run_dir, joined=name)
+    err.print(f"added annotator {name} (judge human-{name}); give them this link, shown only now "
+              "(it signs in once):")
+    out.print(_link(host, port, token))
+
+
+@user_errors
+def link(
+    run_dir: Path = typer.Argument(..., help="Run directory."),
+    name: str = typer.Argument(..., help="Annotator with an active account."),
+    host: str = typer.Option(DEFAULT_HOST, help="Host of the sign-in link (what `view --team --host` serves)."),
+    port: int = typer.Option(DEFAULT_PORT, help="Port of the sign-in link."),
+):
+    """Print a new sign-in link for an annotator (another browser, a lost cookie): a link signs in
+    once; their unused earlier link stops working, their sessions go on."""
+    from gamut_local.rundir.annotators import link as new_link
+
+    token = new_link(run_dir, name)
+    err.print(f"a new sign-in link for {name}, shown only now (it signs in once):")
+    out.print(_link(host, port, token))
+
+
+def _link(host: str, port: int, token: str) -> str:
     shown = f"[{host}]" if ":" in host else host
-    err.print(f"added annotator {name} (judge human-{name}); give them this link, shown only now:")
-    out.print(f"http://{shown}:{port}/signin?token={token}")
+    return f"http://{shown}:{port}/signin?token={token}"
 
 
 @user_errors

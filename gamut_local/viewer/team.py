@@ -1,13 +1,13 @@
 """Team mode (`gamut-local view RUN --team`): annotators sign in, and every write is theirs.
 
-An annotator opens the link `gamut-local annotators add` printed (`/signin?token=...`); the
-token is checked against the run's accounts (`rundir.annotators`: hashes only, compared in
-constant time) and a session begins: a random id, kept in this process's memory only and
-mapped to the annotator, the account's token hash and the run's team identity (its directory
-and `team_id`), sent as a cookie that is `HttpOnly` (no script reads it), `SameSite=Strict`
-(no other site's page sends it) and `Path=/`. Its name is made from the run's identity, so
-viewers of two runs on one machine do not overwrite each other's cookies; an id from another
-viewer process, of this run or another, is unknown here and signs in no one.
+An annotator opens the link `gamut-local annotators add` (or `annotators link`) printed
+(`/signin?token=...`); the token is checked against the run's accounts and used up
+(`rundir.annotators.sign_in`: hashes only, compared in constant time), and a session begins: a
+random id whose hash the run's accounts file keeps (so a restarted viewer still knows it), sent
+as a cookie that is `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page
+sends it) and `Path=/`. Its name is made from the run's identity, so viewers of two runs on one
+machine do not overwrite each other's cookies, and an id of another run's team is unknown here.
+The link signs in once: opened again (forwarded, from the history) it is refused.
 
 `TeamGuard` answers every request but the sign-in page and the static files: without a valid
 session, a page is the sign-in page (401) and an API call a 401 JSON error; with one, the
@@ -20,27 +20,17 @@ from __future__ import annotations
 
 import html
 import os
-import secrets
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from gamut_local.errors import InputError, Problem
 from gamut_local.hashing import short_hash
-from gamut_local.rundir.annotators import Team, read_team, team_path, verify_in
+from gamut_local.rundir.annotators import Team, read_team, session_in, sign_in, team_path
 
 OPEN_PATHS = ("/signin", "/static/")
-MAX_SESSIONS = 10_000  # the oldest is forgotten beyond this (its holder signs in again)
 AFTER_SIGNIN = "/sample"
-
-
-@dataclass(frozen=True)
-class Session:
-    annotator: str
-    token_sha256: str
-    team_id: str
 
 
 class Sessions:
@@ -48,7 +38,6 @@ class Sessions:
 
     def __init__(self, run_dir: Path):
         self.run_dir = Path(run_dir).resolve()
-        self._by_id: dict[str, Session] = {}
         self._team, self._stamp = Team(None, ()), None
         self._mutex = threading.Lock()
         self.team()  # a damaged accounts file stops the viewer before it serves
@@ -78,30 +67,15 @@ class Sessions:
         return "gamut-team-" + short_hash(ascii(str(self.run_dir)), str(self.team().team_id), chars=16)
 
     def sign_in(self, token: str) -> tuple[str, str] | None:
-        """(session id, annotator) for a valid token, or None."""
-        team = self.team()
-        account = verify_in(team, token)
-        if account is None:
-            return None
-        sid = secrets.token_urlsafe(32)
-        with self._mutex:
-            self._by_id[sid] = Session(account.name, account.token_sha256, team.team_id)
-            while len(self._by_id) > MAX_SESSIONS:
-                del self._by_id[next(iter(self._by_id))]
-        return sid, account.name
+        """(session id, annotator) for an unused link's token (used up now), or None."""
+        got = sign_in(self.run_dir, token)
+        return None if got is None else (got[1], got[0])
 
     def who(self, sid: str | None) -> str | None:
-        """The annotator of a session that is still good: its account active, on this team."""
-        session = self._by_id.get(sid) if sid else None
-        if session is None:
-            return None
-        team = self.team()
-        if team.team_id != session.team_id or not any(
-                a.active and a.token_sha256 == session.token_sha256 for a in team.accounts):
-            with self._mutex:
-                self._by_id.pop(sid, None)
-            return None
-        return session.annotator
+        """The annotator of a session that is still good: begun on this run's team, its
+        account active (the accounts file holds the session's hash)."""
+        account = session_in(self.team(), sid) if sid else None
+        return None if account is None else account.name
 
     def annotators(self) -> list[str]:
         return sorted(self.team().active())
@@ -120,7 +94,8 @@ def _cookie(scope, name: str) -> str | None:
 SIGNIN_PAGE = """<!doctype html><html lang="en"><meta charset="utf-8"><title>sign in · gamut-local view</title>
 <link rel="stylesheet" href="/static/style.css"><main id="signin"><h1>Sign in</h1><p>{message}</p>
 <p>This viewer serves a team of annotators. Open the sign-in link the run's owner gave you
-(<code>gamut-local annotators add RUN NAME</code> prints it, once).</p></main></html>"""
+(<code>gamut-local annotators add RUN NAME</code> prints it; <code>annotators link</code> a new one).
+A link signs in once.</p></main></html>"""
 
 
 def signin_page(message: str, status: int) -> HTMLResponse:
@@ -160,7 +135,9 @@ def signin(request) -> Response:
     sessions: Sessions = request.app.state.view.team
     got = sessions.sign_in(request.query_params.get("token", ""))
     if got is None:
-        return signin_page("This link does not sign anyone in: it was revoked or mistyped.", 403)
+        return signin_page("This link does not sign anyone in: a link signs in once, and this one was used, "
+                           "replaced, revoked or mistyped. Ask the run's owner for a new one "
+                           "(`gamut-local annotators link RUN NAME`).", 403)
     sid, _ = got
     response = RedirectResponse(AFTER_SIGNIN, 303, headers={"Referrer-Policy": "no-referrer",
                                                             "Cache-Control": "no-store"})

@@ -88,14 +88,22 @@ def test_four_add_commands_at_once_lose_no_account(tmp_path):
     assert all(annotators.verify(tmp_path, t) == n for n, t in tokens.items())
 
 
+def _account(**fields) -> str:
+    a = {"name": "al", "token_sha256": "0" * 64, "sessions": [], "created": "t", "revoked": None, **fields}
+    return json.dumps({"team_id": "x", "annotators": [{k: v for k, v in a.items() if v != "DROP"}]})
+
+
 @pytest.mark.parametrize("content, field", [
     ("{not json", ""),
-    ('{"team_id": "x", "annotators": [{"name": "Alice", "token_sha256": "' + "0" * 64 + '", "created": "t", '
-     '"revoked": null}]}', "Alice"),
-    ('{"team_id": "x", "annotators": [{"name": "al", "token_sha256": "abc", "created": "t", "revoked": null}]}',
-     "token_sha256"),
-    ('{"team_id": "x", "annotators": [{"name": "al", "token_sha256": "' + "0" * 64 + '", "created": "t"}]}',
-     "annotators[0]"),
+    (_account(name="Alice"), "Alice"),
+    (_account(token_sha256="abc"), "token_sha256"),
+    (_account(token_sha256=5), "token_sha256"),
+    (_account(revoked="DROP"), "annotators[0]"),
+    (_account(sessions="DROP"), "annotators[0]"),
+    (_account(sessions="0" * 64), "sessions"),
+    (_account(sessions=["0" * 63]), "sessions"),
+    (_account(sessions=[None]), "sessions"),
+    (_account(created=None), "created"),
     ('{"team_id": "x", "annotators": [], "annotators": []}', "twice"),
 ])
 def test_a_damaged_accounts_file_is_refused_naming_it(tmp_path, gamut, content, field):
@@ -115,3 +123,19 @@ def test_verify_refuses_what_is_not_a_token(tmp_path):
         assert annotators.verify(tmp_path, bad) is None
     data = json.loads((tmp_path / "team" / "annotators.json").read_text())
     assert annotators.verify(tmp_path, data["annotators"][0]["token_sha256"]) is None  # the hash is no token
+
+
+def test_an_account_keeps_its_last_sessions_only(tmp_path):
+    """Each sign-in adds a session; beyond SESSIONS_KEPT the oldest ends."""
+    token = annotators.add(tmp_path, "alice")
+    sids = []
+    for _ in range(annotators.SESSIONS_KEPT + 1):
+        name, sid = annotators.sign_in(tmp_path, token)
+        assert name == "alice" and annotators.sign_in(tmp_path, token) is None  # used up
+        sids.append(sid)
+        token = annotators.link(tmp_path, "alice")
+    team = annotators.read_team(tmp_path)
+    assert annotators.session_in(team, sids[0]) is None
+    assert all(annotators.session_in(team, sid).name == "alice" for sid in sids[1:])
+    for bad in ("", "x" * 10_000, None, 5, team.accounts[0].sessions[0]):  # a hash is no session id
+        assert annotators.session_in(team, bad) is None

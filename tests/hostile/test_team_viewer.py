@@ -127,15 +127,57 @@ def test_a_revoked_annotator_is_refused_at_once(run, tokens):
     assert _signed_in(app, new).get("/sample").status_code == 200
 
 
-def test_a_session_of_another_viewer_or_another_run_signs_in_no_one(run, tokens, tmp_path):
+def test_a_link_signs_in_once_and_a_new_one_is_given_by_the_owner(run, tokens, gamut):
+    """Opened again (forwarded, from the history, by whoever saw it) a used link signs no one in;
+    `annotators link` gives a new one, which ends no session already begun."""
+    from gamut_local.rundir import annotators
+
+    app = _app(run)
+    alice = _signed_in(app, tokens["alice"])
+    again = _client(app).get("/signin", params={"token": tokens["alice"]})
+    assert again.status_code == 403 and "signs in once" in again.text and "set-cookie" not in again.headers
+    assert annotators.verify(run, tokens["alice"]) is None
+    account = next(a for a in annotators.list_accounts(run) if a.name == "alice")
+    assert account.token_sha256 is None and len(account.sessions) == 1
+    assert tokens["alice"] not in (run / "team" / "annotators.json").read_text()
+    res = gamut("annotators", "link", run, "alice", "--port", "9001")
+    assert res.exit_code == 0 and "signs in once" in res.output, res.output
+    new = res.output.strip().splitlines()[-1].split("token=")[1]
+    laptop = _signed_in(app, new)
+    assert alice.get("/sample").status_code == 200 and laptop.get("/sample").status_code == 200
+    unused = annotators.link(run, "bob")  # an unused earlier link stops working when replaced
+    assert _client(app).get("/signin", params={"token": tokens["bob"]}).status_code == 403
+    assert _signed_in(app, unused).get("/sample").status_code == 200
+    res = gamut("annotators", "link", run, "carol")
+    assert res.exit_code == 1 and "no active account 'carol'" in res.output and "Traceback" not in res.output
+    before = (run / "team" / "annotators.json").read_bytes()
+    assert _client(app).get("/signin", params={"token": new}).status_code == 403
+    assert (run / "team" / "annotators.json").read_bytes() == before  # a refused sign-in writes nothing
+
+
+def test_a_session_outlives_its_viewer_and_ends_with_its_account(run, tokens):
+    from gamut_local.rundir import annotators
+
+    first = _signed_in(_app(run), tokens["alice"])
+    (name, value), = first.cookies.items()
+    other = _client(_app(run))  # the viewer restarted: the run keeps the session's hash
+    other.cookies.set(name, value)
+    assert other.get("/sample").status_code == 200
+    annotators.revoke(run, "alice")
+    assert other.get("/sample").status_code == 401 and first.get("/sample").status_code == 401
+    account = next(a for a in annotators.list_accounts(run) if a.name == "alice")
+    assert account.sessions == () and account.token_sha256 is None
+    forged = _client(_app(run))
+    forged.cookies.set(name, "x" * 43)
+    assert forged.get("/sample").status_code == 401
+
+
+def test_a_session_of_another_run_signs_in_no_one(run, tokens, tmp_path):
     from gamut_local.rundir import annotators
     from tests.support.sample_run import build_sample_run
 
     first = _signed_in(_app(run), tokens["alice"])
     (name, value), = first.cookies.items()
-    other = _client(_app(run))  # a second viewer process of the same run
-    other.cookies.set(name, value)
-    assert other.get("/sample").status_code == 401
     run2 = build_sample_run(tmp_path / "run2", seed=0)
     annotators.add(run2, "alice")
     app2 = _app(run2)
