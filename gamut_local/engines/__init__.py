@@ -26,6 +26,7 @@ from gamut_local.engines.base import (
     Completion,
     Engine,
     RequestFailure,
+    failed_requests,
 )
 from gamut_local.engines.choice import (
     BACKEND_NEEDS,
@@ -42,7 +43,7 @@ from gamut_local.engines.loading import load_and_close, load_engine
 from gamut_local.engines.logs import naming_the_log, route_engine_logs
 
 __all__ = ["BACKEND_NEEDS", "Classification", "Completion", "Engine", "FIRST_TOKEN", "LABEL_SEQUENCE",
-           "RequestFailure", "STRUCTURED_CHOICE", "backend_problem", "engine_build", "image_capacity",
+           "RequestFailure", "STRUCTURED_CHOICE", "backend_problem", "engine_build", "failed_requests", "image_capacity",
            "is_multimodal", "judge_identity", "load_and_close", "load_engine", "model_problem", "naming_the_log",
            "pick_backend", "reasoning_problem", "route_engine_logs", "start_up",
            "tensor_parallel_problem", "vllm_available"]

@@ -55,6 +55,17 @@ class RequestFailure:
     gone: bool  # the server refused connections: the stage stops after keeping what came back
 
 
+def failed_requests(failed: list[RequestFailure], kind: str, stopped: bool) -> tuple[str, str]:
+    """How a stage says that `failed` requests of `kind` ("answer", "verdict") got nothing
+    back after their re-sends, and what a rerun does about it: (what failed, the rerun)."""
+    n = len(failed)
+    what = (f"{'1' if n == 1 else n} {kind} request{'' if n == 1 else 's'} failed after {failed[0].attempts} "
+            f"attempts (the first, {failed[0].reason})")
+    rerun = ("the server stopped accepting connections, so the chunks after them were not asked: rerun to resume"
+             if stopped else "rerun to ask only those")
+    return what, rerun
+
+
 class Engine(Protocol):
     name: str
     backend: str

@@ -26,7 +26,7 @@ from rich.console import Console
 from gamut_local.config import ModelSpec, RunSpec
 from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, image_sha256, load_image
-from gamut_local.engines import load_and_close, model_problem, naming_the_log, route_engine_logs
+from gamut_local.engines import failed_requests, load_and_close, model_problem, naming_the_log, route_engine_logs
 from gamut_local.errors import InputError, Problem
 from gamut_local.prompts.candidate import candidate_conversation
 from gamut_local.reporting.progress import plain_console, progress_bars
@@ -227,14 +227,9 @@ def generate_model(w: ModelWork, dataset: Path, out_dir: Path, shard: Shard, chu
 
 def failed_problem(spec: ModelSpec, done: AnswerPass, n_done: int) -> Problem:
     """Why the stage exits 1 after keeping every answer that came back."""
-    first, n = done.failed[0], len(done.failed)
-    requests = "1 answer request" if n == 1 else f"{n} answer requests"
-    rerun = "rerun to ask only those"
-    if done.stopped:
-        rerun = "the server stopped accepting connections, so the chunks after them were not asked: rerun to resume"
-    return spec.problem("server.base_url", f"{requests} failed after {first.attempts} attempts (the first, "
-                        f"{first.reason}); {done.written} answers written, {n_done} already done; none is "
-                        f"kept as an answer; {rerun}")
+    what, rerun = failed_requests(done.failed, "answer", done.stopped)
+    return spec.problem("server.base_url", f"{what}; {done.written} answers written, {n_done} already done; "
+                        f"none is kept as an answer; {rerun}")
 
 
 def generate(spec: RunSpec, *, model: str | None = None, variant: str | None = None,

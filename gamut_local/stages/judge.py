@@ -31,6 +31,7 @@ from gamut_local.data.dataset import load_questions
 from gamut_local.data.records import Question, answer_key, load_answers, load_image, verdict_key
 from gamut_local.data.verdict_io import adopt_jsonl
 from gamut_local.engines import (
+    failed_requests,
     judge_identity,
     load_and_close,
     model_problem,
@@ -349,13 +350,8 @@ def judge_with(spec: JudgeSpec, items: list[ResponseChecks], dataset: Path, out_
 
 def failed_problem(spec: JudgeSpec, done: JudgePass, n_done: int) -> Problem:
     """Why the stage exits 1 after keeping every verdict that came back."""
-    first, n = done.failed[0], len(done.failed)
-    requests = "1 verdict request" if n == 1 else f"{n} verdict requests"
-    rerun = "rerun to ask only those"
-    if done.stopped:
-        rerun = "the server stopped accepting connections, so the chunks after them were not asked: rerun to resume"
-    return spec.problem("server.base_url", f"{requests} failed after {first.attempts} attempts (the first, "
-                        f"{first.reason}); {done.written} verdicts written ({done.invalid} invalid), "
+    what, rerun = failed_requests(done.failed, "verdict", done.stopped)
+    return spec.problem("server.base_url", f"{what}; {done.written} verdicts written ({done.invalid} invalid), "
                         f"{n_done} already done; none is kept as invalid; {rerun}")
 
 
