@@ -34,11 +34,7 @@ def reads(monkeypatch) -> list[Path]:
 def sample_run(monkeypatch, tmp_path) -> Path:
     from tests.support import fake_engine
 
-    models = tmp_path / "models"
-    (models / "smollm2-135m-instruct").mkdir(parents=True)
-    (models / "smollm2-135m-instruct" / "config.json").write_text('{"architectures": ["Fake"]}')
-    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
-    monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
+    fake_engine.sample_models(monkeypatch, tmp_path)
     fake_engine.install(monkeypatch)
     # Whether this machine's SLURM nodes fit the sample's jobs is not what is under test.
     monkeypatch.setattr("gamut_local.cluster.slurm.cluster_nodes", lambda: None)

@@ -15,11 +15,7 @@ CONFIG = Path(__file__).resolve().parents[2] / "configs" / "runs" / "sample.yaml
 def test_the_demo_config_shows_corrected_scores(gamut, tmp_path, monkeypatch):
     from tests.support import fake_engine
 
-    models = tmp_path / "models"
-    (models / "smollm2-135m-instruct").mkdir(parents=True)
-    (models / "smollm2-135m-instruct" / "config.json").write_text('{"architectures": ["Fake"]}')
-    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
-    monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
+    fake_engine.sample_models(monkeypatch, tmp_path)
     fake_engine.install(monkeypatch)
     r = gamut("run", "--config", CONFIG, "--limit", 3)
     assert r.exit_code == 0, r.output
@@ -46,12 +42,9 @@ def test_without_the_correct_extra_the_run_stops_before_any_model_loads(tmp_path
     from gamut_local.config import load_run_config
     from gamut_local.errors import InputError
     from gamut_local.stages.pipeline import preflight
+    from tests.support import fake_engine
 
-    models = tmp_path / "models"
-    (models / "smollm2-135m-instruct").mkdir(parents=True)
-    (models / "smollm2-135m-instruct" / "config.json").write_text('{"architectures": ["Fake"]}')
-    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
-    monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
+    fake_engine.sample_models(monkeypatch, tmp_path)
     spec = load_run_config(CONFIG)
     preflight(spec)  # installed: fine
     real = importlib.util.find_spec

@@ -18,6 +18,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gamut_local.hashing import short_hash
 
@@ -99,6 +100,18 @@ def load_fake(spec, startup=None) -> FakeEngine:
 # Where the loader is looked up: the package's name, `engines.load_and_close`'s and the pipeline's keeper.
 TARGETS = ("gamut_local.engines.load_engine", "gamut_local.engines.loading.load_engine",
            "gamut_local.stages.pipeline.load_engine")
+
+
+def sample_models(monkeypatch, tmp_path) -> Path:
+    """The sample config's model folder as the fake engine needs it (a config naming no real
+    architecture), with GAMUT_MODEL_CACHE and GAMUT_RUNS under `tmp_path`; returns the folder
+    of models."""
+    models = tmp_path / "models"
+    (models / "smollm2-135m-instruct").mkdir(parents=True)
+    (models / "smollm2-135m-instruct" / "config.json").write_text('{"architectures": ["Fake"]}')
+    monkeypatch.setenv("GAMUT_MODEL_CACHE", str(models))
+    monkeypatch.setenv("GAMUT_RUNS", str(tmp_path / "runs"))
+    return models
 
 
 def install(monkeypatch) -> list[str]:
