@@ -19,13 +19,14 @@ from gamut_local.errors import InputError, Problem
 @reads_dataset
 def plan_cmd(config: RunConfig, as_json: AsJson = False, strict: Strict = False):
     """Requests, prompt tokens (with and without prefix sharing) and GPU-hours per stage."""
-    from gamut_local.cluster.plan import plan_run, render_table
+    from gamut_local.cluster.plan import plan_run
+    from gamut_local.reporting.jobs import plan_tables
 
     result = plan_run(config)
     if as_json:
         _write_json(result)
     else:
-        render_table(result, out)
+        plan_tables(result, out)
 
 
 @user_errors
@@ -67,14 +68,15 @@ def status_cmd(
 ):
     """Per stage, model, variant and judge: how much is done (from the files), which SLURM tasks
     are queued, running or ended without finishing (with their logs), and what to do next."""
-    from gamut_local.cluster.status import render, run_status
+    from gamut_local.cluster.status import run_status
+    from gamut_local.reporting.jobs import status_lines
 
     _check_run_given(run_dir, config)
     result = run_status(config or run_dir)
     if as_json:
         _write_json(result)
     else:
-        render(result, out)
+        status_lines(result, out)
 
 
 def _write_json(result) -> None:

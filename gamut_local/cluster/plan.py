@@ -9,7 +9,7 @@ load: their requests and tokens are theirs); its server job holds the GPUs, load
 the work.
 
 The plan is typed (`Plan`, its `StageRow`s and per-stage `StageTotals`); `plan --json` writes
-`dataclasses.asdict` of it.
+`dataclasses.asdict` of it, and `reporting.jobs` prints it.
 """
 
 from __future__ import annotations
@@ -179,68 +179,3 @@ def plan_run(config_path: str | Path) -> Plan:
     refused = [f"{p.field}: {p.message} (a submission refuses this)" for p in fit_problems(spec, jobs)]
     return replace(result, warnings=result.warnings + tuple(refused),
                    dataset_shape="release" if questions and questions[0].domain == "release" else "measured")
-
-
-def _si(x: float) -> str:
-    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if x >= size:
-            return f"{x / size:.3g}{unit}"
-    return f"{x:.0f}"
-
-
-def _hours_text(x: float) -> str:
-    return f"{x:.2g}" if x < 10 else f"{x:,.0f}"
-
-
-def render_table(result: Plan, console) -> None:
-    """One table per stage, a row per job of the graph; token counts in k/M/B, hours to three
-    significant digits."""
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    console.print(Text.assemble((str(result.run), "bold"), f": {result.questions} questions "
-                                f"({result.questions_with_image} with an image), {result.checks} checks"))
-    for stage, tot in result.totals.items():
-        rows = [r for r in result.rows if r.stage == stage]
-        if not rows:
-            continue
-        saved = 1 - tot.prompt_tokens_shared / tot.prompt_tokens if tot.prompt_tokens else 0.0
-        table = Table(title=f"{stage}: {tot.requests:,} requests, {tot.tasks} tasks, {tot.loads} engine "
-                            f"loads, {_hours_text(tot.gpu_hours)} GPU-h, {_hours_text(tot.load_gpu_hours)} "
-                            f"of them loading weights ({tot.load_share:.0%}; prefix sharing saves {saved:.0%} "
-                            "of prompt tokens)", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-        table.add_column("judge" if stage == "judge" else "model", overflow="fold", min_width=10)
-        table.add_column("systems" if stage == "judge" else "variants", justify="right", no_wrap=True)
-        for col in ("requests", "tokens", "GPU-h", "GPUs", "tasks", "loads", "h/task"):
-            table.add_column(col, justify="right", no_wrap=True)
-        for r in rows:
-            over = (" >limit", "red") if r.over_time_limit else ""
-            what = "server" if r.job.endswith(".server") else str(len(r.targets))
-            table.add_row(r.name, what, f"{r.requests:,}", _si(r.prompt_tokens_shared + r.output_tokens),
-                          _hours_text(r.gpu_hours), str(r.gpus_per_task),
-                          str(r.tasks), str(r.loads), Text.assemble(_hours_text(r.hours_per_task), over))
-        table.add_row(Text("total", "bold"), "", f"{tot.requests:,}",
-                      _si(tot.prompt_tokens_shared + tot.output_tokens), Text(_hours_text(tot.gpu_hours), "bold"), "",
-                      str(tot.tasks), str(tot.loads), "")
-        console.print(table)
-    assumed = result.assumptions
-    console.print("tokens: what the engine computes, prompt tokens after prefix sharing and generated tokens "
-                  "(`plan --json` splits them, and counts prompts without sharing too; a judge's label is read "
-                  "in the prefill step and charged as a prompt token); loads: engine start-ups with a weight load.")
-    image = (f"{assumed['image_tokens']} per image" if assumed["image_tokens"] is not None
-             else "each model's own tokens per image")
-    console.print(Text.assemble("GPU-hours in all: ", (_hours_text(result.gpu_hours), "bold"), ". Assumed per GPU: "
-                  f"{assumed['prefill_tokens_per_s_per_gpu']:,.0f} prompt tok/s, {assumed['decode_tokens_per_s_per_gpu']:,.0f} "
-                  f"output tok/s; {assumed['mean_answer_tokens']} tokens per answer, {image} (the run's `plan:` block)."))
-    loads = ", ".join(f"{n} {m:.1f}" for n, m in result.load_minutes.items())
-    console.print(f"Every task first starts its engine and loads the weights: {assumed['startup_minutes']:g} min + "
-                  f"weights at {assumed['load_gb_per_minute']:g} GB/min (plan.startup_minutes, "
-                  f"plan.load_gb_per_minute), minutes per load: {loads}; included in GPU-h and h/task. Tasks per "
-                  f"engine: slurm.shards_* where set, else as many as keep loading within "
-                  f"{assumed['max_load_share']:.0%} of its GPU-h (plan.max_load_share).")
-    for line in result.warnings:
-        console.print(f"warning: {line}", style="yellow", markup=False)
-    if any(r.over_time_limit for r in result.rows):
-        console.print(">limit: tasks estimated to run past their SLURM time limit; raise "
-                      "slurm.shards_* or slurm.time_*.", style="red")

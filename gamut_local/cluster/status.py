@@ -1,7 +1,7 @@
 """Where a run stands: per stage, model, variant and judge, how much is done (from the run
 directory's files and the SLURM done markers), and, where SLURM answers (`scontrol`), which
 tasks are queued, running, or ended without finishing, with their log. Without SLURM it reads
-the files only. `gamut-local status` prints it; the result is plain data.
+the files only. `gamut-local status` prints it (`reporting.jobs`); the result is plain data.
 
 It is typed (`RunStatus`, a `JobStatus` per job, an `OpenTask` per unfinished task), and
 `status --json` writes `dataclasses.asdict` of it.
@@ -45,6 +45,11 @@ class OpenTask:
     exit: str
     log: str
     log_tail: str
+
+    @property
+    def ended(self) -> bool:
+        """It ended without finishing (failed, cancelled, timed out, ...): resubmit it."""
+        return self.state in ENDED
 
 
 @dataclass(frozen=True)
@@ -198,36 +203,3 @@ def run_status(target: str | Path) -> RunStatus:
                               tasks=len(job.tasks), tasks_done=len(job.tasks) - len(job.pending), open=tuple(open_)))
     return RunStatus(config=str(config), run_dir=str(run_dir), slurm=shutil.which("scontrol") is not None,
                      rows=tuple(rows), complete=all(not r.open for r in rows))
-
-
-def _task_line(o: OpenTask) -> str:
-    task = f"task {o.task}" if o.task is not None else "job"
-    job = (f"job {o.job_id}" + (f"_{o.task}" if o.task is not None else "")) if o.job_id else ""
-    what = f"{task} ({job})" if o.task is not None and job else (job or task)
-    why = f", {o.reason}" if o.reason and o.reason != "None" else ""
-    code = f", exit {o.exit}" if o.state == "FAILED" and o.exit else ""
-    line = f"    {what}: {o.state}{why}{code}"
-    if o.state in ENDED or o.state.startswith("unknown"):
-        has_log = bool(o.log) and Path(o.log).is_file()
-        line += f"; log: {o.log}" if has_log else "; it never started (no log)"
-    return line
-
-
-def render(status: RunStatus, console) -> None:
-    """One line per job of the graph, then one per unfinished task, then what to do next."""
-    ended = 0
-    for r in status.rows:
-        console.print(f"{r.key:<48} {r.tasks_done}/{r.tasks} tasks done   {r.progress}", markup=False)
-        for o in r.open:
-            ended += o.state in ENDED
-            console.print(_task_line(o), markup=False)
-            if o.log_tail:
-                console.print(f"      last log line: {o.log_tail}", markup=False)
-    if status.complete:
-        console.print("Every task is done.", markup=False)
-    elif ended:
-        console.print(f"{ended} task(s) ended without finishing. Fix the cause (see the log), then resubmit "
-                      f"what is not done: gamut-local slurm --config {status.config} --submit", markup=False)
-    elif not status.slurm:
-        console.print(f"Without SLURM here, queued and running tasks cannot be told apart from ended ones; once none "
-                      f"runs, resubmit what is not done: gamut-local slurm --config {status.config} --submit", markup=False)
