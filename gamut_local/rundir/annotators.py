@@ -159,15 +159,11 @@ def revoke(run_dir: Path, name: str) -> Account:
     """Revoke the active account of `name` (its token and every session made with it)."""
     check_annotator(name, "NAME")
     with _locked(run_dir):
-        team = read_team(run_dir)
-        if name not in team.active():
-            raise InputError([Problem(str(team_path(run_dir)), None, "NAME", f"no active account {name!r} "
-                                      f"(active: {', '.join(sorted(team.active())) or 'none'})")])
+        team = _with_active(run_dir, name)
         now = _now()
-        accounts = tuple(Account(a.name, None, a.created, now) if a.active and a.name == name else a
-                         for a in team.accounts)
-        _write(run_dir, Team(team.team_id, accounts))
-    return next(a for a in accounts if a.name == name and a.revoked == now)
+        team = _replace(team, name, token_sha256=None, sessions=(), revoked=now)
+        _write(run_dir, team)
+    return next(a for a in team.accounts if a.name == name and a.revoked == now)
 
 
 def link(run_dir: Path, name: str) -> str:
@@ -175,16 +171,23 @@ def link(run_dir: Path, name: str) -> str:
     cookie); an unused earlier link stops working, the sessions already begun go on."""
     check_annotator(name, "NAME")
     with _locked(run_dir):
-        team = read_team(run_dir)
-        if name not in team.active():
-            raise InputError([Problem(str(team_path(run_dir)), None, "NAME", f"no active account {name!r} "
-                                      f"(active: {', '.join(sorted(team.active())) or 'none'}): add it")])
+        team = _with_active(run_dir, name, ": add it")
         token = secrets.token_urlsafe(TOKEN_BYTES)
         _write(run_dir, _replace(team, name, token_sha256=token_hash(token)))
     return token
 
 
+def _with_active(run_dir: Path, name: str, hint: str = "") -> Team:
+    """The team, read under its lock, which must hold an active account of `name`."""
+    team = read_team(run_dir)
+    if name not in team.active():
+        raise InputError([Problem(str(team_path(run_dir)), None, "NAME", f"no active account {name!r} "
+                                  f"(active: {', '.join(sorted(team.active())) or 'none'}){hint}")])
+    return team
+
+
 def _replace(team: Team, name: str, **fields) -> Team:
+    """The team with the active account of `name` changed in `fields`."""
     return Team(team.team_id, tuple(replace(a, **fields) if a.active and a.name == name else a
                                     for a in team.accounts))
 
