@@ -144,12 +144,15 @@ def test_the_jsonl_commands_read_the_jsonl_column_wise_and_score_as_the_store(be
     monkeypatch.undo()
     out = bench.time_jsonl_commands(root, old)
     assert set(out) == {"score_jsonl", "agree_jsonl", "import_jsonl", "report_jsonl_fresh"}
+    # Each command's read of the JSONL is timed inside it, and is part of its whole time.
+    assert all(0 < r["read_phase"]["seconds"] < r["seconds"] and r["read_phase"]["cpu_seconds"] > 0 for r in out.values())
     assert (old / "report.md").is_file() and not (root.parent / f"{root.name}-outputs").exists()
     same = {"seconds": 1.0, "cpu_seconds": 1.0}
     results = {"duckdb_json_auto": same, "duckdb_json_to_store": same, "duckdb_json_with_dataset_and_answers": same,
                "gamut_local": out}
     bench.jsonl_targets(results)
-    assert all({"ratio_to_duckdb_json_auto", "meets_target"} <= set(r) for r in out.values())
+    assert all({"ratio_to_duckdb_json_auto", "meets_target", "read_meets_target"} <= set(r) for r in out.values())
+    assert all(r["read_phase"]["ratio_to_duckdb_json_auto"] == round(r["read_phase"]["seconds"], 2) for r in out.values())
     assert {"ratio_to_duckdb_json_to_store", "meets_target_against_the_same_work"} <= set(out["import_jsonl"])
     assert "ratio_to_duckdb_json_with_dataset_and_answers" in out["report_jsonl_fresh"]
 
@@ -199,6 +202,9 @@ def test_each_figure_is_the_median_of_its_rounds_and_memory_the_largest(bench):
             for s, c, m in ((3.0, 1.0, 10.0), (1.0, 5.0, 30.0), (2.0, 2.0, 20.0))]
     assert bench.median_of(runs) == {"seconds": 2.0, "cpu_seconds": 2.0, "system_seconds": 1.0, "peak_rss_mb": 30.0,
                                      "rounds": 3}
+    for r, read in zip(runs, (0.5, 0.25, 0.75)):
+        r["read_phase"] = {"seconds": read, "cpu_seconds": 2 * read}
+    assert bench.median_of(runs)["read_phase"] == {"seconds": 0.5, "cpu_seconds": 1.0}
 
 
 def test_the_primer_touches_the_memory_asked_for_in_a_process_of_its_own(bench, monkeypatch):
