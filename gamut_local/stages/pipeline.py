@@ -90,10 +90,11 @@ class EngineKeeper:
     def __call__(self, spec, startup=None):
         # The chat template's keywords and the reasoning parser are the engine's too (a thinking
         # candidate and a non-thinking judge of the same weights need two engines), and so is
-        # the server a `backend: openai` model is served by.
+        # the server a `backend: openai` model is served by, and the start-up its engine reads
+        # labels by: a served judge, handed its own, never takes a candidate's engine (which reads none).
         key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True),
                json.dumps(spec.chat_template_kwargs, sort_keys=True), spec.reasoning_parser,
-               json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True))
+               json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True), startup)
         if key != self.key:
             self.close()
             self.engine, self.key = load_engine(spec, startup), key

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Sequence
 
-from gamut_local.config import ModelSpec, Sampling
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling
 from gamut_local.engines.base import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion, RequestFailure
 from gamut_local.engines.images import image_parts_as_urls
 from gamut_local.engines.labels import (
@@ -46,10 +46,12 @@ log = logging.getLogger(__name__)
 class Startup:
     """What a server said at start-up, for one model config: asked once where a stage builds
     its engine and handed to what needs it, the judge's settings identity (`identity` and the
-    readout it `resolved`) and the engine, which then reads labels as that identity says."""
+    readout it `resolved`) and the engine, which then reads labels as that identity says. A
+    candidate's (`reads_labels` False) resolved no readout: its engine only chats."""
 
     identity: dict[str, str]  # host, served model name, server version
-    resolved: dict[str, str]  # how verdicts are read (`OpenAIEngine._resolved`)
+    resolved: dict[str, str]  # how verdicts are read (`OpenAIEngine._resolved`); {} for a candidate
+    reads_labels: bool
     chat_prefix: str
     tokenizes: bool  # labels are read on the server's tokenizer (its /tokenize)
     vllm_fields: bool  # requests carry vLLM's own sampling fields
@@ -65,8 +67,18 @@ class Startup:
         return {**self.identity, **self.resolved}
 
 
+def reads_labels(spec: ModelSpec) -> bool:
+    """The one rule for what start-up a model's role needs. A judge's resolves how labels are
+    read, probes included (its verdicts' settings hash names that readout, and a server that
+    can read none is refused before the run sends anything). A candidate only chats: its
+    start-up asks who the server is and which sampling fields it takes, nothing of labels, so
+    a chat API that cannot judge still answers."""
+    return isinstance(spec, JudgeSpec)
+
+
 def start_up(spec: ModelSpec) -> Startup:
-    """Ask the server what it is and how it reads labels (probes included); nothing else is sent."""
+    """Ask the server what it is and, for a judge, how it reads labels (`reads_labels`);
+    nothing else is sent."""
     engine = OpenAIEngine(spec)
     engine.close()
     return engine.startup
@@ -98,7 +110,8 @@ class OpenAIEngine:
         self.tokenizer = ServerTokenizer(self.endpoint) if startup.tokenizes else NoTokenizer()
 
     def _start_up(self) -> Startup:
-        """Ask the server what it is and how labels are read from it (see the package's docstring)."""
+        """Ask the server what it is and, for a judge, how labels are read from it (see the
+        package's docstring and `reads_labels`)."""
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         self.label_names: dict[int, str] = {}
         self.top_logprobs = TOP_LOGPROBS  # asked per verdict step (the verdict labels')
@@ -109,8 +122,11 @@ class OpenAIEngine:
         self.chat_prefix = chat_prefix
         # A server that tokenises for us is vLLM's: it takes vLLM's own sampling fields.
         self.vllm_fields = not isinstance(self.tokenizer, NoTokenizer)
-        self._check_readout()
-        return Startup(identity=identity, resolved=self._resolved(), chat_prefix=chat_prefix,
+        judge = reads_labels(self.spec)
+        if judge:
+            self._check_readout()
+        return Startup(identity=identity, resolved=self._resolved() if judge else {}, reads_labels=judge,
+                       chat_prefix=chat_prefix,
                        tokenizes=isinstance(self.tokenizer, ServerTokenizer), vllm_fields=self.vllm_fields,
                        readouts=dict(self._readouts), label_names=dict(self.label_names), processed=self.processed,
                        top_logprobs=self.top_logprobs, structured=self.structured)
@@ -326,6 +342,9 @@ class OpenAIEngine:
                           num_cached_tokens=cached_tokens(usage))
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        if not self.startup.reads_labels:  # a readout found now would be in no settings hash
+            raise RuntimeError(f"{self.name}: this engine was started for a candidate and reads no labels "
+                               "(a judge's spec is a JudgeSpec, `reads_labels`)")
         conversations = image_parts_as_urls(conversations)
         readout = self.label_readout(labels)
         if readout.method == FIRST_TOKEN:
