@@ -22,6 +22,7 @@ from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.labels import LabelReadout
 from gamut_local.engines.served import engine as served_engine, http, readout as served_readout
 from gamut_local.errors import InputError
+from gamut_local.prompts.audit import AUDIT_LABELS
 from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
 from tests.support.openai_fault_server import MODEL, FaultServer
@@ -151,8 +152,24 @@ def test_a_server_with_neither_logprobs_nor_choice_is_refused_at_start_up_as_a_j
         try:
             assert len(server.requests) == probes and engine.startup.resolved == {}
             assert engine.chat([conv("Hello")], Sampling(max_tokens=8))[0].text
-            with pytest.raises(RuntimeError, match="started for a candidate"):  # its readout is no one's
-                engine.classify([conv("Check: x.")], JUDGE_LABELS)
+            # Asked for labels all the same (the audit stage's model is a plain ModelSpec): the
+            # readout is resolved then, and this server refused then, with the judge's message.
+            with pytest.raises(InputError, match="nor constrained choice"):
+                engine.classify([conv("Check: x.")], AUDIT_LABELS)
+        finally:
+            engine.close()
+
+
+def test_a_model_that_is_no_judge_resolves_its_readout_when_first_asked_for_labels():
+    with FaultServer(tokenize=True) as server:
+        engine = load_engine(spec_for(server, ModelSpec))
+        try:
+            assert server.requests == [] and server.hits["/tokenize"] == 1  # the chat template's alone
+            first = engine.classify([conv("Is it grounded?")], AUDIT_LABELS)[0]
+            probes = len(server.requests) - 1
+            assert probes == 1 and first.method == FIRST_TOKEN and first.label in AUDIT_LABELS
+            engine.classify([conv("Is it grounded?")], AUDIT_LABELS)
+            assert len(server.requests) == probes + 2  # resolved once
         finally:
             engine.close()
 

@@ -47,7 +47,8 @@ class Startup:
     """What a server said at start-up, for one model config: asked once where a stage builds
     its engine and handed to what needs it, the judge's settings identity (`identity` and the
     readout it `resolved`) and the engine, which then reads labels as that identity says. A
-    candidate's (`reads_labels` False) resolved no readout: its engine only chats."""
+    candidate's (`reads_labels` False) resolved no readout: its engine chats, and resolves one
+    only if asked to classify (an audit model's)."""
 
     identity: dict[str, str]  # host, served model name, server version
     resolved: dict[str, str]  # how verdicts are read (`OpenAIEngine._resolved`); {} for a candidate
@@ -72,7 +73,8 @@ def reads_labels(spec: ModelSpec) -> bool:
     read, probes included (its verdicts' settings hash names that readout, and a server that
     can read none is refused before the run sends anything). A candidate only chats: its
     start-up asks who the server is and which sampling fields it takes, nothing of labels, so
-    a chat API that cannot judge still answers."""
+    a chat API that cannot judge still answers. (A plain ModelSpec that does classify, the
+    audit stage's model, resolves the readout at its first `classify`.)"""
     return isinstance(spec, JudgeSpec)
 
 
@@ -108,6 +110,7 @@ class OpenAIEngine:
         # The engine's own copies: its caches grow, the start-up it was handed stays as it was.
         self._readouts, self.label_names = dict(startup.readouts), dict(startup.label_names)
         self.tokenizer = ServerTokenizer(self.endpoint) if startup.tokenizes else NoTokenizer()
+        self._labels_checked = startup.reads_labels
 
     def _start_up(self) -> Startup:
         """Ask the server what it is and, for a judge, how labels are read from it (see the
@@ -342,9 +345,11 @@ class OpenAIEngine:
                           num_cached_tokens=cached_tokens(usage))
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
-        if not self.startup.reads_labels:  # a readout found now would be in no settings hash
-            raise RuntimeError(f"{self.name}: this engine was started for a candidate and reads no labels "
-                               "(a judge's spec is a JudgeSpec, `reads_labels`)")
+        if not self._labels_checked:
+            # Started without the readout (not a judge's: `reads_labels`), yet asked for labels:
+            # an audit model's. Resolved now, as a judge's start-up does; no judge's hash holds it.
+            self._check_readout()
+            self._labels_checked = True
         conversations = image_parts_as_urls(conversations)
         readout = self.label_readout(labels)
         if readout.method == FIRST_TOKEN:
