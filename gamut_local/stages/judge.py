@@ -201,7 +201,8 @@ def judge_setup(spec: JudgeSpec) -> JudgeSetup:
         return JudgeSetup(problem=err)
 
 
-def judge_setups(judges: list[JudgeSpec], known: dict[str, JudgeSetup] | None = None) -> dict[str, JudgeSetup]:
+def judge_setups(judges: list[JudgeSpec], known: dict[str, JudgeSetup] | None = None
+                 ) -> dict[str, JudgeSetup]:
     """Each judge's `JudgeSetup`: the one this process resolved already (`known`: `run`'s, for
     its manifest), so a server is asked once per stage run; resolved now where none is known,
     or where its server could not answer then (it may have started since)."""
