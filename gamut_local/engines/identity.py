@@ -59,9 +59,10 @@ def judge_identity(spec: JudgeSpec, startup=None) -> dict[str, str]:
 
 
 def start_up(spec: ModelSpec):
-    """What a served model's server says it is and how it reads labels (`served.engine.Startup`),
-    asked once where a stage builds the engine and handed to `judge_identity` and `load_engine`;
-    None for a model loaded in this process."""
+    """What a served model's server says it is and, for a judge, how it reads labels
+    (`served.engine.Startup`; what each role asks: `served.engine.reads_labels`), asked once
+    where a stage builds the engine and handed to `judge_identity` and `load_engine`; None for
+    a model loaded in this process."""
     if spec.backend != "openai":
         return None
     require(spec, "openai")

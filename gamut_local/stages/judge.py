@@ -201,6 +201,16 @@ def judge_setup(spec: JudgeSpec) -> JudgeSetup:
         return JudgeSetup(problem=err)
 
 
+def judge_setups(judges: list[JudgeSpec], known: dict[str, JudgeSetup] | None = None
+                 ) -> dict[str, JudgeSetup]:
+    """Each judge's `JudgeSetup`: the one this process resolved already (`known`: `run`'s, for
+    its manifest), so a server is asked once per stage run; resolved now where none is known,
+    or where its server could not answer then (it may have started since)."""
+    known = known or {}
+    return {j.name: known[j.name] if j.name in known and known[j.name].problem is None else judge_setup(j)
+            for j in judges}
+
+
 def pending_verdicts(spec: JudgeSpec, answers: list[dict], questions: dict[str, Question],
                      checks: dict[str, list[Check]], out_dir: Path, shard: Shard = Shard(), *,
                      settings_hash: str | None = None, console: Console | None = None
@@ -358,14 +368,16 @@ def failed_problem(spec: JudgeSpec, done: JudgePass, n_done: int) -> Problem:
 def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
           variant: str | None = None, shard: Shard = Shard(), chunk_size: int | None = None,
           console: Console | None = None, progress=None,
-          open_engine=load_and_close, on_ready=None, verbose: bool = False) -> list[Judged]:
+          open_engine=load_and_close, on_ready=None, verbose: bool = False,
+          setups: dict[str, JudgeSetup] | None = None) -> list[Judged]:
     """Grade every answer of the run (or of one judge / model / variant / shard) on its checks.
 
     `on_ready` is called once everything is checked, before any judge loads or any verdict
     is written (the CLI writes the manifest there), with `judge_hashes`: each judge's settings
     hash (None: a served judge whose server does not answer yet). Each judge's summary names in
     `engine_log` the file its engine's own output went to (engines/logs.py), None when no
-    engine loaded or `verbose` kept it on the console."""
+    engine loaded or `verbose` kept it on the console. `setups`: the judges as this process
+    resolved them already (`run`: for its manifest), by name (`judge_setups`)."""
     console = console or plain_console(stderr=True)
     dataset = Path(spec.dataset)
     check_chunk_size(chunk_size)
@@ -389,9 +401,9 @@ def judge(spec: RunSpec, *, judge: str | None = None, model: str | None = None,
     units = [store_path(out_dir, j.name, m, v, shard) for j in judges
              for m, v in sorted({(a["model"], a["variant"]) for a in answers})]
     with writing(units, heartbeat=True), progress_bars(console, progress) as bars:
-        # Each served judge's server is asked what it is once, here: the manifest's hash, the
-        # stage's and the engine's readout all come from that one start-up.
-        setups = {j.name: judge_setup(j) for j in judges}
+        # Each served judge's server is asked what it is once, here or by `run` before it: the
+        # manifest's hash, the stage's and the engine's readout all come from that one start-up.
+        setups = judge_setups(judges, setups)
         if on_ready is not None:
             on_ready(judge_hashes={name: s.settings_hash for name, s in setups.items()})
         for j in judges:

@@ -35,7 +35,7 @@ from gamut_local.rundir.manifest import write_manifest
 from gamut_local.rundir.paths import run_dir_problems
 from gamut_local.stages.compile import compile_rubric
 from gamut_local.stages.generate import generate
-from gamut_local.stages.judge import extra_answer_problems, judge
+from gamut_local.stages.judge import extra_answer_problems, judge, judge_setups
 from gamut_local.stages.report import write_report
 from gamut_local.stages.sample import draw_sample
 from gamut_local.stages.score import score_run
@@ -90,10 +90,11 @@ class EngineKeeper:
     def __call__(self, spec, startup=None):
         # The chat template's keywords and the reasoning parser are the engine's too (a thinking
         # candidate and a non-thinking judge of the same weights need two engines), and so is
-        # the server a `backend: openai` model is served by.
+        # the server a `backend: openai` model is served by, and the start-up its engine reads
+        # labels by: a served judge, handed its own, never takes a candidate's engine (which reads none).
         key = (pick_backend(spec), spec.path, json.dumps(spec.engine.model_dump(), sort_keys=True),
                json.dumps(spec.chat_template_kwargs, sort_keys=True), spec.reasoning_parser,
-               json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True))
+               json.dumps(spec.server.model_dump() if spec.server else None, sort_keys=True), startup)
         if key != self.key:
             self.close()
             self.engine, self.key = load_engine(spec, startup), key
@@ -135,7 +136,10 @@ def run(spec: RunSpec, config_path: str | Path, *, chunk_size: int | None = None
     console = console or plain_console(stderr=True)
     config_path = Path(config_path)
     preflight(spec, chunk_size)
-    write_manifest(spec, config_path)
+    # Each judge resolved once, here (a served judge's server asked what it is): the manifest's
+    # settings hash, the judge stage's and its engine's readout all come from that start-up.
+    setups = judge_setups(spec.judges)
+    write_manifest(spec, config_path, judge_hashes={name: s.settings_hash for name, s in setups.items()})
     stages: dict[str, StageRun] = {}
 
     def timed(name, fn):
@@ -155,7 +159,8 @@ def run(spec: RunSpec, config_path: str | Path, *, chunk_size: int | None = None
             timed("generate", lambda: generate(spec, shard=pilot, chunk_size=chunk_size, console=console,
                                                progress=bars, open_engine=open_engine, verbose=verbose))
             timed("judge", lambda: judge(spec, shard=pilot, chunk_size=chunk_size, console=console,
-                                         progress=bars, open_engine=open_engine, verbose=verbose))
+                                         progress=bars, open_engine=open_engine, verbose=verbose,
+                                         setups=setups))
     finally:
         keeper.close()
     allow = allow_incomplete or limit is not None

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from gamut_local.config import ModelSpec, Sampling, load_run_config
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling, load_run_config
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.labels import LabelReadout
 from gamut_local.engines.served import engine as served_engine, http, readout as served_readout
 from gamut_local.errors import InputError
+from gamut_local.prompts.audit import AUDIT_LABELS
 from gamut_local.rundir import verdict_store
 from gamut_local.stages.judge import judge
 from tests.support.openai_fault_server import MODEL, FaultServer
@@ -36,7 +37,8 @@ def quick_backoff(monkeypatch):
     monkeypatch.setattr(http, "BACKOFF_BASE_S", 0.01)
 
 
-def spec_for(server: FaultServer, cls=ModelSpec, **server_args) -> ModelSpec:
+def spec_for(server: FaultServer, cls=JudgeSpec, **server_args) -> ModelSpec:
+    """A judge (its engine reads labels) unless `cls` is ModelSpec (a candidate's only chats)."""
     return cls(name="served", path=MODEL, backend="openai", vision=True,
                server={"base_url": server.base_url, **server_args})
 
@@ -97,7 +99,7 @@ def test_an_answer_failing_after_retries_comes_back_marked_beside_the_others():
     # A transient outage is no answer: an empty one would be graded as the model's. The
     # request comes back marked failed, beside the answers that came back.
     with FaultServer() as server:
-        engine = load_engine(spec_for(server, retries=1, max_concurrency=1))
+        engine = load_engine(spec_for(server, ModelSpec, retries=1, max_concurrency=1))
         server.faults = [("ok",), ("status", 500), ("status", 500)]
         ok, failed = engine.chat([conv("Tell me about tapas."), conv("Tell me about paella.")], Sampling(max_tokens=8))
         assert ok.failure is None and ok.text and ok.finish_reason == "stop"
@@ -137,12 +139,39 @@ def test_images_go_as_data_urls():
         engine.close()
 
 
-def test_a_server_with_neither_logprobs_nor_choice_is_refused_at_start_up():
+def test_a_server_with_neither_logprobs_nor_choice_is_refused_at_start_up_as_a_judge_only():
     with FaultServer(choice_support=False) as server:
-        with pytest.raises(InputError, match="neither label log-probabilities.*nor constrained choice"):
+        with pytest.raises(InputError, match="neither label log-probabilities.*nor constrained choice.*"
+                                             "it cannot judge"):
             load_engine(spec_for(server))
         # Nothing but the start-up probes was sent.
-        assert all("Say hello" in r["messages"][0]["content"] for r in server.requests)
+        assert server.requests and all("Say hello" in r["messages"][0]["content"] for r in server.requests)
+        # A candidate only chats: its start-up probes nothing, and it answers.
+        probes = len(server.requests)
+        engine = load_engine(spec_for(server, ModelSpec))
+        try:
+            assert len(server.requests) == probes and engine.startup.resolved == {}
+            assert engine.chat([conv("Hello")], Sampling(max_tokens=8))[0].text
+            # Asked for labels all the same (the audit stage's model is a plain ModelSpec): the
+            # readout is resolved then, and this server refused then, with the judge's message.
+            with pytest.raises(InputError, match="nor constrained choice"):
+                engine.classify([conv("Check: x.")], AUDIT_LABELS)
+        finally:
+            engine.close()
+
+
+def test_a_model_that_is_no_judge_resolves_its_readout_when_first_asked_for_labels():
+    with FaultServer(tokenize=True) as server:
+        engine = load_engine(spec_for(server, ModelSpec))
+        try:
+            assert server.requests == [] and server.hits["/tokenize"] == 1  # the chat template's alone
+            first = engine.classify([conv("Is it grounded?")], AUDIT_LABELS)[0]
+            probes = len(server.requests) - 1
+            assert probes == 1 and first.method == FIRST_TOKEN and first.label in AUDIT_LABELS
+            engine.classify([conv("Is it grounded?")], AUDIT_LABELS)
+            assert len(server.requests) == probes + 2  # resolved once
+        finally:
+            engine.close()
 
 
 def test_the_model_must_be_served_and_the_server_reachable():
@@ -164,6 +193,9 @@ def test_server_identity_names_host_model_and_version():
         assert ident == {"host": f"127.0.0.1:{server.port}", "model": MODEL, "version": "fault-0.1",
                          "owned_by": "tests", "readout": STRUCTURED_CHOICE, "label_tokens": json.dumps({lab: [] for lab in JUDGE_LABELS}),
                          "sampling": json.dumps(served_readout.sampling_fields(0.0, vllm_fields=False), sort_keys=True)}
+        # A candidate's start-up: who the server is, no readout.
+        assert served_engine.start_up(spec_for(server, ModelSpec)).settings_identity() == {
+            k: ident[k] for k in ("host", "model", "version", "owned_by")}
         # The config-side settings hash holds the endpoint's host and model, so a server at
         # another address never shares verdicts with this one.
         other = spec.model_copy(update={"server": spec.server.model_copy(update={"base_url": "http://10.0.0.1:9/v1"})})
@@ -271,14 +303,19 @@ def test_run_reuses_an_engine_only_for_the_same_server():
             assert b is a
         with keeper(spec_for(two)) as c:  # the same model name on another server: its own engine
             assert c is not a and c.endpoint.base == two.base_url
+        # A served judge handed its start-up never takes a candidate's engine, which reads no labels.
+        with keeper(spec_for(one, ModelSpec)) as cand:
+            pass
+        with keeper(spec_for(one), startup=served_engine.start_up(spec_for(one))) as judging:
+            assert judging is not cand and judging.classify([conv("Check: x.")], JUDGE_LABELS)[0].label
         keeper.close()
 
 
 CTRL_C_SCRIPT = """
 import sys
-from gamut_local.config import ModelSpec
+from gamut_local.config import JudgeSpec
 from gamut_local.engines import load_engine
-spec = ModelSpec(name="s", path="fault-model", backend="openai", server={"base_url": sys.argv[1]})
+spec = JudgeSpec(name="s", path="fault-model", backend="openai", server={"base_url": sys.argv[1]})
 engine = load_engine(spec)
 print("ready", flush=True)
 engine.classify([[{"role": "user", "content": f"Check {i}"}] for i in range(8)], ["meets", "missing"])

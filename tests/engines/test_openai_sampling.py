@@ -7,7 +7,7 @@ engine's: tests/engines/test_openai_vllm.py."""
 
 from __future__ import annotations
 
-from gamut_local.config import ModelSpec, Sampling
+from gamut_local.config import JudgeSpec, Sampling
 from gamut_local.engines import load_engine
 from gamut_local.engines.served.readout import OPENAI_NEUTRAL, VLLM_NEUTRAL, sampling_fields
 from tests.support.openai_fault_server import MODEL, FaultServer
@@ -25,7 +25,7 @@ def test_sampling_fields_pin_everything_but_the_configs_temperature_and_top_p():
 
 def test_every_request_pins_the_openai_fields_and_sends_no_vllm_field_without_tokenize():
     with FaultServer() as server:
-        engine = load_engine(ModelSpec(**SPEC, server={"base_url": server.base_url}))
+        engine = load_engine(JudgeSpec(**SPEC, server={"base_url": server.base_url}))
         try:
             assert not engine.vllm_fields  # no /tokenize: not vLLM's server
             engine.classify([[{"role": "user", "content": "Check: it is red."}]], JUDGE_LABELS)

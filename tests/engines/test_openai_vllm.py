@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gamut_local.config import ModelSpec, Sampling
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, STRUCTURED_CHOICE, load_engine
 from gamut_local.engines.vllm_engine import serve_args
 from gamut_local.prompts.judge import judge_conversations
@@ -45,8 +45,9 @@ def offline_smollm2(one_engine, smollm2_vllm_spec):
         one_engine.close()
 
 
-def served_spec(url: str, name: str = "smol-served", **over) -> ModelSpec:
-    return ModelSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
+def served_spec(url: str, name: str = "smol-served", **over) -> JudgeSpec:
+    """A judge: its engine reads labels (a candidate's start-up resolves none, and it only chats)."""
+    return JudgeSpec(name=name, path="smollm2", backend="openai", vision=False, server={"base_url": url}, **over)
 
 
 # Sampling defaults a model folder's generation_config.json may carry; `vllm serve` applies them

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from gamut_local.config import ModelSpec, Sampling
+from gamut_local.config import JudgeSpec, Sampling
 from gamut_local.engines import FIRST_TOKEN, load_engine
 from gamut_local.engines.vllm_engine import serve_args
 from gamut_local.prompts.judge import judge_conversations
@@ -47,7 +47,7 @@ def served(offline_tiny_vlm, tiny_vlm_vllm_spec, tiny_qwen3_vl_dir, tmp_path_fac
     # image caps as the engine's pixel_kwargs renders them for the processor).
     with vllm_server(serve_args(tiny_vlm_vllm_spec.model_copy(update={"path": "tiny-vl"}), tiny_qwen3_vl_dir),
                      log) as url:
-        engine = load_engine(ModelSpec(name="tiny-vl-served", path="tiny-vl", backend="openai",
+        engine = load_engine(JudgeSpec(name="tiny-vl-served", path="tiny-vl", backend="openai",
                                        server={"base_url": url}))
         try:
             yield engine

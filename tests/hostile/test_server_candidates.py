@@ -53,7 +53,22 @@ def test_a_generate_command_asks_the_server_what_it_is_once(world):
     with FaultServer(tokenize=True) as server:
         hits = start_up(world, server, config(world, served(server)))
         assert hits["/v1/models"] == 1 and hits["/version"] == 1, hits
-        assert hits["chat"] <= 1, hits  # at most the one readout probe before the first answer
+        # A candidate reads no labels: no probe verdict, and the one /tokenize (and its
+        # /detokenize) is the chat template's, which says whether vLLM's sampling fields go.
+        assert hits["chat"] == 0 and hits["/tokenize"] == 1 and hits["/detokenize"] == 1, hits
+
+
+def test_a_candidate_on_a_server_that_cannot_judge_answers(world):
+    """A server with neither log-probabilities nor constrained choice (a hosted chat API) was
+    refused for a candidate too ("it cannot judge"), which only chats: it answers, and only
+    its answers are sent."""
+    with FaultServer(choice_support=False) as server:
+        res = gamut(world, "generate", "--config", config(world, served(server)))
+        assert res.returncode == 0, res.stdout + res.stderr
+        assert sorted(a["question_id"] for a in answers(world)) == ["q1", "q2", "q3", "q4"]
+        assert len(server.requests) == N_ANSWERS
+        assert not any(k in body for body in server.requests
+                       for k in ("logprobs", "allowed_token_ids", "structured_outputs", "response_format"))
 
 
 @pytest.mark.parametrize("fault", [("status", 503), ("status", 429), ("close",), ("slow", 5)])

@@ -69,6 +69,16 @@ def test_a_judge_command_asks_the_server_what_it_is_once(world):
         assert hits["chat"] == 1, hits  # the one readout probe before the first verdict
 
 
+def test_a_judge_on_a_server_that_can_read_no_label_is_refused_before_any_verdict(world):
+    """A candidate on such a server answers (test_server_candidates.py); a judge cannot."""
+    with FaultServer(choice_support=False) as server:
+        res = gamut(world, "judge", "--config", config(world, served(server)))
+        clean_failure(res, "run.yaml", "judges.0.server.base_url", "neither label log-probabilities",
+                      "nor constrained choice", "it cannot judge")
+        assert verdicts(world) == []
+        assert server.requests and all("Say hello" in r["messages"][0]["content"] for r in server.requests)
+
+
 @pytest.mark.parametrize("path", ["/tokenize", "/detokenize", "/v1/models", "/version"])
 def test_a_5xx_on_a_start_up_request_is_retried_and_the_readout_kept(world, path):
     """One 503 on the engine's first /tokenize once made the whole run fall back to structured

@@ -1,7 +1,10 @@
 """The `openai` back end (served): candidates and judges behind an OpenAI-compatible chat endpoint
 (`vllm serve`, SGLang, a provider), instead of weights loaded into this process.
 
-Start-up asks the server what it is (`/models`, `/version`) and how labels can be read from it:
+Start-up asks the server what it is (`/models`, `/version`) and whether it tokenises for us
+(which sampling fields it takes); a judge's also asks how labels can be read from it (a
+candidate's does not, `engine.reads_labels`: it only chats, so a chat API that cannot judge
+still serves a candidate):
 - **first_token**, where the server tokenises for us (vLLM's `/tokenize`, `/detokenize`): the
   labels' first tokens are found by the same rules as the offline engines
   (`labels.label_readout_for`, on the server's tokenizer and chat template), and each verdict
@@ -15,7 +18,7 @@ Start-up asks the server what it is (`/models`, `/version`) and how labels can b
 - **structured_choice** otherwise: the output is constrained to one label (vLLM's
   `structured_outputs: {choice}`, else a `response_format` JSON schema with an enum) and the
   distribution is one-hot.
-- A server offering neither is refused before any request of the run is sent.
+- A server offering neither is refused as a judge before any request of the run is sent.
 
 Every request pins the sampling fields the readout depends on (`sampling_fields`): `vllm serve`
 fills each field a request leaves unset from the model's `generation_config.json` (a repetition

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Sequence
 
-from gamut_local.config import ModelSpec, Sampling
+from gamut_local.config import JudgeSpec, ModelSpec, Sampling
 from gamut_local.engines.base import FIRST_TOKEN, STRUCTURED_CHOICE, Classification, Completion, RequestFailure
 from gamut_local.engines.images import image_parts_as_urls
 from gamut_local.engines.labels import (
@@ -46,10 +46,13 @@ log = logging.getLogger(__name__)
 class Startup:
     """What a server said at start-up, for one model config: asked once where a stage builds
     its engine and handed to what needs it, the judge's settings identity (`identity` and the
-    readout it `resolved`) and the engine, which then reads labels as that identity says."""
+    readout it `resolved`) and the engine, which then reads labels as that identity says. A
+    candidate's (`reads_labels` False) resolved no readout: its engine chats, and resolves one
+    only if asked to classify (an audit model's)."""
 
     identity: dict[str, str]  # host, served model name, server version
-    resolved: dict[str, str]  # how verdicts are read (`OpenAIEngine._resolved`)
+    resolved: dict[str, str]  # how verdicts are read (`OpenAIEngine._resolved`); {} for a candidate
+    reads_labels: bool
     chat_prefix: str
     tokenizes: bool  # labels are read on the server's tokenizer (its /tokenize)
     vllm_fields: bool  # requests carry vLLM's own sampling fields
@@ -65,8 +68,19 @@ class Startup:
         return {**self.identity, **self.resolved}
 
 
+def reads_labels(spec: ModelSpec) -> bool:
+    """The one rule for what start-up a model's role needs. A judge's resolves how labels are
+    read, probes included (its verdicts' settings hash names that readout, and a server that
+    can read none is refused before the run sends anything). A candidate only chats: its
+    start-up asks who the server is and which sampling fields it takes, nothing of labels, so
+    a chat API that cannot judge still answers. (A plain ModelSpec that does classify, the
+    audit stage's model, resolves the readout at its first `classify`.)"""
+    return isinstance(spec, JudgeSpec)
+
+
 def start_up(spec: ModelSpec) -> Startup:
-    """Ask the server what it is and how it reads labels (probes included); nothing else is sent."""
+    """Ask the server what it is and, for a judge, how it reads labels (`reads_labels`);
+    nothing else is sent."""
     engine = OpenAIEngine(spec)
     engine.close()
     return engine.startup
@@ -96,9 +110,11 @@ class OpenAIEngine:
         # The engine's own copies: its caches grow, the start-up it was handed stays as it was.
         self._readouts, self.label_names = dict(startup.readouts), dict(startup.label_names)
         self.tokenizer = ServerTokenizer(self.endpoint) if startup.tokenizes else NoTokenizer()
+        self._labels_checked = startup.reads_labels
 
     def _start_up(self) -> Startup:
-        """Ask the server what it is and how labels are read from it (see the package's docstring)."""
+        """Ask the server what it is and, for a judge, how labels are read from it (see the
+        package's docstring and `reads_labels`)."""
         self._readouts: dict[tuple[str, ...], LabelReadout] = {}
         self.label_names: dict[int, str] = {}
         self.top_logprobs = TOP_LOGPROBS  # asked per verdict step (the verdict labels')
@@ -109,8 +125,11 @@ class OpenAIEngine:
         self.chat_prefix = chat_prefix
         # A server that tokenises for us is vLLM's: it takes vLLM's own sampling fields.
         self.vllm_fields = not isinstance(self.tokenizer, NoTokenizer)
-        self._check_readout()
-        return Startup(identity=identity, resolved=self._resolved(), chat_prefix=chat_prefix,
+        judge = reads_labels(self.spec)
+        if judge:
+            self._check_readout()
+        return Startup(identity=identity, resolved=self._resolved() if judge else {}, reads_labels=judge,
+                       chat_prefix=chat_prefix,
                        tokenizes=isinstance(self.tokenizer, ServerTokenizer), vllm_fields=self.vllm_fields,
                        readouts=dict(self._readouts), label_names=dict(self.label_names), processed=self.processed,
                        top_logprobs=self.top_logprobs, structured=self.structured)
@@ -326,6 +345,11 @@ class OpenAIEngine:
                           num_cached_tokens=cached_tokens(usage))
 
     def classify(self, conversations: list[list[dict]], labels: Sequence[str]) -> list[Classification]:
+        if not self._labels_checked:
+            # Started without the readout (not a judge's: `reads_labels`), yet asked for labels:
+            # an audit model's. Resolved now, as a judge's start-up does; no judge's hash holds it.
+            self._check_readout()
+            self._labels_checked = True
         conversations = image_parts_as_urls(conversations)
         readout = self.label_readout(labels)
         if readout.method == FIRST_TOKEN:
