@@ -139,8 +139,13 @@ def run(spec: RunSpec, config_path: str | Path, *, chunk_size: int | None = None
     # Each judge resolved once, here (a served judge's server asked what it is): the manifest's
     # settings hash, the judge stage's and its engine's readout all come from that start-up.
     setups = judge_setups(spec.judges)
-    write_manifest(spec, config_path, judge_hashes={name: s.settings_hash for name, s in setups.items()})
+    first = {name: s.settings_hash for name, s in setups.items()}
+    write_manifest(spec, config_path, judge_hashes=first)
     stages: dict[str, StageRun] = {}
+
+    def judges_ready(judge_hashes: dict[str, str | None]) -> None:
+        if judge_hashes != first:  # a judge's server answered only once generating was done
+            write_manifest(spec, config_path, judge_hashes=judge_hashes)
 
     def timed(name, fn):
         t0 = time.perf_counter()
@@ -160,7 +165,7 @@ def run(spec: RunSpec, config_path: str | Path, *, chunk_size: int | None = None
                                                progress=bars, open_engine=open_engine, verbose=verbose))
             timed("judge", lambda: judge(spec, shard=pilot, chunk_size=chunk_size, console=console,
                                          progress=bars, open_engine=open_engine, verbose=verbose,
-                                         setups=setups))
+                                         setups=setups, on_ready=judges_ready))
     finally:
         keeper.close()
     allow = allow_incomplete or limit is not None

@@ -12,8 +12,8 @@ from tests.support.openai_fault_server import FaultServer
 
 
 def test_a_run_asks_each_server_what_it_is_once(world):
-    """The manifest, written before generating, ran the judge's start-up, and the judge stage
-    ran it again: two start-ups (models, version, tokenizer, probe) per run for one judge."""
+    """The manifest, written before generating, needs the judge's start-up (models, version,
+    tokenizer, probe); the judge stage takes that one rather than asking again."""
     with FaultServer() as cand_server, FaultServer(tokenize=True) as judge_server:
         cfg = world.config(models=[{**served(cand_server), "name": "cand"}],
                            judges=[{**served(judge_server), "name": "judge"}])
@@ -33,7 +33,8 @@ def test_a_run_asks_each_server_what_it_is_once(world):
 
 def test_a_judge_server_that_could_not_answer_before_generating_is_asked_again(world):
     """A judge's server not answering when the run starts (still loading) gets the manifest no
-    hash; the judge stage asks it again rather than failing on the first answer."""
+    hash; the judge stage asks it again rather than failing on the first answer, and the
+    manifest then gets the hash its verdicts carry."""
     with FaultServer() as cand_server, FaultServer(tokenize=True) as judge_server:
         judge_server.path_faults = {"/v1/models": [("status", 404)]}  # not serving the model yet
         cfg = world.config(models=[{**served(cand_server), "name": "cand"}],
@@ -42,4 +43,8 @@ def test_a_judge_server_that_could_not_answer_before_generating_is_asked_again(w
         assert res.returncode == 0, res.stdout + res.stderr
         assert judge_server.hits["/v1/models"] == 2 and judge_server.hits["/version"] == 1, judge_server.hits
         root = world.run_dir / "verdicts" / "judge"
-        assert any(True for unit in verdict_store.units_in(root) for _ in verdict_store.records(unit))
+        verdicts = [r for unit in verdict_store.units_in(root) for _, r in verdict_store.records(unit)]
+        manifest = json.loads((world.run_dir / "manifest.json").read_text())
+        judge_hash = next(m["settings_hash"] for m in manifest["models"] if m["role"] == "judge")
+        assert verdicts and judge_hash is not None and {r["settings_hash"] for r in verdicts} == {judge_hash}
+        assert set(manifest["stages"]) >= {"compile", "generate", "judge"}  # the stages' records kept
