@@ -139,7 +139,7 @@ class Labels:
 
 def labels_for(scores, sample, gold: list[int]) -> Labels:
     """The labels a checked sample (`analysis.design.check_sample`) gives: a response is
-    labeled when the design drew it and the gold judges graded it in full (`fully_graded`),
+    labeled when the design drew it and a gold judge graded it in full (`graded_in_full`),
     a human gold judge only with verdicts all made in the sample's queue (`in_queue`: any
     other human verdict, wherever it was read from, is not a random label). Responses outside
     the design's population (added to the run after the draw, or, for a shared sample, to a
@@ -159,7 +159,8 @@ def labels_for(scores, sample, gold: list[int]) -> Labels:
         for model, variant, qid in sample.in_queue.get(scores.judges[j], ()):
             if (model, variant) in s_of and qid in q_of:
                 eligible[g, s_of[(model, variant)], q_of[qid]] = True
-    full = fully_graded(scores, gold) & eligible & (sampled & population)[None]
+    n = scores.n_graded[gold]
+    full = graded_in_full(n, judged_checks(scores)[None], eligible) & (sampled & population)[None]
     weights = 1.0 / np.where(prob > 0, prob, 1.0)  # 1 / inclusion probability
     return Labels(gold, full.any(axis=0), weights, design.per == "shared", design.sample_id,
                   population, eligible, full, getattr(sample, "team", None))
@@ -181,12 +182,33 @@ def _in_population(values: np.ndarray, labels: Labels, s: int) -> np.ndarray:
     return values if labels.population is None else np.where(labels.population[s], values, np.nan)
 
 
+def graded_in_full(verdicts, judged, in_queue):
+    """The rule that makes a drawn response graded in full by a person, the one the correction
+    labels with (`labels_for`) and the viewer shows progress and the next response by
+    (`viewer.pages.graded`); elementwise over arrays, or for one response.
+
+    verdicts: the person's current verdicts on the response (newest per check, not stale);
+    judged: the most checks of it a model judge graded (`judged_checks`: the checks its judge
+    scores are over; 0: no judge scored it, so it can label nothing); in_queue: every one of
+    those verdicts was made in the sample's queue (one made elsewhere was not drawn at random).
+    Verdicts are counted, not matched check by check (scores keep counts): a person who graded
+    a check no model judge graded instead of one it did counts as having graded it in full.
+    With judges that graded every check (what a complete run has) that cannot happen."""
+    return np.logical_and(in_queue, np.logical_and(np.greater(judged, 0), np.greater_equal(verdicts, judged)))
+
+
+def judged_checks(scores) -> np.ndarray:
+    """(S, Q) the most verdicts a judge that is not a person gave each response: the checks a
+    person must grade for `graded_in_full`. People's verdicts never raise it: one person's
+    verdict on a check no judge graded is no check the others must grade."""
+    models = [j for j, name in enumerate(scores.judges) if not is_human(name)]
+    n = scores.n_graded
+    return n[models].max(axis=0) if models else np.zeros(n.shape[1:], dtype=n.dtype)
+
+
 def fully_graded(scores, gold: list[int]) -> np.ndarray:
-    """(len(gold), S, Q): the gold judge has a verdict on every check any judge graded of that
-    response (the response's checks as the run knows them)."""
-    n = scores.counts.sum(axis=-1)  # (J, S, Q) verdicts per response
-    want = n.max(axis=0)
-    return (n[gold] >= want[None]) & (want[None] > 0)
+    """(len(gold), S, Q): `graded_in_full` by each gold judge, wherever its verdicts were made."""
+    return graded_in_full(scores.n_graded[gold], judged_checks(scores)[None], True)
 
 
 def gold_scores(scores, labels: Labels, tier: int | None = None) -> np.ndarray:

@@ -7,8 +7,8 @@ the report and the viewer's live leaderboard).
 Who graded what is read the way `score-run --correct-with 'human-*'` reads it: the run's
 verdicts (the dataset its manifest names, when readable, and its answers, so stale verdicts do
 not count), checked against the design (`analysis.design.check_sample`), a response graded by
-an annotator when their verdicts made in the sample's queue cover every check of it
-(`analysis.correction.graded_responses`).
+an annotator by the correction's rule (`analysis.correction.graded_in_full`, through
+`graded_responses`), which the viewer's progress reads too.
 """
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ GOLD = "human-*"
 
 def _table(index: RunIndex, records: list[dict]):
     """The model judges' verdicts and `records` as one table of codes (what
-    `analysis.scoring.score_table` reads)."""
+    `analysis.scoring.score_table` reads). A person's verdict on a check no model judge graded
+    is in it too, as `score-run` reads it: it counts towards their having graded the response
+    in full (`analysis.correction.graded_in_full`), as the viewer's progress counts it."""
     v = index.verdicts
     humans = sorted({r["judge"] for r in records})
     judges = list(v.judges) + humans
@@ -33,18 +35,28 @@ def _table(index: RunIndex, records: list[dict]):
     m_of, j_of = {m: i for i, m in enumerate(models)}, {j: i for i, j in enumerate(judges)}
     sys_model = np.array([m_of[m] for m, _ in v.systems] + [0], dtype=np.int32)
     sys_variant = np.array([VARIANTS.index(va) for _, va in v.systems] + [0], dtype=np.int8)
-    cells = [index.cell_of(r["question_id"], r["model"], r["variant"], r["check_id"]) for r in records]
-    keep = [(r, c) for r, c in zip(records, cells) if c is not None]
-    hc = np.array([c for _, c in keep], dtype=np.int64)
+    questions, checks = list(index.question_ids), list(v.checks)
+    q_of, c_of = dict(index.q_index), dict(index.c_index)
+    for r in records:  # names the model judges' verdicts lack are coded after theirs
+        if r["question_id"] not in q_of:
+            q_of[r["question_id"]] = len(questions)
+            questions.append(r["question_id"])
+        if r["check_id"] not in c_of:
+            c_of[r["check_id"]] = len(checks)
+            checks.append(r["check_id"])
+
+    def codes(of, dtype) -> np.ndarray:
+        return np.array([of(r) for r in records], dtype=dtype)
     cat = np.concatenate
     return SimpleNamespace(
-        judges=judges, models=models, questions=list(index.question_ids), checks=list(v.checks),
-        judge=cat([v.j, np.array([j_of[r["judge"]] for r, _ in keep], dtype=np.int32)]),
-        model=cat([sys_model[v.s], sys_model[index.cells.s[hc]] if len(hc) else np.zeros(0, np.int32)]),
-        variant=cat([sys_variant[v.s], sys_variant[index.cells.s[hc]] if len(hc) else np.zeros(0, np.int8)]),
-        question=cat([v.q, index.cells.q[hc].astype(np.int32)]), check=cat([v.c, index.cells.c[hc].astype(np.int32)]),
-        tier=cat([v.tier, np.array([TIERS.index(r["tier"]) for r, _ in keep], dtype=np.int8)]),
-        verdict=cat([v.code, np.array([VERDICTS.index(r["verdict"]) for r, _ in keep], dtype=np.int8)]))
+        judges=judges, models=models, questions=questions, checks=checks,
+        judge=cat([v.j, codes(lambda r: j_of[r["judge"]], np.int32)]),
+        model=cat([sys_model[v.s], codes(lambda r: m_of[r["model"]], np.int32)]),
+        variant=cat([sys_variant[v.s], codes(lambda r: VARIANTS.index(r["variant"]), np.int8)]),
+        question=cat([v.q, codes(lambda r: q_of[r["question_id"]], np.int32)]),
+        check=cat([v.c, codes(lambda r: c_of[r["check_id"]], np.int32)]),
+        tier=cat([v.tier, codes(lambda r: TIERS.index(r["tier"]), np.int8)]),
+        verdict=cat([v.code, codes(lambda r: VERDICTS.index(r["verdict"]), np.int8)]))
 
 
 def sample_board(index: RunIndex, name: str) -> dict:

@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 
+from gamut_local.analysis.correction import graded_in_full
 from gamut_local.analysis.design import probability_of
 from gamut_local.viewer.adjudicate import annotated_cells
 from gamut_local.viewer.correction import live_boards
@@ -16,6 +17,7 @@ from gamut_local.viewer.opening import leaderboard
 from gamut_local.vocab import JUDGE_LABELS, TIERS, VERDICTS
 
 PAGE_SIZE = 200
+Response = tuple[str, str, str]  # (model, variant, question_id), as the assignment names them
 # Words of the compiler's check templates: never worth highlighting in a response.
 _TEMPLATE_WORDS = frozenset("""the response states following about mentions one covers least possibilities for describing
 includes this step presents these steps order identifies explains how they relate with respect
@@ -240,6 +242,14 @@ def _cell_page(index: RunIndex, order: np.ndarray, pos: int | None, mine: np.nda
 
 
 # ---------------------------------------------------------------- the calibration sample
+#
+# Who has graded what of a sample: per person, the cells they graded in its queue and the drawn
+# responses they graded in full by the correction's own rule (`analysis.correction.
+# graded_in_full`), so the queue, each person's progress and the team's count what a corrected
+# score labels. A person's result is kept up to date from the verdicts written since it was last
+# asked (`adjudicate._replace` lists them), not recomputed from all of their verdicts, and kept
+# as is while that person's verdicts stay: a verdict replaces its judge's dict, so the dict's
+# identity says whether they changed.
 
 def sample_cells(index: RunIndex, design) -> tuple[np.ndarray, np.ndarray, int]:
     """(cells, response number of each, drawn responses without cells): the cells of the
@@ -267,25 +277,86 @@ def sample_cells(index: RunIndex, design) -> tuple[np.ndarray, np.ndarray, int]:
     return np.array(cells, dtype=np.int64), np.array(number, dtype=np.int64), missing
 
 
-def sample_done(index: RunIndex, judge: str | None, design) -> np.ndarray:
-    """Cells this human judge has graded for this sample: a current verdict (not stale) made
-    in its queue (`sample_id`); a verdict from another queue does not count
-    (`analysis.design.check_sample`)."""
-    cells = [index.cell_of(*k) for k, r in index.humans.get(judge, {}).items()
-             if r.get("sample_id") == design.sample_id and not index.is_stale(r)] if judge else []
-    return np.array(sorted(x for x in cells if x is not None), dtype=np.int64)
+def cells_of(index: RunIndex, name: str):
+    """`sample_cells` of a sample, computed once (the design and the cells stay), with the
+    drawn responses in design order and which have cells; beside it, each response's number
+    and the checks a person must grade of it (`_judged`)."""
+    key = ("sample_cells", name)
+    if key not in index.computed:
+        design = index.samples[name]
+        order, number, missing = sample_cells(index, design)
+        ranked = sorted(design.responses, key=lambda r: r.order)
+        responses = [(r.model, r.variant, r.question_id) for r in ranked]
+        present = np.bincount(number, minlength=len(responses)) > 0
+        index.computed[key] = (order, number, missing, responses, present)
+        index.computed[("sample_judged", name)] = ({r: k for k, r in enumerate(responses)},
+                                                  _judged(index, order, number, len(responses)))
+    return index.computed[key]
+
+
+def _judged(index: RunIndex, order: np.ndarray, number: np.ndarray, n: int) -> np.ndarray:
+    """(responses,) the most verdicts one model judge gave each drawn response (what
+    `analysis.correction.judged_checks` reads from the scores)."""
+    c, v = index.cells, index.verdicts
+    J = max(len(v.judges), 1)
+    lo, lens = c.start[order], c.start[order + 1] - c.start[order]
+    at = np.arange(int(lens.sum())) + np.repeat(lo - (np.cumsum(lens) - lens), lens)  # each cell's rows
+    rows = np.repeat(number, lens) * J + v.j[at]
+    return np.bincount(rows, minlength=n * J).reshape(n, J).max(axis=1)
+
+
+def graded(index: RunIndex, judge: str | None, name: str) -> tuple[np.ndarray, set[Response]]:
+    """(cells this judge graded for the sample, the drawn responses they graded in full).
+
+    A cell counts when the judge's current verdict on it (not stale) was made in the sample's
+    queue; a response by `graded_in_full` over the judge's current verdicts on it, wherever
+    made, and the checks the model judges graded of it."""
+    if judge is None:
+        return np.zeros(0, dtype=np.int64), set()
+    changed = index.computed.get(("changed", judge), [])
+    upto = len(changed)  # before the records: a write in between is looked at again next time
+    mine = index.humans.get(judge, {})
+    key = ("graded", judge, name)
+    state = index.computed.get(key)
+    if state is not None and state[0] is mine:
+        return state[1]
+    responses = cells_of(index, name)[3]
+    number_of, judged = index.computed[("sample_judged", name)]
+    sample_id = index.samples[name].sample_id
+    if state is None:
+        keys, counted, have, away = list(mine), {}, np.zeros_like(judged), np.zeros_like(judged)
+    else:
+        keys, counted, have, away = changed[state[2]:upto], dict(state[3]), state[4].copy(), state[5].copy()
+    for k in keys:
+        at = number_of.get((k[1], k[2], k[0]))
+        if at is None:
+            continue
+        was = counted.pop(k, None)
+        if was is not None:
+            have[at] -= 1
+            away[at] -= not was[0]
+        r = mine.get(k)
+        if r is not None and not index.is_stale(r):
+            ok = r.get("sample_id") == sample_id
+            counted[k] = (ok, index.cell_of(*k) if ok else None)
+            have[at] += 1
+            away[at] += not ok
+    full = {responses[i] for i in np.flatnonzero(graded_in_full(have, judged, away == 0)).tolist()}
+    cells = np.array(sorted(cell for _, cell in counted.values() if cell is not None), dtype=np.int64)
+    result = (cells, full)
+    index.computed[key] = (mine, result, upto, counted, have, away)
+    return result
+
 
 
 def sample_page(index: RunIndex, name: str, pos: int | None, judge: str | None) -> dict:
     """One cell of the calibration sample's queue, blind, with the sample's progress in whole
     responses (what a correction counts) and in cells."""
     design = index.samples[name]
-    order, number, missing = sample_cells(index, design)
-    done = sample_done(index, judge, design)
-    undone = np.bincount(number, weights=(~np.isin(order, done)).astype(np.float64), minlength=len(design.responses))
-    present = np.bincount(number, minlength=len(design.responses)) > 0
+    order, number, missing, _, _ = cells_of(index, name)
+    done, full = graded(index, judge, name)
     info = {"name": name, "sample_id": design.sample_id, "per": design.per, "responses": len(design.responses),
-            "responses_done": int((present & (undone == 0)).sum()), "missing": missing, "response": None}
+            "responses_done": len(full), "missing": missing, "response": None}
     page = _cell_page(index, order, pos, done, judge, True, {"only": "sample", "question_filter": "",
                                                              "sample": info})
     if page["cell"] is not None:

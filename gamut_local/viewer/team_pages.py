@@ -8,8 +8,7 @@ sample's id) by an annotator assigned neither of the disagreeing verdicts' respo
 correction's rule for several people reads it as such. Without an assignment file every
 signed-in annotator walks the whole sample, as in single-annotator mode.
 
-Per-annotator results are kept until that annotator's verdicts change: a verdict replaces
-its judge's dict (`adjudicate._replace`), so the dict's identity says whether they did.
+Who has graded what is `pages.graded`'s: the correction's rule, kept up to date per person.
 """
 
 from __future__ import annotations
@@ -20,26 +19,8 @@ import numpy as np
 
 from gamut_local.rundir.human import human_judge, is_human
 from gamut_local.viewer.index import RunIndex
-from gamut_local.viewer.pages import _cell_page, sample_cells
+from gamut_local.viewer.pages import Response, _cell_page, cells_of, graded
 
-Response = tuple[str, str, str]  # (model, variant, question_id), as the assignment names them
-
-
-def cells_of(index: RunIndex, name: str):
-    """`pages.sample_cells` of a sample, computed once (the design and the cells stay), with
-    the drawn responses in design order, which have cells, and the response of each cell."""
-    key = ("sample_cells", name)
-    if key not in index.computed:
-        design = index.samples[name]
-        order, number, missing = sample_cells(index, design)
-        ranked = sorted(design.responses, key=lambda r: r.order)
-        responses = [(r.model, r.variant, r.question_id) for r in ranked]
-        present = np.bincount(number, minlength=len(responses)) > 0
-        index.computed[key] = (order, number, missing, responses, present)
-        response_of = np.full(len(index.cells.key), -1, dtype=np.int64)
-        response_of[order] = number
-        index.computed[("sample_response_of", name)] = (response_of, np.bincount(number, minlength=len(responses)))
-    return index.computed[key]
 
 
 def assignments_of(index: RunIndex):
@@ -58,42 +39,6 @@ def assignments_of(index: RunIndex):
     if got is None or got[0] != stamp:
         got = index.computed["assignments"] = (stamp, assignments.load(index.run_dir))
     return got[1]
-
-
-def graded(index: RunIndex, judge: str, name: str) -> tuple[np.ndarray, set[Response]]:
-    """(cells this judge graded for the sample, responses they graded in full): the rule of
-    `pages.sample_done`, kept up to date from the cells written since it was last asked
-    (`adjudicate._replace` lists them), not recomputed from all of the judge's verdicts."""
-    changed = index.computed.get(("changed", judge), [])
-    upto = len(changed)  # before the records: a write in between is looked at again next time
-    mine = index.humans.get(judge, {})
-    key = ("graded", judge, name)
-    state = index.computed.get(key)
-    if state is not None and state[0] is mine:
-        return state[1]
-    _, _, _, responses, present = cells_of(index, name)
-    response_of, need = index.computed[("sample_response_of", name)]
-    sample_id = index.samples[name].sample_id
-    if state is None:
-        keys, done, have = list(mine), set(), np.zeros_like(need)
-    else:
-        keys, done, have = changed[state[2]:upto], set(state[3]), state[4].copy()
-    for k in keys:
-        r = mine.get(k)
-        cell = index.cell_of(*k)
-        if r is None or cell is None or response_of[cell] < 0:
-            continue
-        ok = r.get("sample_id") == sample_id and not index.is_stale(r)
-        if ok and cell not in done:
-            done.add(cell)
-            have[response_of[cell]] += 1
-        elif not ok and cell in done:
-            done.discard(cell)
-            have[response_of[cell]] -= 1
-    full = {responses[k] for k in np.flatnonzero(present & (have == need)).tolist()}
-    result = (np.array(sorted(done), dtype=np.int64), full)
-    index.computed[key] = (mine, result, upto, done, have)
-    return result
 
 
 def _assigned(index: RunIndex, a, annotator: str, name: str):

@@ -143,3 +143,14 @@ def test_plan_needs_fewer_labels_with_a_good_judge_and_hits_the_half_width():
         lo, hi = (r["ci_low"], r["ci_high"]) if key == "score" else (r["human_only_ci_low"], r["human_only_ci_high"])
         assert 2.4 < (hi - lo) / 2 < 3.6, (key, n, (hi - lo) / 2)
     assert plan(truth[1, :1], judged[1, :1], 2000, 3.0)["reason"] is not None
+
+
+def test_graded_in_full_needs_a_judged_response_every_verdict_in_the_queue_and_as_many_as_judged():
+    from gamut_local.analysis.correction import graded_in_full
+
+    assert graded_in_full(5, 5, True) and graded_in_full(6, 5, True)
+    assert not graded_in_full(4, 5, True)  # a check left
+    assert not graded_in_full(5, 5, False)  # a verdict made in another queue
+    assert not graded_in_full(3, 0, True)  # no model judge scored it: it can label nothing
+    got = graded_in_full(np.array([5, 4, 3]), np.array([5, 5, 0]), np.array([True, True, True]))
+    assert got.tolist() == [True, False, False]

@@ -242,8 +242,7 @@ def authoring(tmp_path, monkeypatch):
     from tests.support import fake_engine
     from tests.support.authoring import write_draft_config
 
-    for target in fake_engine.TARGETS:
-        monkeypatch.setattr(target, _noisy_engine)
+    fake_engine.patch_loader(monkeypatch, _noisy_engine)
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text('{"architectures": ["Fake"]}')

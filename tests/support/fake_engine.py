@@ -14,6 +14,7 @@ result types of `gamut_local.engines` field for field (this layer may not import
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import time
@@ -114,9 +115,21 @@ def sample_models(monkeypatch, tmp_path) -> Path:
     return models
 
 
+def patch_loader(monkeypatch, loader) -> None:
+    """Put `loader` in place of the engine loader at every one of TARGETS, for the test.
+
+    Every module that holds the loader is imported before any is patched: a module first
+    imported while the package's loader is already patched binds the patched one at import
+    (`from gamut_local.engines import load_engine`), monkeypatch records that as the value to
+    restore, and the stand-in would outlive the test."""
+    for target in TARGETS:
+        importlib.import_module(target.rsplit(".", 1)[0])
+    for target in TARGETS:
+        monkeypatch.setattr(target, loader)
+
+
 def install(monkeypatch) -> list[str]:
     """Make every stage (and `gamut-local run`) use the fake engine; returns LOADS, cleared."""
     LOADS.clear()
-    for target in TARGETS:
-        monkeypatch.setattr(target, load_fake)
+    patch_loader(monkeypatch, load_fake)
     return LOADS
