@@ -49,7 +49,7 @@ def _prefill(run: Path, name: str) -> int:
     but its last LEFT responses; returns how many."""
     from gamut_local.reporting.team import load
     from gamut_local.viewer.index import open_run
-    from gamut_local.viewer.team_pages import cells_of
+    from gamut_local.viewer.pages import cells_of
 
     index, plan = open_run(run), load(run)
     order, number, _, responses, _ = cells_of(index, name)
