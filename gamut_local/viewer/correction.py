@@ -68,14 +68,16 @@ def sample_board(index: RunIndex, name: str) -> dict:
     from gamut_local.reporting.correction import jury_records, with_team
 
     design = index.samples[name]
-    records = [r for judge, cells in index.humans.items() if is_human(judge)
-               for r in cells.values() if not index.is_stale(r)]
+    # The sample's checks read every newest human verdict, stale ones too, as `score-run`'s do
+    # (one made elsewhere keeps its response out of the queue); the scores only current ones.
+    every = [r for judge, cells in index.humans.items() if is_human(judge) for r in cells.values()]
+    records = [r for r in every if not index.is_stale(r)]
     out = {"name": name, "sample_id": design.sample_id, "notes": [], "judges": {}, "error": None}
     try:  # the checks `score --correct-with` makes: where they fail, no numbers, the reason instead
-        where = [(str(verdicts_path(index.run_dir, r["judge"], r["model"], r["variant"])), None) for r in records]
-        checked = check_sample(design, records, where, GOLD, jury_records(index.run_dir))
+        where = [(str(verdicts_path(index.run_dir, r["judge"], r["model"], r["variant"])), None) for r in every]
+        checked = check_sample(design, every, where, GOLD, jury_records(index.run_dir))
         # A team's assignment says whose labels a response several people graded takes.
-        checked = with_team(checked, [index.run_dir], records)
+        checked = with_team(checked, [index.run_dir], every)
     except InputError as e:
         out["error"] = "; ".join(map(str, e.problems))
         return out

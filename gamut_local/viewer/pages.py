@@ -309,8 +309,9 @@ def graded(index: RunIndex, judge: str | None, name: str) -> tuple[np.ndarray, s
     """(cells this judge graded for the sample, the drawn responses they graded in full).
 
     A cell counts when the judge's current verdict on it (not stale) was made in the sample's
-    queue; a response by `graded_in_full` over the judge's current verdicts on it, wherever
-    made, and the checks the model judges graded of it."""
+    queue; a response by `graded_in_full` over the judge's current verdicts on it and the checks
+    the model judges graded of it, in the queue while none of the judge's newest verdicts on it,
+    stale ones included, was made elsewhere."""
     if judge is None:
         return np.zeros(0, dtype=np.int64), set()
     changed = index.computed.get(("changed", judge), [])
@@ -333,16 +334,18 @@ def graded(index: RunIndex, judge: str | None, name: str) -> tuple[np.ndarray, s
             continue
         was = counted.pop(k, None)
         if was is not None:
-            have[at] -= 1
+            have[at] -= was[1]
             away[at] -= not was[0]
         r = mine.get(k)
-        if r is not None and not index.is_stale(r):
-            ok = r.get("sample_id") == sample_id
-            counted[k] = (ok, index.cell_of(*k) if ok else None)
-            have[at] += 1
+        if r is not None:
+            # A stale verdict grades nothing now, but one made elsewhere still says the person
+            # came to this response outside the queue, as `analysis.design.check_sample` reads it.
+            ok, current = r.get("sample_id") == sample_id, not index.is_stale(r)
+            counted[k] = (ok, current, index.cell_of(*k) if ok and current else None)
+            have[at] += current
             away[at] += not ok
     full = {responses[i] for i in np.flatnonzero(graded_in_full(have, judged, away == 0)).tolist()}
-    cells = np.array(sorted(cell for _, cell in counted.values() if cell is not None), dtype=np.int64)
+    cells = np.array(sorted(cell for *_, cell in counted.values() if cell is not None), dtype=np.int64)
     result = (cells, full)
     index.computed[key] = (mine, result, upto, counted, have, away)
     return result

@@ -3,7 +3,7 @@ and the viewer (each person's progress, the team's, the queue's next response) a
 correction (`analysis.correction.graded_responses`: labels, `annotators assign`, the reports)
 read it alike: the same run's files give the same responses, person by person, on the cases
 where a person's verdicts are more or fewer than the checks the judges graded, are revised,
-were made in another queue, or adjudicate one cell of someone else's response."""
+were made in another queue (stale ones too), or adjudicate one cell of someone else's response."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _both(run, name="calibration"):
 
 
 def test_every_case_of_graded_in_full_is_the_same_in_the_viewer_and_the_correction(drawn):
-    run, design, (r0, r1, r2, r3, r4, *_) = drawn
+    run, design, (r0, r1, r2, r3, r4, r5, *_) = drawn
     # r0: alice grades every check; bob all but one; a revision of bob's first check.
     g0 = _model_checks(run, r0)
     _human(run, design, "alice", g0)
@@ -90,11 +90,18 @@ def test_every_case_of_graded_in_full_is_the_same_in_the_viewer_and_the_correcti
     _human(run, design, "gina", g3[:-1])
     _human(run, design, "gina", g3[-1:], queue=False)
     _human(run, design, "alice", g3[:1])
+    # r5: the judges did not grade the last check; ivan grades the others but the first in the
+    # sample's queue, the last too, and the first elsewhere, on an answer since changed (stale):
+    # it counts as no verdict, yet says he came to r5 outside the queue.
+    g5 = _model_checks(run, r5)
+    _model_checks(run, r5, drop=lambda c, last=g5[-1]["check_id"]: c == last)
+    _human(run, design, "ivan", g5[1:])
+    _human(run, design, "ivan", [{**g5[0], "answer_hash": "0" * 12}], queue=False)
     viewer, correction = _both(run)
     assert viewer == correction
     # Erin's verdicts are counted, not matched check by check (`graded_in_full`).
     assert correction == {"alice": {r0}, "bob": set(), "carol": {r1}, "dave": {r1}, "erin": {r4},
-                          "frank": {r3}, "gina": set()}
+                          "frank": {r3}, "gina": set(), "ivan": set()}
     # The live corrected leaderboard labels the same responses: every system's count is theirs.
     from gamut_local.viewer.correction import sample_board
     from gamut_local.viewer.index import open_run
