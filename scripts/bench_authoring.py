@@ -125,6 +125,9 @@ def bench_commands(root: Path, workload: str, versions: dict[str, Path], command
                 out = str(root / f"{workload}.{version}")
                 if cmd == "export":  # export wants a new folder; the last one stays for import
                     subprocess.run(["rm", "-rf", f"{out}.export"], check=True)
+                    # The removal's 10,000 deletions put on disk now: export's one sync (its files
+                    # whole or absent after a crash) would otherwise write them back, as part of export.
+                    os.sync()
                 result = _run(_argv(cmd, data, revised, out), root, code_root)
                 # lint exits 1 when it finds errors; these rubrics have none, so any non-zero is a failure
                 runs.setdefault((cmd, version), []).append((*result, os.getloadavg()[0]))
