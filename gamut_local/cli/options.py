@@ -21,6 +21,9 @@ ALLOW_INCOMPLETE_HELP = ("Go on when a system lacks verdicts on some expected qu
 VERDICTS_HELP = ("Verdicts: a run's verdict folders (RUN/verdicts/JUDGE), store units (.parquet) or "
                  "JSONL files")
 
+# Where `gamut-local view` listens by default, and so what a sign-in link names unless told.
+VIEW_HOST, VIEW_PORT = "127.0.0.1", 8765
+
 # The run config is `--config RUN.yaml` in every command that reads one; a run directory, where
 # a command takes one, is its positional argument.
 RUN_CONFIG_HELP = "Run YAML (e.g. configs/runs/sample.yaml)."
@@ -47,3 +50,5 @@ Answers = Annotated[List[Path], typer.Option("--answers", help=(
     "Answer files the verdicts graded (repeatable): a verdict whose answer_hash differs from "
     "its answer's is stale and left out."))]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the result as JSON instead of a table.")]
+LinkHost = Annotated[str, typer.Option("--host", help="Host of the sign-in link (what `view --team --host` serves).")]
+LinkPort = Annotated[int, typer.Option("--port", help="Port of the sign-in link.")]

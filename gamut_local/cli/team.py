@@ -9,10 +9,10 @@ import typer
 
 from gamut_local.cli.console import err, out
 from gamut_local.cli.errors import user_errors
+from gamut_local.cli.options import VIEW_HOST, VIEW_PORT, LinkHost, LinkPort
 
 GROUP_HELP = ("A run's team of annotators: accounts for `gamut-local view RUN --team`, "
               "each signed in with a link that works once.")
-DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765  # `gamut-local view`'s defaults
 
 
 def _rebalance(run_dir: Path, joined: str | None = None, left: str | None = None) -> None:
@@ -35,8 +35,8 @@ def _rebalance(run_dir: Path, joined: str | None = None, left: str | None = None
 def add(
     run_dir: Path = typer.Argument(..., help="Run directory."),
     name: str = typer.Argument(..., help="Annotator name (lower-case letters, digits, _ -): judge human-NAME."),
-    host: str = typer.Option(DEFAULT_HOST, help="Host of the sign-in link (what `view --team --host` serves)."),
-    port: int = typer.Option(DEFAULT_PORT, help="Port of the sign-in link."),
+    host: LinkHost = VIEW_HOST,
+    port: LinkPort = VIEW_PORT,
 ):
     """Add an annotator and print their sign-in link, once: the token is stored only hashed."""
     from gamut_local.rundir.annotators import add as add_account
@@ -56,8 +56,8 @@ def add(
 def link(
     run_dir: Path = typer.Argument(..., help="Run directory."),
     name: str = typer.Argument(..., help="Annotator with an active account."),
-    host: str = typer.Option(DEFAULT_HOST, help="Host of the sign-in link (what `view --team --host` serves)."),
-    port: int = typer.Option(DEFAULT_PORT, help="Port of the sign-in link."),
+    host: LinkHost = VIEW_HOST,
+    port: LinkPort = VIEW_PORT,
 ):
     """Print a new sign-in link for an annotator (another browser, a lost cookie): a link signs in
     once; their unused earlier link stops working, their sessions go on."""

@@ -9,14 +9,15 @@ import typer
 
 from gamut_local.cli.console import out
 from gamut_local.cli.errors import OPTIONS, user_errors
+from gamut_local.cli.options import VIEW_HOST, VIEW_PORT
 from gamut_local.errors import InputError, Problem
 
 
 @user_errors
 def view(
     run_dir: Path = typer.Argument(..., help="Run directory to look inside."),
-    port: int = typer.Option(8765, help="Port to listen on."),
-    host: str = typer.Option("127.0.0.1", help="Address to listen on, and the one name requests may be "
+    port: int = typer.Option(VIEW_PORT, help="Port to listen on."),
+    host: str = typer.Option(VIEW_HOST, help="Address to listen on, and the one name requests may be "
                              "addressed to; beyond this machine only with --team."),
     team: bool = typer.Option(False, "--team", help="Serve the run's team: each annotator signs in with the "
                               "link `gamut-local annotators add` printed and writes as themselves."),
