@@ -19,6 +19,23 @@ def sample_run(tmp_path, gamut):
 
 
 @pytest.fixture
+def assigned_team(gamut):
+    """`assigned_team(run, responses, overlap)`: the run's sample drawn (`responses` per model),
+    alice and bob added, and the sample assigned to them through the CLI; their sign-in tokens."""
+    from gamut_local.rundir import annotators
+    from gamut_local.stages.sample import draw_sample
+
+    def make(run, responses: int, overlap: float) -> dict[str, str]:
+        draw_sample(run, responses, per="model", seed=1)
+        tokens = {n: annotators.add(run, n) for n in ("alice", "bob")}
+        res = gamut("annotators", "assign", run, "--annotator", "alice", "--annotator", "bob", "--overlap", str(overlap))
+        assert res.exit_code == 0, res.output
+        return tokens
+
+    return make
+
+
+@pytest.fixture
 def client_for():
     """A test client over a run, addressed to 127.0.0.1 as the browser would address it."""
     from starlette.testclient import TestClient

@@ -14,15 +14,8 @@ LABEL = {"alice": "meets", "bob": "missing", "carol": "partially_meets"}
 
 
 @pytest.fixture
-def team_run(sample_run, gamut):
-    from gamut_local.rundir import annotators
-    from gamut_local.stages.sample import draw_sample
-
-    draw_sample(sample_run, 4, per="model", seed=1)
-    tokens = {n: annotators.add(sample_run, n) for n in ("alice", "bob")}
-    res = gamut("annotators", "assign", sample_run, "--annotator", "alice", "--annotator", "bob", "--overlap", "0.25")
-    assert res.exit_code == 0, res.output
-    return sample_run, tokens
+def team_run(sample_run, assigned_team):
+    return sample_run, assigned_team(sample_run, 4, 0.25)
 
 
 def _member(app, token):

@@ -24,16 +24,11 @@ def browser():
 
 
 @pytest.fixture
-def team(sample_run, gamut):
-    from gamut_local.rundir import annotators
-    from gamut_local.stages.sample import draw_sample
+def team(sample_run, assigned_team):
     from gamut_local.viewer.app import create_app
     from gamut_local.viewer.index import open_run
 
-    draw_sample(sample_run, 2, per="model", seed=1)
-    tokens = {n: annotators.add(sample_run, n) for n in ("alice", "bob")}
-    res = gamut("annotators", "assign", sample_run, "--annotator", "alice", "--annotator", "bob", "--overlap", "0.5")
-    assert res.exit_code == 0, res.output
+    tokens = assigned_team(sample_run, 2, 0.5)
     with live_server(create_app(open_run(sample_run), team=True)) as url:
         yield url, sample_run, tokens
 
